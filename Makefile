@@ -1,0 +1,109 @@
+# picolm — build everything with `make`, test with `make test`.
+# GNU make; CC may be gcc or clang.  Plugins are discovered by layout:
+#   formats/<name>.c            -> build/plugins/format-<name>.so
+#   plugins/<name>.c            -> build/plugins/sampler-<name>.so
+#   backends/<name>/plugin.c    -> descriptor, compiled with NO -m flags
+#   backends/<name>/*.c (rest)  -> kernels, compiled with ISA_<name> flags
+#                                  -> build/plugins/backend-<name>.so
+#   tools/<name>.c              -> build/bin/picolm-<name>
+#   tests/test_<name>.c         -> build/tests/test_<name> (run by tests/run.sh)
+
+CC      ?= cc
+AR      ?= ar
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+OPT     ?= -O2 -g
+CFLAGS  ?=
+LDFLAGS ?=
+# The core is built with no -m flags: it probes the CPU and must run anywhere.
+BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Icore -fPIC $(OPT) $(CFLAGS)
+INIH_LIBS ?= $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
+CORE_LIBS = $(INIH_LIBS) -ldl -lpthread -lm
+
+MACHINE := $(shell $(CC) -dumpmachine)
+ifneq (,$(findstring x86_64,$(MACHINE)))
+  BACKENDS ?= scalar sse4 avx2 avx512
+else ifneq (,$(findstring aarch64,$(MACHINE)))
+  BACKENDS ?= scalar neon
+else
+  BACKENDS ?= scalar
+endif
+ISA_scalar =
+ISA_sse4   = -msse4.1 -mssse3 -mpopcnt
+ISA_avx2   = -mavx2 -mfma -mf16c
+ISA_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+ISA_neon   = -march=armv8.2-a+dotprod+fp16
+
+CORE_SRC  = $(filter-out core/main.c,$(wildcard core/*.c))
+CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+CORE_LIB  = $(BUILD)/libpicolm.a
+FORMATS   = $(basename $(notdir $(wildcard formats/*.c)))
+SAMPLERS  = $(basename $(notdir $(wildcard plugins/*.c)))
+TOOLS     = $(basename $(notdir $(wildcard tools/*.c)))
+TESTS     = $(basename $(notdir $(wildcard tests/test_*.c)))
+
+FORMAT_SO  = $(FORMATS:%=$(BUILD)/plugins/format-%.so)
+SAMPLER_SO = $(SAMPLERS:%=$(BUILD)/plugins/sampler-%.so)
+BACKEND_SO = $(BACKENDS:%=$(BUILD)/plugins/backend-%.so)
+TOOL_BIN   = $(TOOLS:%=$(BUILD)/bin/picolm-%)
+TEST_BIN   = $(TESTS:%=$(BUILD)/tests/%)
+HEADERS    = $(wildcard include/picolm/*.h core/*.h formats/*.h backends/*.h)
+
+all: $(BUILD)/bin/picolm $(TOOL_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -c $< -o $@
+
+$(CORE_LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(BUILD)/bin/picolm: $(BUILD)/obj/core/main.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+
+$(BUILD)/bin/picolm-%: $(BUILD)/obj/tools/%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+
+# Plugins never link against the core: only libc/libm.
+$(BUILD)/plugins/format-%.so: $(BUILD)/obj/formats/%.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) $^ -o $@ -lm
+
+$(BUILD)/plugins/sampler-%.so: $(BUILD)/obj/plugins/%.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) $^ -o $@ -lm
+
+# Backends: plugin.c without ISA flags, every other file with them.
+define BACKEND_RULES
+$(BUILD)/obj/backends/$(1)/%.o: backends/$(1)/%.c $(HEADERS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(BASE_CFLAGS) $$(if $$(filter plugin.c,$$(notdir $$<)),,$$(ISA_$(1))) -c $$< -o $$@
+$(BUILD)/plugins/backend-$(1).so: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/$(1)/*.c))
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared $$(LDFLAGS) $$^ -o $$@ -lm
+endef
+$(foreach b,$(BACKENDS),$(eval $(call BACKEND_RULES,$(b))))
+
+test: all
+	@PICOLM_BUILD=$(BUILD) sh tests/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/picolm $(DESTDIR)$(PREFIX)/share/picolm/conf $(DESTDIR)$(PREFIX)/include/picolm
+	install -m 755 $(BUILD)/bin/picolm $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(DESTDIR)$(PREFIX)/lib/picolm/
+	install -m 644 conf/*.ini $(DESTDIR)$(PREFIX)/share/picolm/conf/
+	install -m 644 include/picolm/*.h $(DESTDIR)$(PREFIX)/include/picolm/
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all test install clean
+.SECONDARY:

@@ -1,0 +1,302 @@
+/*
+ * picolm plugin ABI: the one header a plugin author needs.
+ *
+ * A plugin is a shared object exporting ONE symbol, `picolm_plugin_v1`
+ * (PICOLM_ENTRY), a function that returns a pointer to a const
+ * `picolm_plugin` descriptor.  That function must do nothing else: it runs
+ * before the core has checked the ABI version and the CPU requirements, so
+ * it must not execute any instruction the least capable CPU lacks (keep it in
+ * a translation unit compiled without -m flags; put ISA kernels elsewhere).
+ *
+ * Versioning (as SQLite's sqlite3_vfs): every struct here starts with, or is
+ * described by, a size field, and only ever grows at the END.  A newer core
+ * reads an older plugin's shorter struct and treats missing members as NULL;
+ * members are marked (required) or (optional, may be NULL).
+ *
+ * Errors cross the boundary as a return code (0 = ok, non-zero = error) plus
+ * a message written into a caller-provided buffer.  Plugins never call
+ * exit(), abort() or print to stdout; they may log through the host.
+ */
+#ifndef PICOLM_PLUGIN_H
+#define PICOLM_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PICOLM_ABI_VERSION 1u
+#define PICOLM_ENTRY "picolm_plugin_v1"
+
+#if defined(_WIN32)
+#define PICOLM_EXPORT __declspec(dllexport)
+#else
+#define PICOLM_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Tensor type ids: the GGUF / ggml numbering, so files map 1:1.             */
+/* Ids >= 1024 are free for picolm-specific layouts (e.g. repacked rows).    */
+/* ------------------------------------------------------------------------ */
+enum picolm_type {
+    PICOLM_TYPE_F32 = 0,
+    PICOLM_TYPE_F16 = 1,
+    PICOLM_TYPE_Q4_0 = 2,
+    PICOLM_TYPE_Q4_1 = 3,
+    PICOLM_TYPE_Q5_0 = 6,
+    PICOLM_TYPE_Q5_1 = 7,
+    PICOLM_TYPE_Q8_0 = 8,
+    PICOLM_TYPE_Q8_1 = 9,
+    PICOLM_TYPE_Q2_K = 10,
+    PICOLM_TYPE_Q3_K = 11,
+    PICOLM_TYPE_Q4_K = 12,
+    PICOLM_TYPE_Q5_K = 13,
+    PICOLM_TYPE_Q6_K = 14,
+    PICOLM_TYPE_Q8_K = 15,
+    PICOLM_TYPE_IQ4_NL = 20,
+    PICOLM_TYPE_IQ4_XS = 23,
+    PICOLM_TYPE_BF16 = 30,
+    PICOLM_TYPE_MAX = 2048 /* exclusive upper bound of the dispatch table */
+};
+
+/* ------------------------------------------------------------------------ */
+/* CPU features, probed once by the core (CPUID + XCR0, or AArch64 HWCAPs). */
+/* ------------------------------------------------------------------------ */
+#define PICOLM_CPU_SSE2        (1ull << 0)
+#define PICOLM_CPU_SSE3        (1ull << 1)
+#define PICOLM_CPU_SSSE3       (1ull << 2)
+#define PICOLM_CPU_SSE41       (1ull << 3)
+#define PICOLM_CPU_SSE42       (1ull << 4)
+#define PICOLM_CPU_AVX         (1ull << 5)  /* includes OS support (XCR0) */
+#define PICOLM_CPU_AVX2        (1ull << 6)
+#define PICOLM_CPU_FMA         (1ull << 7)
+#define PICOLM_CPU_F16C        (1ull << 8)
+#define PICOLM_CPU_AVX512F     (1ull << 9)  /* includes OS support (XCR0) */
+#define PICOLM_CPU_AVX512BW    (1ull << 10)
+#define PICOLM_CPU_AVX512VL    (1ull << 11)
+#define PICOLM_CPU_AVX512DQ    (1ull << 12)
+#define PICOLM_CPU_AVX512VNNI  (1ull << 13)
+#define PICOLM_CPU_AVX512BF16  (1ull << 14)
+#define PICOLM_CPU_AVXVNNI     (1ull << 15)
+#define PICOLM_CPU_POPCNT      (1ull << 16)
+#define PICOLM_CPU_NEON        (1ull << 32) /* AArch64 ASIMD */
+#define PICOLM_CPU_ARM_DOTPROD (1ull << 33)
+#define PICOLM_CPU_ARM_FP16    (1ull << 34)
+#define PICOLM_CPU_ARM_I8MM    (1ull << 35)
+#define PICOLM_CPU_ARM_SVE     (1ull << 36)
+/* A bit no CPU has: lets tests build a plugin whose requirement is unmet. */
+#define PICOLM_CPU_IMPOSSIBLE  (1ull << 63)
+
+/* ------------------------------------------------------------------------ */
+/* Host API: what the core hands to every plugin's init.  Plugins never link */
+/* against core symbols, so a plugin can also run against a test host.       */
+/* ------------------------------------------------------------------------ */
+enum picolm_log_level { PICOLM_LOG_ERROR = 0, PICOLM_LOG_WARN = 1, PICOLM_LOG_INFO = 2, PICOLM_LOG_DEBUG = 3 };
+
+typedef void (*picolm_task_fn)(void *ctx, int64_t begin, int64_t end, int thread_id);
+
+typedef struct picolm_host {
+    uint32_t abi_version;   /* PICOLM_ABI_VERSION of the core */
+    uint32_t struct_size;   /* sizeof(picolm_host) in the core */
+    uint64_t cpu_features;  /* PICOLM_CPU_* bits of this machine */
+    /* (required) log a message (no trailing newline needed) */
+    void (*log)(int level, const char *msg);
+    /* (required) aligned allocation, zero-filled; align is a power of two */
+    void *(*alloc)(size_t size, size_t align);
+    /* (required) free memory from alloc (NULL is a no-op) */
+    void (*free)(void *ptr);
+    /* (required) run fn over [0, n) split across the core's thread pool;
+       returns when every chunk is done.  May run inline. */
+    void (*parallel_for)(int64_t n, picolm_task_fn fn, void *ctx);
+    int n_threads;          /* threads parallel_for uses */
+} picolm_host;
+
+/* ------------------------------------------------------------------------ */
+/* Kernels (shared by formats and backends)                                   */
+/* ------------------------------------------------------------------------ */
+/* n elements (a multiple of the type's block size) of src -> float */
+typedef void (*picolm_to_float_fn)(const void *src, float *dst, int64_t n);
+/* n floats -> n elements of a type (n a multiple of its block size) */
+typedef void (*picolm_from_float_fn)(const float *src, void *dst, int64_t n);
+/* *s = dot(x[0..n), y[0..n)): x is a weight row, y an activation row of the
+   kernel's vec_dot_type; n is a multiple of both block sizes */
+typedef void (*picolm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+/* Small GEMM tile: for r < nr, c < nc:
+     dst[c * dst_stride + r] = dot(row r of w, row c of a)
+   w rows are w_stride bytes apart, a rows (activations, already in the
+   kernel's vec_dot_type) a_stride bytes apart; dst_stride counts floats. */
+typedef void (*picolm_gemm_fn)(int64_t n, int64_t nr, int64_t nc,
+                               const void *w, size_t w_stride,
+                               const void *a, size_t a_stride,
+                               float *dst, size_t dst_stride);
+
+/* ------------------------------------------------------------------------ */
+/* FORMAT plugins: a block layout and its portable reference code.           */
+/* ------------------------------------------------------------------------ */
+#define PICOLM_FMT_WEIGHT     1u  /* may appear as a model tensor type */
+#define PICOLM_FMT_ACTIVATION 2u  /* used as an activation (vec_dot) type */
+
+typedef struct picolm_format {
+    uint32_t type_id;     /* (required) GGUF type id */
+    uint32_t flags;       /* PICOLM_FMT_* */
+    const char *name;     /* (required) ggml's name, e.g. "Q4_K" */
+    uint32_t block_size;  /* (required) elements per block */
+    uint32_t type_size;   /* (required) bytes per block */
+    picolm_to_float_fn dequantize_row;   /* (required) */
+    picolm_from_float_fn quantize_row;   /* (optional) reference quantizer */
+    uint32_t vec_dot_type;               /* activation type of vec_dot */
+    picolm_vec_dot_fn vec_dot;           /* (required for WEIGHT types)
+                                            portable reference dot product */
+} picolm_format;
+
+typedef struct picolm_format_vtable {
+    uint32_t struct_size;   /* sizeof(picolm_format_vtable) */
+    uint32_t format_size;   /* sizeof(picolm_format): array stride */
+    uint32_t n_formats;
+    const picolm_format *formats;
+} picolm_format_vtable;
+
+/* ------------------------------------------------------------------------ */
+/* BACKEND plugins: fast kernels for one instruction set.  Anything missing  */
+/* falls back to the format plugin's reference code, resolved at startup.    */
+/* ------------------------------------------------------------------------ */
+typedef struct picolm_kernel {
+    uint32_t type_id;       /* weight type */
+    uint32_t vec_dot_type;  /* activation type consumed (its quantizer is
+                               taken from this backend if it has one, else
+                               from the format plugin) */
+    picolm_vec_dot_fn vec_dot; /* (required) one row */
+    picolm_gemm_fn gemm;       /* (optional) nr rows x nc activations */
+} picolm_kernel;
+
+typedef struct picolm_act_quant {
+    uint32_t type_id;                 /* activation type produced */
+    picolm_from_float_fn quantize_row;
+} picolm_act_quant;
+
+typedef struct picolm_backend_vtable {
+    uint32_t struct_size;   /* sizeof(picolm_backend_vtable) */
+    uint32_t kernel_size;   /* sizeof(picolm_kernel): array stride */
+    uint32_t n_kernels;
+    const picolm_kernel *kernels;
+    uint32_t act_quant_size; /* sizeof(picolm_act_quant) */
+    uint32_t n_act_quants;
+    const picolm_act_quant *act_quants;
+    /* (optional) score adjustment given the probed features, added to the
+       descriptor's priority; e.g. prefer VNNI kernels when present. */
+    int (*score)(uint64_t cpu_features);
+    /* ---- optional vector primitives; NULL = core's portable version ---- */
+    /* o[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */
+    void (*rmsnorm)(float *o, const float *x, const float *w, int n, float eps);
+    /* sum a[i]*b[i] */
+    float (*dot_f32)(const float *a, const float *b, int n);
+    /* sum a[i]*half_to_float(b[i]) : attention scores over an fp16 K cache */
+    float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
+    /* y[i] = y[i]*scale + a*half_to_float(v[i]) : online-softmax V update */
+    void (*scale_axpy_f16)(float *y, float scale, float a, const uint16_t *v, int n);
+    /* g[i] = silu(g[i]) * u[i] */
+    void (*swiglu)(float *g, const float *u, int n);
+    /* dst[i] = float_to_half(src[i]) */
+    void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+} picolm_backend_vtable;
+
+/* ------------------------------------------------------------------------ */
+/* SAMPLER plugins: logit processors and token selectors, chained.           */
+/* ------------------------------------------------------------------------ */
+typedef struct picolm_token_data {
+    int32_t id;
+    float logit;
+    float p;        /* probability, valid when candidates->has_p */
+} picolm_token_data;
+
+typedef struct picolm_candidates {
+    picolm_token_data *data; /* the processor may reorder and shrink this */
+    size_t size;
+    int sorted;          /* 1 when data is sorted by logit, descending */
+    int has_p;           /* 1 when p holds softmax probabilities */
+    int32_t selected;    /* a SELECT sampler sets this to a token id */
+    int32_t n_remaining; /* tokens left in the generation budget (-1: none) */
+} picolm_candidates;
+
+typedef struct picolm_vocab {
+    int32_t n_vocab;
+    int32_t bos_id, eos_id;       /* -1 when absent */
+    /* decoded bytes of each token (byte tokens already turned into their
+       byte, U+2581 into a space); NOT NUL-terminated, see piece_len */
+    const char *const *piece;
+    const uint32_t *piece_len;
+    const int32_t *token_type;    /* GGUF token types (1 normal, 3 control, 6 byte, ...) */
+} picolm_vocab;
+
+typedef struct picolm_param {
+    const char *key;    /* e.g. "temperature", "top_p" */
+    const char *value;  /* as written in the INI or on the command line */
+} picolm_param;
+
+typedef struct picolm_sampler_init {
+    uint32_t struct_size;
+    const picolm_host *host;
+    const picolm_vocab *vocab;
+    const picolm_param *params; /* every [sampler] key; ignore the foreign ones */
+    int n_params;
+    uint64_t seed;
+} picolm_sampler_init;
+
+#define PICOLM_SAMPLER_PROCESS 1u /* edits logits / removes candidates */
+#define PICOLM_SAMPLER_SELECT  2u /* picks candidates->selected */
+
+typedef struct picolm_sampler_vtable {
+    uint32_t struct_size;  /* sizeof(picolm_sampler_vtable) */
+    uint32_t role;         /* PICOLM_SAMPLER_PROCESS or _SELECT */
+    /* (optional) NULL-terminated list of parameter keys it understands, for
+       --help and config validation */
+    const char *const *param_keys;
+    /* (required) make an instance */
+    int (*create)(const picolm_sampler_init *init, void **state, char *err, size_t errlen);
+    /* (optional) */
+    void (*destroy)(void *state);
+    /* (required) process or select; non-zero return = error (message in err) */
+    int (*apply)(void *state, picolm_candidates *cand, char *err, size_t errlen);
+    /* (optional) told every token that enters the context, prompt included */
+    void (*accept)(void *state, int32_t token);
+    /* (optional) forget history (new conversation) */
+    void (*reset)(void *state);
+} picolm_sampler_vtable;
+
+/* ------------------------------------------------------------------------ */
+/* The descriptor                                                             */
+/* ------------------------------------------------------------------------ */
+enum picolm_plugin_kind {
+    PICOLM_KIND_FORMAT = 1,
+    PICOLM_KIND_BACKEND = 2,
+    PICOLM_KIND_SAMPLER = 3
+};
+
+typedef struct picolm_plugin {
+    uint32_t abi_version;   /* (required) PICOLM_ABI_VERSION */
+    uint32_t struct_size;   /* (required) sizeof(picolm_plugin) */
+    uint32_t kind;          /* (required) enum picolm_plugin_kind */
+    uint32_t reserved;
+    const char *name;       /* (required) unique per kind, e.g. "avx2" */
+    const char *version;    /* (required) e.g. "1.0" */
+    const char *description;/* (optional) */
+    uint64_t cpu_required;  /* PICOLM_CPU_* bits that must all be present */
+    int32_t priority;       /* backends: base score (higher wins) */
+    int32_t reserved2;
+    /* (optional) called once after the checks pass; non-zero = reject */
+    int (*init)(const picolm_host *host, char *err, size_t errlen);
+    /* (optional) called before dlclose */
+    void (*fini)(void);
+    /* (required) picolm_format_vtable / picolm_backend_vtable /
+       picolm_sampler_vtable according to kind */
+    const void *vtable;
+} picolm_plugin;
+
+typedef const picolm_plugin *(*picolm_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PICOLM_PLUGIN_H */
