@@ -1,0 +1,99 @@
+/*
+ * Effective configuration: built-in defaults < INI file < command line.
+ * The INI is parsed with inih; an unknown section/key or a malformed value is
+ * an error naming the file and line.
+ */
+#ifndef PICOLM_CONFIG_H
+#define PICOLM_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define PICOLM_MAX_PARAMS 64
+#define PICOLM_MAX_STOPS 16
+
+/* A raw key = value of the [sampler] section (or a sampler CLI flag), handed
+   to sampler plugins as picolm_param.  Known keys are also parsed into the
+   typed fields below.  line = INI line (0 when it came from the CLI). */
+typedef struct picolm_config_param {
+    char key[64];
+    char value[256];
+    char file[256];
+    int line;
+} picolm_config_param;
+
+typedef struct picolm_config {
+    /* where the values came from (for --dump-config) */
+    char config_path[1024];     /* "" when no INI was read */
+
+    /* [engine] */
+    int threads;                /* 0 = number of online CPUs */
+    int context;                /* 0 = model's context length */
+    char backend[64];           /* "auto" or a backend plugin name */
+    char kv_type[16];           /* "f16" or "q8_0" */
+    char plugin_dir[1024];      /* "" = next to the executable, then install dir */
+    uint64_t ram_bytes;         /* 0 = unknown; else warn when the plan exceeds it */
+    int batch;                  /* prefill chunk size (tokens) */
+
+    /* [generate] */
+    int max_tokens;             /* -n */
+    uint64_t seed;              /* -s */
+    int ignore_eos;
+    int json_mode;              /* --json */
+    char cache_path[1024];      /* --cache */
+    int special;                /* parse special tokens in the prompt (-1 = auto) */
+    int chat;                   /* --chat */
+    char chat_template[64];
+    char system_prompt[4096];
+    int truncate;               /* --truncate: keep the last tokens */
+    int n_stops;
+    char stops[PICOLM_MAX_STOPS][128];
+
+    /* [sampler] typed view of the common keys */
+    char sampler_chain[256];    /* e.g. "penalties,top_k,top_p,min_p,temperature,dist" or "auto" */
+    float temperature;          /* -t; 0 = greedy */
+    float top_p;                /* -k (picoLM meaning) */
+    int top_k;
+    float min_p;
+    float repeat_penalty;
+    float freq_penalty;
+    float presence_penalty;
+    int penalty_last_n;
+    /* every [sampler] key/value in order, for the sampler plugins */
+    int n_params;
+    picolm_config_param params[PICOLM_MAX_PARAMS];
+
+    /* CLI-only */
+    const char *model_path;     /* positional MODEL */
+    const char *prompt;         /* -p; NULL = read stdin */
+    int list_plugins;
+    int dump_config;
+    int show_help;
+    int show_version;
+    int verbose;
+    int fit;                    /* --fit */
+} picolm_config;
+
+/* Built-in defaults (picoLM's: -n 256 -t 0.8 -k 0.9 -s 42 -c 2048 -j 4...). */
+void config_defaults(picolm_config *c);
+
+/* Read an INI file on top of c.  On error returns non-zero and writes
+   "FILE:LINE: message" to err. */
+int config_load_ini(picolm_config *c, const char *path, char *err, size_t errlen);
+
+/* Parse argv on top of c.  First pass (config_find_ini) picks the INI path
+   from --config or PICOLM_CONFIG so that flags can override it afterwards.
+   Returns 0 ok, non-zero with message in err on a bad flag/value. */
+const char *config_find_ini(int argc, char **argv);
+int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Set one [sampler]-style parameter (typed field too if known). */
+int config_set_param(picolm_config *c, const char *key, const char *value,
+                     const char *file, int line, char *err, size_t errlen);
+
+/* Print the effective configuration as a valid INI file. */
+void config_dump(const picolm_config *c, void *FILE_stream);
+
+/* Usage text for --help. */
+void config_usage(const char *argv0, void *FILE_stream);
+
+#endif
