@@ -1,0 +1,653 @@
+/*
+ * SentencePiece BPE tokenizer, equal to llama.cpp's llm_tokenizer_spm:
+ *   1. split the input around special-token texts (tokenizer_st_partition):
+ *      longest texts first, leftmost non-overlapping matches;
+ *   2. each text fragment gets a " " prefix when add_space_prefix is set and
+ *      it starts the input or follows a special token, then ' ' -> U+2581;
+ *   3. split into UTF-8 characters (by lead byte only, like llama.cpp);
+ *   4. repeatedly merge the adjacent pair whose concatenation is a token of
+ *      highest score (ties: leftmost), via a binary heap with lazy deletion;
+ *   5. symbols that are not tokens become <0xHH> byte tokens (else <unk>).
+ */
+#include "tokenizer.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOK_MAX_INPUT ((size_t)256 << 20)
+#define TOK_MAX_VOCAB (1 << 24)
+
+struct tokenizer {
+    int32_t n_vocab;
+    char *text;          /* all token texts, back to back */
+    size_t *text_off;    /* n_vocab + 1 offsets */
+    float *score;
+    int32_t *type;
+    uint8_t *rstrip;     /* per token: eat whitespace after it (phi-3) */
+    int32_t *ht;         /* open addressing: token ids, -1 = empty */
+    size_t ht_mask;
+    size_t max_len;      /* longest token text */
+    int32_t byte_tok[256];
+    int32_t bos, eos, unk, pad;
+    int add_bos, add_eos, add_space_prefix;
+    int32_t *special;    /* candidates for partition, longest text first */
+    int32_t n_special;
+    char *piece;         /* decoded pieces, back to back */
+    const char **piece_ptr;
+    uint32_t *piece_len;
+    picolm_vocab vocab;
+};
+
+/* ------------------------------------------------------------------------ */
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 1099511628211ull; }
+    return h ^ (h >> 29);
+}
+
+static inline const char *tok_text(const tokenizer *t, int32_t id, size_t *n) {
+    *n = t->text_off[id + 1] - t->text_off[id];
+    return t->text + t->text_off[id];
+}
+
+int32_t tokenizer_find(const tokenizer *t, const char *s, size_t n) {
+    if (!t || (!s && n) || n > t->max_len) return -1;
+    for (size_t i = hash_bytes(s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t id = t->ht[i];
+        if (id < 0) return -1;
+        size_t m;
+        const char *p = tok_text(t, id, &m);
+        if (m == n && memcmp(p, s, n) == 0) return id;
+    }
+}
+
+/* Later ids replace earlier ones with the same text, as llama.cpp's map. */
+static void ht_insert(tokenizer *t, int32_t id) {
+    size_t n;
+    const char *s = tok_text(t, id, &n);
+    for (size_t i = hash_bytes(s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t o = t->ht[i];
+        if (o < 0) { t->ht[i] = id; return; }
+        size_t m;
+        const char *p = tok_text(t, o, &m);
+        if (m == n && memcmp(p, s, n) == 0) { t->ht[i] = id; return; }
+    }
+}
+
+/* Strict UTF-8 validation (no overlongs, surrogates or > U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t k; unsigned cp;
+        if (c >= 0xC2 && c <= 0xDF) { k = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; cp = c & 0x07; }
+        else return 0;
+        if (n - i <= k) return 0;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (s[i + j] & 0x3F);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* "<0xHH>" -> HH, else -1 */
+static int parse_byte_token(const char *s, size_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int h = hexval(s[3]), l = hexval(s[4]);
+    return (h < 0 || l < 0) ? -1 : h * 16 + l;
+}
+
+void tokenizer_free(tokenizer *t) {
+    if (!t) return;
+    free(t->text); free(t->text_off); free(t->score); free(t->type);
+    free(t->rstrip); free(t->ht); free(t->special); free(t->piece);
+    free(t->piece_ptr); free(t->piece_len);
+    free(t);
+}
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+/* Optional token id key: absent -> keep *id; present -> must be in range. */
+static int get_id(const gguf_file *f, const char *key, int32_t n_vocab, int32_t *id,
+                  char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    if (!kv) return 0;
+    int64_t v;
+    if (gguf_get_i64(f, key, &v) != 0) {
+        snprintf(err, errlen, "tokenizer: %s has type %s, expected an integer", key,
+                 gguf_vtype_name(kv->type));
+        return -1;
+    }
+    if (v < 0 || v >= n_vocab) {
+        snprintf(err, errlen, "tokenizer: %s = %lld is outside the vocabulary (0..%d)", key,
+                 (long long)v, (int)n_vocab - 1);
+        return -1;
+    }
+    *id = (int32_t)v;
+    return 0;
+}
+
+static int get_flag(const gguf_file *f, const char *key, int *out, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    if (!kv) return 0;
+    int v;
+    if (gguf_get_bool(f, key, &v) != 0) {
+        snprintf(err, errlen, "tokenizer: %s has type %s, expected bool", key,
+                 gguf_vtype_name(kv->type));
+        return -1;
+    }
+    *out = v != 0;
+    return 0;
+}
+
+/* Contains needle, ASCII case-insensitively. */
+static int icontains(const char *s, size_t n, const char *needle) {
+    size_t m = strlen(needle);
+    for (size_t i = 0; i + m <= n; i++) {
+        size_t j = 0;
+        while (j < m) {
+            char c = s[i + j];
+            if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+            if (c != needle[j]) break;
+            j++;
+        }
+        if (j == m) return 1;
+    }
+    return 0;
+}
+
+typedef struct { size_t len; int32_t id; } len_id;
+
+static int cmp_special(const void *a, const void *b) {
+    const len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
+    err[0] = 0;
+    tokenizer *t = NULL;
+    if (!out || !f) { snprintf(err, errlen, "tokenizer: NULL argument"); return -1; }
+    *out = NULL;
+
+    gguf_str model;
+    int r = gguf_get_str(f, "tokenizer.ggml.model", &model);
+    if (r == -1) { snprintf(err, errlen, "tokenizer: tokenizer.ggml.model is missing (no vocabulary in this file)"); return -1; }
+    if (r != 0) { snprintf(err, errlen, "tokenizer: tokenizer.ggml.model is not a string"); return -1; }
+    if (!gguf_str_eq(model, "llama")) {
+        snprintf(err, errlen, "tokenizer: unsupported tokenizer model \"%.*s\" (only \"llama\", SentencePiece, is supported)",
+                 (int)(model.len > 40 ? 40 : model.len), model.ptr);
+        return -1;
+    }
+
+    t = calloc(1, sizeof *t);
+    if (!t) { snprintf(err, errlen, "tokenizer: out of memory"); return -1; }
+
+    uint64_t n = 0, ns = 0, nt = 0;
+    const gguf_kv *kv_tok = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    if (!kv_tok) FAIL("tokenizer: tokenizer.ggml.tokens is missing");
+    if (kv_tok->type != GGUF_ARRAY || kv_tok->v.arr.type != GGUF_STRING || !kv_tok->v.arr.strs)
+        FAIL("tokenizer: tokenizer.ggml.tokens is not an array of strings");
+    n = kv_tok->v.arr.n;
+    if (n == 0) FAIL("tokenizer: tokenizer.ggml.tokens is empty");
+    if (n > TOK_MAX_VOCAB) FAIL("tokenizer: %llu tokens is more than the %d supported", (unsigned long long)n, TOK_MAX_VOCAB);
+    t->n_vocab = (int32_t)n;
+
+    /* scores and token types are optional (llama.cpp: 0.0 and NORMAL) */
+    const gguf_kv *kv_sc = gguf_find_kv(f, "tokenizer.ggml.scores");
+    if (kv_sc) {
+        if (kv_sc->type != GGUF_ARRAY || kv_sc->v.arr.type != GGUF_FLOAT32)
+            FAIL("tokenizer: tokenizer.ggml.scores is not an array of float32");
+        ns = kv_sc->v.arr.n;
+        if (ns != n) FAIL("tokenizer: tokenizer.ggml.scores has %llu entries but there are %llu tokens",
+                          (unsigned long long)ns, (unsigned long long)n);
+    }
+    const gguf_kv *kv_ty = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    if (kv_ty) {
+        if (kv_ty->type != GGUF_ARRAY || kv_ty->v.arr.type != GGUF_INT32)
+            FAIL("tokenizer: tokenizer.ggml.token_type is not an array of int32");
+        nt = kv_ty->v.arr.n;
+        if (nt != n) FAIL("tokenizer: tokenizer.ggml.token_type has %llu entries but there are %llu tokens",
+                          (unsigned long long)nt, (unsigned long long)n);
+    }
+
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        gguf_str s = kv_tok->v.arr.strs[i];
+        if (s.len && !s.ptr) FAIL("tokenizer: token %llu has no data", (unsigned long long)i);
+        if (s.len > 65536) FAIL("tokenizer: token %llu is %llu bytes long", (unsigned long long)i, (unsigned long long)s.len);
+        if (!utf8_valid((const unsigned char *)s.ptr, s.len))
+            FAIL("tokenizer: token %llu is not valid UTF-8", (unsigned long long)i);
+        total += s.len;
+    }
+
+    t->text = malloc(total ? total : 1);
+    t->text_off = malloc((n + 1) * sizeof *t->text_off);
+    t->score = malloc(n * sizeof *t->score);
+    t->type = malloc(n * sizeof *t->type);
+    t->rstrip = calloc(n, 1);
+    size_t ht_size = 1;
+    while (ht_size < 2 * n) ht_size <<= 1;
+    t->ht = malloc(ht_size * sizeof *t->ht);
+    t->ht_mask = ht_size - 1;
+    t->piece_ptr = malloc(n * sizeof *t->piece_ptr);
+    t->piece_len = malloc(n * sizeof *t->piece_len);
+    t->special = malloc(n * sizeof *t->special);
+    t->piece = malloc(total ? total : 1); /* decoding never grows a token */
+    if (!t->text || !t->text_off || !t->score || !t->type || !t->rstrip || !t->ht ||
+        !t->piece_ptr || !t->piece_len || !t->special || !t->piece)
+        FAIL("tokenizer: out of memory for %llu tokens", (unsigned long long)n);
+    memset(t->ht, 0xff, ht_size * sizeof *t->ht);
+
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        gguf_str s = kv_tok->v.arr.strs[i];
+        t->text_off[i] = off;
+        if (s.len) memcpy(t->text + off, s.ptr, s.len);
+        off += s.len;
+        if (s.len > t->max_len) t->max_len = s.len;
+        float sc = 0.0f;
+        if (kv_sc) memcpy(&sc, kv_sc->v.arr.data + 4 * i, 4);
+        if (isnan(sc)) FAIL("tokenizer: score of token %llu is NaN", (unsigned long long)i);
+        t->score[i] = sc;
+        int32_t ty = TOKEN_TYPE_NORMAL;
+        if (kv_ty) memcpy(&ty, kv_ty->v.arr.data + 4 * i, 4);
+        if (ty < 0 || ty > TOKEN_TYPE_BYTE)
+            FAIL("tokenizer: token %llu has invalid type %d (expected 0..6)", (unsigned long long)i, (int)ty);
+        if (ty == TOKEN_TYPE_BYTE && parse_byte_token(s.ptr, s.len) < 0)
+            FAIL("tokenizer: token %llu has type BYTE but its text is not <0xHH>", (unsigned long long)i);
+        t->type[i] = ty;
+    }
+    t->text_off[n] = off;
+    for (int32_t i = 0; i < t->n_vocab; i++) ht_insert(t, i);
+
+    /* special ids: llama.cpp's SPM defaults, then the metadata */
+    t->unk = n > 0 ? 0 : -1;
+    t->bos = n > 1 ? 1 : -1;
+    t->eos = n > 2 ? 2 : -1;
+    t->pad = -1;
+    if (get_id(f, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos, err, errlen) ||
+        get_id(f, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos, err, errlen) ||
+        get_id(f, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk, err, errlen))
+        goto fail;
+    /* padding is never used here; llama.cpp only warns about a bad one */
+    {
+        int32_t pad = -1;
+        char tmp[8];
+        if (get_id(f, "tokenizer.ggml.padding_token_id", t->n_vocab, &pad, tmp, sizeof tmp) == 0)
+            t->pad = pad;
+    }
+    t->add_bos = 1; t->add_eos = 0; t->add_space_prefix = 1;
+    if (get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err, errlen) ||
+        get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err, errlen) ||
+        get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, errlen))
+        goto fail;
+
+    /* byte fallback: "<0xHH>", else the byte itself as a token */
+    for (int b = 0; b < 256; b++) {
+        char buf[8];
+        snprintf(buf, sizeof buf, "<0x%02X>", b);
+        int32_t id = tokenizer_find(t, buf, 6);
+        if (id < 0) { buf[0] = (char)b; id = tokenizer_find(t, buf, 1); }
+        t->byte_tok[b] = id;
+    }
+
+    /* special-token partition candidates: control, user-defined and unknown
+       tokens, longest text first (stable by id for equal lengths) */
+    t->n_special = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        int32_t ty = t->type[i];
+        if ((ty == TOKEN_TYPE_CONTROL || ty == TOKEN_TYPE_USER_DEFINED || ty == TOKEN_TYPE_UNKNOWN) &&
+            t->text_off[i + 1] > t->text_off[i])
+            t->special[t->n_special++] = i;
+    }
+    if (t->n_special > 1) {
+        len_id *tmp = malloc((size_t)t->n_special * sizeof *tmp);
+        if (!tmp) FAIL("tokenizer: out of memory");
+        for (int32_t i = 0; i < t->n_special; i++)
+            tmp[i] = (len_id){ t->text_off[t->special[i] + 1] - t->text_off[t->special[i]], t->special[i] };
+        qsort(tmp, (size_t)t->n_special, sizeof *tmp, cmp_special);
+        for (int32_t i = 0; i < t->n_special; i++) t->special[i] = tmp[i].id;
+        free(tmp);
+    }
+
+    /* llama.cpp gives phi-3 models' special tokens rstrip, by model name */
+    gguf_str name;
+    if (gguf_get_str(f, "general.name", &name) == 0 &&
+        (icontains(name.ptr, name.len, "phi-3") || icontains(name.ptr, name.len, "phi3"))) {
+        for (int32_t i = 0; i < t->n_special; i++) t->rstrip[t->special[i]] = 1;
+        int32_t id = tokenizer_find(t, "</s>", 4);
+        if (id >= 0) t->rstrip[id] = 1;
+        static const char *const keep[] = { "<unk>", "<s>", "<|endoftext|>" };
+        for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++) {
+            id = tokenizer_find(t, keep[k], strlen(keep[k]));
+            if (id >= 0) t->rstrip[id] = 0;
+        }
+    }
+
+    /* decoded pieces (llama.cpp token_to_piece with special = false) */
+    size_t po = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        size_t len;
+        const char *s = tok_text(t, i, &len);
+        char *d = t->piece + po;
+        size_t m = 0;
+        switch (t->type[i]) {
+        case TOKEN_TYPE_NORMAL:
+            for (size_t j = 0; j < len;) {
+                if (j + 3 <= len && memcmp(s + j, "\xE2\x96\x81", 3) == 0) { d[m++] = ' '; j += 3; }
+                else d[m++] = s[j++];
+            }
+            break;
+        case TOKEN_TYPE_USER_DEFINED:
+            memcpy(d, s, len); m = len;
+            break;
+        case TOKEN_TYPE_BYTE:
+            d[m++] = (char)parse_byte_token(s, len);
+            break;
+        default: /* control, unknown, unused, undefined: nothing */
+            break;
+        }
+        t->piece_ptr[i] = d;
+        t->piece_len[i] = (uint32_t)m;
+        po += m;
+    }
+
+    t->vocab.n_vocab = t->n_vocab;
+    t->vocab.bos_id = t->bos;
+    t->vocab.eos_id = t->eos;
+    t->vocab.piece = t->piece_ptr;
+    t->vocab.piece_len = t->piece_len;
+    t->vocab.token_type = t->type;
+    *out = t;
+    return 0;
+fail:
+    tokenizer_free(t);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Encoding                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct { int32_t *v; size_t n, cap; } ivec;
+
+static int ivec_push(ivec *a, int32_t x) {
+    if (a->n == a->cap) {
+        size_t c = a->cap ? a->cap * 2 : 64;
+        int32_t *p = realloc(a->v, c * sizeof *p);
+        if (!p) return -1;
+        a->v = p; a->cap = c;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+typedef struct { float score; int32_t left, right; size_t size; } bigram;
+
+/* heap order: higher score first, then the leftmost pair */
+static inline int bg_before(const bigram *a, const bigram *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+typedef struct {
+    const tokenizer *t;
+    const char *s;
+    int32_t *prev, *next;
+    size_t *pos, *len;
+    bigram *heap;
+    size_t nheap;
+} spm_session;
+
+static void heap_push(spm_session *S, bigram b) {
+    size_t i = S->nheap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bg_before(&b, &S->heap[p])) break;
+        S->heap[i] = S->heap[p];
+        i = p;
+    }
+    S->heap[i] = b;
+}
+
+static bigram heap_pop(spm_session *S) {
+    bigram top = S->heap[0], last = S->heap[--S->nheap];
+    size_t i = 0, n = S->nheap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bg_before(&S->heap[c + 1], &S->heap[c])) c++;
+        if (!bg_before(&S->heap[c], &last)) break;
+        S->heap[i] = S->heap[c];
+        i = c;
+    }
+    if (n) S->heap[i] = last;
+    return top;
+}
+
+static void try_add_bigram(spm_session *S, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
+    size_t size = S->len[l] + S->len[r];
+    int32_t id = tokenizer_find(S->t, S->s + S->pos[l], size);
+    if (id < 0) return;
+    bigram b = { S->t->score[id], l, r, size };
+    heap_push(S, b);
+}
+
+/* Tokenize one escaped fragment s[0..n) into out. */
+static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) {
+    static const uint8_t lead_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
+    if (n == 0) return 0;
+    spm_session S = { .t = t, .s = s };
+    S.prev = malloc(n * sizeof *S.prev);
+    S.next = malloc(n * sizeof *S.next);
+    S.pos = malloc(n * sizeof *S.pos);
+    S.len = malloc(n * sizeof *S.len);
+    /* n-1 initial pairs + at most 2 per merge (< n merges) */
+    S.heap = malloc(3 * n * sizeof *S.heap);
+    int rc = -1;
+    if (!S.prev || !S.next || !S.pos || !S.len || !S.heap) goto done;
+
+    int32_t ns = 0;
+    for (size_t o = 0; o < n;) {
+        size_t l = lead_len[(uint8_t)s[o] >> 4];
+        if (l > n - o) l = n - o;
+        S.pos[ns] = o; S.len[ns] = l;
+        S.prev[ns] = ns - 1;
+        o += l;
+        S.next[ns] = o == n ? -1 : ns + 1;
+        ns++;
+    }
+    for (int32_t i = 1; i < ns; i++) try_add_bigram(&S, i - 1, i);
+
+    while (S.nheap) {
+        bigram b = heap_pop(&S);
+        int32_t l = b.left, r = b.right;
+        /* stale: one side already merged away or grown */
+        if (S.len[l] == 0 || S.len[r] == 0 || S.len[l] + S.len[r] != b.size) continue;
+        S.len[l] += S.len[r];
+        S.len[r] = 0;
+        S.next[l] = S.next[r];
+        if (S.next[r] >= 0) S.prev[S.next[r]] = l;
+        try_add_bigram(&S, S.prev[l], l);
+        try_add_bigram(&S, l, S.next[l]);
+    }
+
+    /* every merged symbol is a token; only unmerged characters can miss */
+    for (int32_t i = 0; i != -1; i = S.next[i]) {
+        int32_t id = tokenizer_find(t, s + S.pos[i], S.len[i]);
+        if (id >= 0) { if (ivec_push(out, id)) goto done; continue; }
+        for (size_t j = 0; j < S.len[i]; j++) {
+            id = t->byte_tok[(uint8_t)s[S.pos[i] + j]];
+            if (id < 0) id = t->unk;
+            if (id < 0 || ivec_push(out, id)) goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(S.prev); free(S.next); free(S.pos); free(S.len); free(S.heap);
+    return rc;
+}
+
+typedef struct { size_t off, len; int32_t id; } fragment; /* id >= 0: a token */
+typedef struct { fragment *v; size_t n, cap; } fvec;
+
+static int fvec_push(fvec *a, size_t off, size_t len, int32_t id) {
+    if (a->n == a->cap) {
+        size_t c = a->cap ? a->cap * 2 : 16;
+        fragment *p = realloc(a->v, c * sizeof *p);
+        if (!p) return -1;
+        a->v = p; a->cap = c;
+    }
+    a->v[a->n++] = (fragment){ off, len, id };
+    return 0;
+}
+
+static inline int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* llama.cpp's tokenizer_st_partition: for each special token (longest
+   first), cut its leftmost non-overlapping occurrences out of every
+   remaining text fragment. */
+static int partition(const tokenizer *t, const char *text, size_t len, int parse_special,
+                     fvec *cur, fvec *nxt) {
+    if (fvec_push(cur, 0, len, -1)) return -1;
+    for (int32_t k = 0; k < t->n_special; k++) {
+        int32_t id = t->special[k];
+        if (!parse_special && t->type[id] != TOKEN_TYPE_USER_DEFINED) continue;
+        size_t sl;
+        const char *st = tok_text(t, id, &sl);
+        int any = 0;
+        for (size_t f = 0; f < cur->n && !any; f++)
+            any = cur->v[f].id < 0 && cur->v[f].len >= sl && memmem(text + cur->v[f].off, cur->v[f].len, st, sl);
+        if (!any) continue;
+        nxt->n = 0;
+        for (size_t f = 0; f < cur->n; f++) {
+            fragment fr = cur->v[f];
+            if (fr.id >= 0) { if (fvec_push(nxt, fr.off, fr.len, fr.id)) return -1; continue; }
+            size_t off = fr.off, rem = fr.len;
+            while (rem > 0) {
+                const char *m = rem >= sl ? memmem(text + off, rem, st, sl) : NULL;
+                if (!m) { if (fvec_push(nxt, off, rem, -1)) return -1; break; }
+                size_t mo = (size_t)(m - text);
+                size_t ll = mo - off; /* no lstrip attribute for SPM vocabularies */
+                if (ll > 0 && fvec_push(nxt, off, ll, -1)) return -1;
+                if (fvec_push(nxt, mo, sl, id)) return -1;
+                size_t ro = mo + sl, rl = off + rem - ro;
+                if (t->rstrip[id])
+                    while (rl > 0 && is_space(text[ro])) { ro++; rl--; }
+                off = ro; rem = rl;
+            }
+        }
+        fvec tmp = *cur; *cur = *nxt; *nxt = tmp;
+    }
+    return 0;
+}
+
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_bos,
+                     int parse_special, int32_t *out, int cap) {
+    if (!t || (!text && len) || len > TOK_MAX_INPUT || cap < 0 || (cap > 0 && !out)) return -1;
+    ivec toks = { 0 };
+    fvec cur = { 0 }, nxt = { 0 };
+    char *buf = NULL;
+    int rc = -1;
+
+    if (add_bos) {
+        if (t->bos < 0 || ivec_push(&toks, t->bos)) goto done;
+    }
+    if (len > 0) {
+        if (partition(t, text, len, parse_special, &cur, &nxt)) goto done;
+        size_t maxf = 0;
+        for (size_t f = 0; f < cur.n; f++)
+            if (cur.v[f].id < 0 && cur.v[f].len > maxf) maxf = cur.v[f].len;
+        buf = malloc(3 * (maxf + 1));
+        if (!buf) goto done;
+        int prev_special = 1;
+        for (size_t f = 0; f < cur.n; f++) {
+            fragment fr = cur.v[f];
+            if (fr.id >= 0) {
+                if (ivec_push(&toks, fr.id)) goto done;
+                prev_special = 1;
+                continue;
+            }
+            /* dummy prefix, then ' ' -> U+2581 */
+            size_t m = 0;
+            if (t->add_space_prefix && prev_special) { memcpy(buf, "\xE2\x96\x81", 3); m = 3; }
+            for (size_t i = 0; i < fr.len; i++) {
+                char c = text[fr.off + i];
+                if (c == ' ') { memcpy(buf + m, "\xE2\x96\x81", 3); m += 3; }
+                else buf[m++] = c;
+            }
+            if (spm_tokenize(t, buf, m, &toks)) goto done;
+            prev_special = 0;
+        }
+    }
+    if (toks.n > (size_t)INT_MAX) goto done;
+    if (toks.n > (size_t)cap) { rc = -(int)toks.n; goto done; }
+    if (toks.n) memcpy(out, toks.v, toks.n * sizeof *out);
+    rc = (int)toks.n;
+done:
+    free(toks.v); free(cur.v); free(nxt.v); free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+
+const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return ""; }
+    if (len) *len = t->piece_len[id];
+    return t->piece_ptr[id];
+}
+
+const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return ""; }
+    size_t n;
+    const char *s = tok_text(t, id, &n);
+    if (len) *len = n;
+    return s;
+}
+
+int32_t tokenizer_n_vocab(const tokenizer *t) { return t ? t->n_vocab : 0; }
+int32_t tokenizer_bos(const tokenizer *t) { return t ? t->bos : -1; }
+int32_t tokenizer_eos(const tokenizer *t) { return t ? t->eos : -1; }
+int32_t tokenizer_unk(const tokenizer *t) { return t ? t->unk : -1; }
+int tokenizer_add_bos(const tokenizer *t) { return t ? t->add_bos : 0; }
+int tokenizer_add_eos(const tokenizer *t) { return t ? t->add_eos : 0; }
+int32_t tokenizer_token_type(const tokenizer *t, int32_t id) {
+    return (t && id >= 0 && id < t->n_vocab) ? t->type[id] : -1;
+}
+const picolm_vocab *tokenizer_vocab(const tokenizer *t) { return t ? &t->vocab : NULL; }
+
+size_t utf8_complete_prefix(const char *buf, size_t len) {
+    if (!buf) return 0;
+    /* find the last byte that is not a continuation byte, within 3 back */
+    size_t k = 0;
+    while (k < len && k < 4 && ((uint8_t)buf[len - 1 - k] & 0xC0) == 0x80) k++;
+    if (k == len || k == 4) return len;       /* stray continuation bytes */
+    uint8_t c = (uint8_t)buf[len - 1 - k];
+    size_t need = c >= 0xF0 && c <= 0xF7 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (c >= 0xF8) need = 1;                  /* never a lead byte */
+    return need > k + 1 ? len - 1 - k : len;
+}

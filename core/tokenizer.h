@@ -1,0 +1,65 @@
+/*
+ * SentencePiece BPE ("SPM", tokenizer.ggml.model = "llama") tokenizer, built
+ * from GGUF metadata.  Encoding reproduces llama.cpp's llm_tokenizer_spm
+ * token for token (special-token partition, dummy prefix, score-driven
+ * merges, byte fallback).  A built tokenizer is immutable: encode and the
+ * lookups may run concurrently from several threads.
+ */
+#ifndef PICOLM_TOKENIZER_H
+#define PICOLM_TOKENIZER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "gguf.h"
+#include "picolm/plugin.h"
+
+typedef struct tokenizer tokenizer;
+
+/* GGUF token types (tokenizer.ggml.token_type) */
+enum {
+    TOKEN_TYPE_UNDEFINED = 0, TOKEN_TYPE_NORMAL = 1, TOKEN_TYPE_UNKNOWN = 2,
+    TOKEN_TYPE_CONTROL = 3, TOKEN_TYPE_USER_DEFINED = 4, TOKEN_TYPE_UNUSED = 5,
+    TOKEN_TYPE_BYTE = 6
+};
+
+/* Build from the file's tokenizer.ggml.* keys.  Everything is copied: the
+   tokenizer stays valid after the gguf_file is closed.  0 on success, else
+   non-zero with a message in err. */
+int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errlen);
+void tokenizer_free(tokenizer *t);
+
+/* Tokenize len bytes of text (any bytes; invalid UTF-8 falls back to byte
+   tokens).  add_bos: prepend BOS.  parse_special: control/unknown token texts
+   in the input ("<s>", "</s>", "<|user|>") become their ids; user-defined
+   tokens are always matched, as in llama.cpp.  EOS is never appended (see
+   tokenizer_add_eos).  Returns the number of tokens written (<= cap), or
+   -needed when cap is too small (nothing meaningful in out), or -1 on error
+   (no BOS token, a byte with neither a byte token nor <unk>, input > 256 MiB).
+   Call with cap = 0 to size the output. */
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_bos,
+                     int parse_special, int32_t *out, int cap);
+
+/* Decoded bytes of a token, NOT NUL-terminated: "▁" -> " ", <0xHH> -> that
+   byte, control/unknown/unused tokens -> "", user-defined -> their text.
+   An out-of-range id gives "" with *len = 0. */
+const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len);
+
+int32_t tokenizer_n_vocab(const tokenizer *t);
+int32_t tokenizer_bos(const tokenizer *t);   /* -1 when absent */
+int32_t tokenizer_eos(const tokenizer *t);   /* -1 when absent */
+int32_t tokenizer_unk(const tokenizer *t);   /* -1 when absent */
+int tokenizer_add_bos(const tokenizer *t);   /* tokenizer.ggml.add_bos_token (default 1) */
+int tokenizer_add_eos(const tokenizer *t);   /* tokenizer.ggml.add_eos_token (default 0) */
+int32_t tokenizer_token_type(const tokenizer *t, int32_t id); /* TOKEN_TYPE_*, -1 if out of range */
+/* Raw vocabulary text of a token (with "▁", "<0x0A>" etc.), NOT NUL-terminated. */
+const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len);
+/* exact token text -> id, or -1 (the last id wins for duplicate texts) */
+int32_t tokenizer_find(const tokenizer *t, const char *text, size_t len);
+/* The vocabulary as sampler plugins see it; lives as long as t. */
+const picolm_vocab *tokenizer_vocab(const tokenizer *t);
+
+/* Streaming helper: length of the longest prefix of buf that does not end
+   inside an (incomplete) UTF-8 character.  Bytes that cannot start or
+   continue a valid sequence are never held back. */
+size_t utf8_complete_prefix(const char *buf, size_t len);
+
+#endif

@@ -1,0 +1,109 @@
+/* picolm-tokenize: print the token ids of a text file under a model's
+   SentencePiece vocabulary, space separated on one line. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "tokenizer.h"
+
+static void usage(FILE *o) {
+    fprintf(o,
+        "usage: picolm-tokenize MODEL.gguf TEXT_FILE [--no-bos] [--special]\n"
+        "Print the token ids of TEXT_FILE (\"-\" = stdin), space separated.\n"
+        "  --no-bos    do not prepend BOS (default: the model's add_bos_token)\n"
+        "  --special   match control tokens such as <s> and </s> in the text\n"
+        "  --pieces    print each token as id:'piece' instead\n"
+        "  -h, --help  this help\n");
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) {
+            if (ferror(f)) { free(buf); buf = NULL; }
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb; cap *= 2;
+    }
+    if (f != stdin) fclose(f);
+    *len = n;
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *textf = NULL;
+    int no_bos = 0, special = 0, pieces = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--no-bos")) no_bos = 1;
+        else if (!strcmp(a, "--special")) special = 1;
+        else if (!strcmp(a, "--pieces")) pieces = 1;
+        else if (a[0] == '-' && a[1]) { fprintf(stderr, "picolm-tokenize: unknown option %s\n", a); usage(stderr); return 2; }
+        else if (!model) model = a;
+        else if (!textf) textf = a;
+        else { fprintf(stderr, "picolm-tokenize: unexpected argument %s\n", a); usage(stderr); return 2; }
+    }
+    if (!model || !textf) { usage(stderr); return 2; }
+
+    char err[512];
+    gguf_file gf;
+    if (gguf_open(&gf, model, NULL, err, sizeof err)) {
+        fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err);
+        return 1;
+    }
+    tokenizer *tok;
+    if (tokenizer_build(&tok, &gf, err, sizeof err)) {
+        fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err);
+        gguf_close(&gf);
+        return 1;
+    }
+    gguf_close(&gf);
+
+    size_t len;
+    char *text = read_all(textf, &len);
+    if (!text) {
+        fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", textf, strerror(errno));
+        tokenizer_free(tok);
+        return 1;
+    }
+    int add_bos = no_bos ? 0 : tokenizer_add_bos(tok);
+    int n = tokenizer_encode(tok, text, len, add_bos, special, NULL, 0);
+    int32_t *ids = NULL;
+    if (n < -1 || n == 0) {
+        int cap = n < 0 ? -n : 0;
+        ids = malloc((size_t)(cap ? cap : 1) * sizeof *ids);
+        n = ids ? tokenizer_encode(tok, text, len, add_bos, special, ids, cap) : -1;
+    } else if (n == -1) {
+        /* -1 is also "1 token needed" when cap = 0: retry with room */
+        ids = malloc(sizeof *ids);
+        n = ids ? tokenizer_encode(tok, text, len, add_bos, special, ids, 1) : -1;
+    }
+    if (n < 0) {
+        fprintf(stderr, "picolm-tokenize: tokenization failed (input too large, or a byte with no byte token and no <unk>)\n");
+        free(ids); free(text); tokenizer_free(tok);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i) putchar(' ');
+        if (pieces) {
+            size_t pl;
+            const char *p = tokenizer_piece(tok, ids[i], &pl);
+            printf("%d:'%.*s'", (int)ids[i], (int)pl, p);
+        } else {
+            printf("%d", (int)ids[i]);
+        }
+    }
+    putchar('\n');
+    free(ids); free(text); tokenizer_free(tok);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
