@@ -70,6 +70,17 @@ const char *gguf_vtype_name(uint32_t t) {
     return t < GGUF_VTYPE_COUNT ? names[t] : "invalid";
 }
 
+const char *gguf_type_name(uint32_t type) {
+    static const char *names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+                                  "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
+                                  "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
+                                  "IQ1_M", "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0"};
+    static _Thread_local char buf[24];
+    if (type < sizeof names / sizeof *names) return names[type];
+    snprintf(buf, sizeof buf, "type%u", type);
+    return buf;
+}
+
 /* Decode one scalar of type t at p into kv->v. */
 static void scalar_value(gguf_kv *kv, uint32_t t, const uint8_t *p) {
     union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;

@@ -102,6 +102,8 @@ int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
 const gguf_kv *gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type, uint64_t *n);
 
 const char *gguf_vtype_name(uint32_t t);
+/* ggml's name of a tensor type id ("Q4_K"), or "type<N>" for unknown ids (static buffer). */
+const char *gguf_type_name(uint32_t type);
 /* Element size of a scalar value type, 0 for STRING/ARRAY/invalid. */
 size_t gguf_vtype_size(uint32_t t);
 

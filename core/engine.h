@@ -1,0 +1,33 @@
+/*
+ * Engine: the glue every binary shares — plugins, dispatch table, thread
+ * pool, model and (optionally) tokenizer, opened in that order and closed in
+ * reverse.  build_engine / free_engine.
+ */
+#ifndef PICOLM_ENGINE_H
+#define PICOLM_ENGINE_H
+#include "model.h"
+#include "plugins.h"
+#include "threadpool.h"
+#include "tokenizer.h"
+
+typedef struct engine {
+    pl_registry reg;
+    pl_dispatch d;
+    threadpool *pool;
+    llama_model model;
+    tokenizer *tok;       /* NULL unless asked for */
+    int have_model;
+} engine;
+
+typedef struct engine_opts {
+    const char *model_path;   /* NULL: plugins only */
+    const char *plugin_dir;   /* "" / NULL: default search path */
+    const char *backend;      /* "auto" / NULL or a name */
+    int threads;              /* <= 0: all online CPUs */
+    int tokenizer;            /* build the tokenizer too */
+} engine_opts;
+
+/* Returns a new engine or NULL with a message in err. */
+engine *build_engine(const engine_opts *o, char *err, size_t errlen);
+void free_engine(engine *e);
+#endif

@@ -1,0 +1,518 @@
+/* Llama: load (build_model), run state (build_ctx), forward pass. */
+#include "model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "picolm/fp16.h"
+#include "threadpool.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Integer hyper-parameter "<arch>.<key>" in [lo, hi]; def < 0 = required. */
+static int hp_int(const gguf_file *f, const char *arch, const char *key, int64_t def, int64_t lo, int64_t hi, int *out,
+                  char *err, size_t errlen) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    int64_t v;
+    int r = gguf_get_i64(f, full, &v);
+    if (r == -1) {
+        if (def < 0) return fail(err, errlen, "missing metadata '%s'", full);
+        v = def;
+    } else if (r) {
+        return fail(err, errlen, "metadata '%s' is not an integer", full);
+    }
+    if (v < lo || v > hi) return fail(err, errlen, "metadata '%s' = %lld is out of range [%lld, %lld]", full, (long long)v, (long long)lo, (long long)hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int hp_float(const gguf_file *f, const char *arch, const char *key, float def, float *out, char *err, size_t errlen) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    int r = gguf_get_f32(f, full, out);
+    if (r == -1) *out = def;
+    else if (r) return fail(err, errlen, "metadata '%s' is not a float", full);
+    if (!isfinite(*out)) return fail(err, errlen, "metadata '%s' is not finite", full);
+    return 0;
+}
+
+/* Bind a matrix and check its shape: ne[0] = cols, ne[1] = rows. */
+static int bind_mat(llama_model *m, qmat *q, const char *name, int64_t cols, int64_t rows, int optional, char *err, size_t errlen) {
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    if (!t) {
+        if (optional) return 1;
+        return fail(err, errlen, "missing tensor '%s'", name);
+    }
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
+                    (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)cols, (long long)rows);
+    const pl_type *ty = &m->d->types[t->type];
+    if (!ty->fmt || !(ty->fmt->flags & PICOLM_FMT_WEIGHT) || !ty->vec_dot || !ty->act_quant)
+        return fail(err, errlen, "tensor '%s' has type %s (%u), which no loaded format plugin can multiply", name,
+                    ty->fmt ? ty->fmt->name : gguf_type_name(t->type), t->type);
+    q->data = t->data;
+    q->type = t->type;
+    q->cols = cols;
+    q->rows = rows;
+    q->row_bytes = dispatch_row_size(m->d, t->type, cols);
+    q->name = name;
+    m->weight_bytes += t->nbytes;
+    return 0;
+}
+
+/* A norm vector: F32 in the file is used in place, anything else dequantized once. */
+static int bind_vec(llama_model *m, const float **out, const char *name, int64_t n, float **owned_cursor, char *err, size_t errlen) {
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    if (!t) return fail(err, errlen, "missing tensor '%s'", name);
+    if (t->nelements != n || t->ne[0] != n) return fail(err, errlen, "tensor '%s' has %lld elements, expected %lld", name, (long long)t->nelements, (long long)n);
+    if (t->type == PICOLM_TYPE_F32) {
+        *out = t->data;
+    } else {
+        const picolm_format *f = m->d->types[t->type].fmt;
+        f->dequantize_row(t->data, *owned_cursor, n);
+        *out = *owned_cursor;
+        *owned_cursor += n;
+    }
+    return 0;
+}
+
+int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gguf_limits *lim, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    m->d = d;
+    char e[512];
+    if (gguf_open(&m->gguf, path, lim, err, errlen)) return -1;
+    if (gguf_bind_types(&m->gguf, dispatch_type_size, (void *)d, e, sizeof e)) {
+        fail(err, errlen, "%s: %s", path, e);
+        goto bad;
+    }
+    gguf_str arch;
+    if (gguf_get_str(&m->gguf, "general.architecture", &arch)) { fail(err, errlen, "%s: missing general.architecture", path); goto bad; }
+    if (!gguf_str_eq(arch, "llama")) {
+        fail(err, errlen, "%s: architecture '%.*s' is not supported (only llama)", path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        goto bad;
+    }
+    snprintf(m->arch, sizeof m->arch, "llama");
+    llama_hparams *hp = &m->hp;
+    const int BIG = 1 << 20;
+    if (hp_int(&m->gguf, "llama", "embedding_length", -1, 1, BIG, &hp->n_embd, e, sizeof e) ||
+        hp_int(&m->gguf, "llama", "block_count", -1, 1, 4096, &hp->n_layer, e, sizeof e) ||
+        hp_int(&m->gguf, "llama", "attention.head_count", -1, 1, 4096, &hp->n_head, e, sizeof e) ||
+        hp_int(&m->gguf, "llama", "attention.head_count_kv", hp->n_head, 1, 4096, &hp->n_head_kv, e, sizeof e) ||
+        hp_int(&m->gguf, "llama", "feed_forward_length", -1, 1, BIG, &hp->n_ff, e, sizeof e) ||
+        hp_int(&m->gguf, "llama", "context_length", 2048, 1, BIG, &hp->n_ctx_train, e, sizeof e) ||
+        hp_float(&m->gguf, "llama", "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, e, sizeof e) ||
+        hp_float(&m->gguf, "llama", "rope.freq_base", 10000.0f, &hp->rope_base, e, sizeof e) ||
+        hp_float(&m->gguf, "llama", "rope.scaling.factor", 1.0f, &hp->rope_scale, e, sizeof e)) {
+        fail(err, errlen, "%s: %s", path, e);
+        goto bad;
+    }
+    if (hp->n_head % hp->n_head_kv) {
+        fail(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
+        goto bad;
+    }
+    int key_len = 0;
+    if (hp_int(&m->gguf, "llama", "attention.key_length", 0, 0, 65536, &key_len, e, sizeof e)) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (key_len) hp->head_dim = key_len;
+    else if (hp->n_embd % hp->n_head) {
+        fail(err, errlen, "%s: embedding_length %d is not divisible by head_count %d", path, hp->n_embd, hp->n_head);
+        goto bad;
+    } else hp->head_dim = hp->n_embd / hp->n_head;
+    if (hp->head_dim % 2) { fail(err, errlen, "%s: head dimension %d is odd", path, hp->head_dim); goto bad; }
+    if (hp_int(&m->gguf, "llama", "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope_dim, e, sizeof e)) {
+        fail(err, errlen, "%s: %s", path, e);
+        goto bad;
+    }
+    if (hp->rope_dim % 2) { fail(err, errlen, "%s: rope.dimension_count %d is odd", path, hp->rope_dim); goto bad; }
+    if (hp->rope_base <= 0 || hp->rope_scale <= 0 || hp->rms_eps < 0) { fail(err, errlen, "%s: invalid rope base/scale or rms epsilon", path); goto bad; }
+
+    const gguf_tensor *te = gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!te) { fail(err, errlen, "%s: missing tensor 'token_embd.weight'", path); goto bad; }
+    if (te->n_dims != 2 || te->ne[1] > BIG * 16) { fail(err, errlen, "%s: token_embd.weight must be 2-D [n_embd, n_vocab]", path); goto bad; }
+    hp->n_vocab = (int)te->ne[1];
+    int vs = 0;
+    if (hp_int(&m->gguf, "llama", "vocab_size", hp->n_vocab, 1, BIG * 16, &vs, e, sizeof e) || vs != hp->n_vocab) {
+        fail(err, errlen, "%s: llama.vocab_size (%d) disagrees with token_embd.weight (%d rows)", path, vs, hp->n_vocab);
+        goto bad;
+    }
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    if (bind_mat(m, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, e, sizeof e)) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    int r = bind_mat(m, &m->output, "output.weight", hp->n_embd, hp->n_vocab, 1, e, sizeof e);
+    if (r < 0) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (r == 1) m->output = m->tok_embd; /* tied embeddings */
+    else m->weight_bytes -= 0;
+    /* token_embd is read one row per token, not whole: only count it when it is the output */
+    if (r == 0) m->weight_bytes -= m->tok_embd.row_bytes * (uint64_t)m->tok_embd.rows;
+
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->owned = calloc((size_t)(2 * hp->n_layer + 1) * (size_t)hp->n_embd, sizeof(float));
+    if (!m->layers || !m->owned) { fail(err, errlen, "out of memory"); goto bad; }
+    float *own = m->owned;
+    if (bind_vec(m, &m->output_norm, "output_norm.weight", hp->n_embd, &own, e, sizeof e)) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    for (int l = 0; l < hp->n_layer; l++) {
+        llama_layer *L = &m->layers[l];
+        char n[10][64];
+        static const char *fmt[] = {"blk.%d.attn_norm.weight", "blk.%d.ffn_norm.weight", "blk.%d.attn_q.weight",
+                                    "blk.%d.attn_k.weight", "blk.%d.attn_v.weight", "blk.%d.attn_output.weight",
+                                    "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight"};
+        for (int i = 0; i < 9; i++) snprintf(n[i], sizeof n[i], fmt[i], l);
+        if (bind_vec(m, &L->attn_norm, n[0], hp->n_embd, &own, e, sizeof e) ||
+            bind_vec(m, &L->ffn_norm, n[1], hp->n_embd, &own, e, sizeof e) ||
+            bind_mat(m, &L->wq, n[2], hp->n_embd, qd, 0, e, sizeof e) ||
+            bind_mat(m, &L->wk, n[3], hp->n_embd, kvd, 0, e, sizeof e) ||
+            bind_mat(m, &L->wv, n[4], hp->n_embd, kvd, 0, e, sizeof e) ||
+            bind_mat(m, &L->wo, n[5], qd, hp->n_embd, 0, e, sizeof e) ||
+            bind_mat(m, &L->w_gate, n[6], hp->n_embd, hp->n_ff, 0, e, sizeof e) ||
+            bind_mat(m, &L->w_up, n[7], hp->n_embd, hp->n_ff, 0, e, sizeof e) ||
+            bind_mat(m, &L->w_down, n[8], hp->n_ff, hp->n_embd, 0, e, sizeof e)) {
+            fail(err, errlen, "%s: %s", path, e);
+            goto bad;
+        }
+        /* names point into a stack buffer: keep the static-lifetime ones only */
+        L->wq.name = "attn_q"; L->wk.name = "attn_k"; L->wv.name = "attn_v"; L->wo.name = "attn_output";
+        L->w_gate.name = "ffn_gate"; L->w_up.name = "ffn_up"; L->w_down.name = "ffn_down";
+    }
+    return 0;
+bad:
+    free_model(m);
+    return -1;
+}
+
+void free_model(llama_model *m) {
+    gguf_close(&m->gguf);
+    free(m->layers);
+    free(m->owned);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Run state                                                                 */
+/* ------------------------------------------------------------------------ */
+
+size_t llama_kv_bytes_per_token(const llama_hparams *hp, int kv_type) {
+    const size_t kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t row = kv_type == KV_Q8_0 ? kvd / 32 * 34 : kvd * 2;
+    return 2 * row * (size_t)hp->n_layer;
+}
+
+static void *xalloc(llama_ctx *c, size_t n) {
+    size_t r = (n + 63) / 64 * 64;
+    void *p = aligned_alloc(64, r ? r : 64);
+    if (p) {
+        memset(p, 0, r);
+        c->anon_bytes += r;
+    }
+    return p;
+}
+
+/* Largest quantized activation row for every matrix the model multiplies. */
+static size_t act_row_max(const llama_model *m) {
+    const llama_layer *L = &m->layers[0];
+    const qmat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &m->output};
+    size_t mx = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        L = &m->layers[l];
+        const qmat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) {
+            const pl_type *t = &m->d->types[lm[i]->type];
+            size_t s = dispatch_row_size(m->d, t->vec_dot_type, lm[i]->cols);
+            if (s > mx) mx = s;
+        }
+    }
+    const pl_type *t = &m->d->types[mats[7]->type];
+    size_t s = dispatch_row_size(m->d, t->vec_dot_type, mats[7]->cols);
+    return s > mx ? s : mx;
+}
+
+int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    const llama_hparams *hp = &m->hp;
+    if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
+    if (n_batch <= 0) n_batch = 1;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    const int kvd = hp->n_head_kv * hp->head_dim;
+    if (kv_type == KV_Q8_0 && (kvd % 32 || hp->head_dim % 32 || !m->d->types[PICOLM_TYPE_Q8_0].fmt ||
+                               !m->d->types[PICOLM_TYPE_Q8_0].fmt->quantize_row))
+        return fail(err, errlen, "kv_type q8_0 needs head_dim %% 32 == 0 and the Q8_0 format plugin");
+    c->m = m;
+    c->pool = pool;
+    c->n_ctx = n_ctx;
+    c->n_batch = n_batch;
+    c->kv_type = kv_type;
+    c->kv_row_bytes = kv_type == KV_Q8_0 ? (size_t)kvd / 32 * 34 : (size_t)kvd * 2;
+    const size_t kv = c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer;
+    const size_t B = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim;
+    const size_t wide = (size_t)(hp->n_ff > (int)qd ? hp->n_ff : (int)qd);
+    c->act_q_bytes = 3 * act_row_max(m) * B; /* up to 3 activation types per region */
+    c->k_cache = xalloc(c, kv);
+    c->v_cache = xalloc(c, kv);
+    c->rope_cos = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
+    c->rope_sin = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
+    c->x = xalloc(c, B * (size_t)hp->n_embd * sizeof(float));
+    c->xb = xalloc(c, B * wide * sizeof(float));
+    c->q = xalloc(c, B * qd * sizeof(float));
+    c->k = xalloc(c, B * (size_t)kvd * sizeof(float));
+    c->v = xalloc(c, B * (size_t)kvd * sizeof(float));
+    const size_t nthr = pool ? (size_t)threadpool_size(pool) : 1;
+    c->att = xalloc(c, (B * qd + nthr * 2 * (size_t)hp->head_dim) * sizeof(float));
+    c->hb = xalloc(c, B * (size_t)hp->n_ff * sizeof(float));
+    c->hb2 = xalloc(c, B * (size_t)hp->n_ff * sizeof(float));
+    c->logits = xalloc(c, (size_t)hp->n_vocab * sizeof(float));
+    c->act_q = xalloc(c, c->act_q_bytes);
+    if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
+        !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q) {
+        free_ctx(c);
+        return fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
+    }
+    /* RoPE tables: theta_i = pos * base^(-2i/rope_dim), computed in double once */
+    const int half = hp->rope_dim / 2;
+    for (int p = 0; p < n_ctx; p++)
+        for (int i = 0; i < half; i++) {
+            const double theta = (p / (double)hp->rope_scale) * pow((double)hp->rope_base, -2.0 * i / hp->rope_dim);
+            c->rope_cos[(size_t)p * half + i] = (float)cos(theta);
+            c->rope_sin[(size_t)p * half + i] = (float)sin(theta);
+        }
+    return 0;
+}
+
+void free_ctx(llama_ctx *c) {
+    void *bufs[] = {c->k_cache, c->v_cache, c->rope_cos, c->rope_sin, c->x, c->xb, c->q, c->k,
+                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    memset(c, 0, sizeof *c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matrix multiplication: out[b][r] = W[r] . x[b] for a batch of nb rows     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct mm_job {
+    const qmat *w;
+    float *out;                 /* out[b * ldo + r] */
+    int ldo;
+    const uint8_t *xq;          /* nb quantized activation rows */
+    size_t xq_stride;
+    const pl_type *t;
+} mm_job;
+
+typedef struct mm_task {
+    mm_job job[3];
+    int n_jobs, nb;
+    int64_t start[4];           /* row offsets of each job in the joint row space */
+} mm_task;
+
+static void mm_worker(void *ctx, int64_t r0, int64_t r1, int tid) {
+    (void)tid;
+    const mm_task *T = ctx;
+    for (int j = 0; j < T->n_jobs; j++) {
+        int64_t a = r0 > T->start[j] ? r0 : T->start[j];
+        int64_t b = r1 < T->start[j + 1] ? r1 : T->start[j + 1];
+        if (a >= b) continue;
+        const mm_job *J = &T->job[j];
+        a -= T->start[j];
+        b -= T->start[j];
+        const qmat *w = J->w;
+        if (T->nb > 1 && J->t->gemm) {
+            J->t->gemm(w->cols, b - a, T->nb, w->data + (size_t)a * w->row_bytes, w->row_bytes, J->xq, J->xq_stride,
+                       J->out + a, (size_t)J->ldo);
+            continue;
+        }
+        for (int64_t r = a; r < b; r++) {
+            const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+            for (int k = 0; k < T->nb; k++) J->t->vec_dot(w->cols, &J->out[(size_t)k * J->ldo + r], row, J->xq + (size_t)k * J->xq_stride);
+        }
+    }
+}
+
+/* Up to 3 matrices sharing the same input (Q/K/V, gate/up) in one parallel
+   region: the input is quantized once per distinct activation type. */
+static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
+    mm_task T;
+    T.n_jobs = n;
+    T.nb = nb;
+    T.start[0] = 0;
+    const int cols = (int)w[0]->cols;
+    uint8_t *q = c->act_q;
+    size_t stride = 0;
+    uint32_t qtype = UINT32_MAX;
+    for (int j = 0; j < n; j++) {
+        const pl_type *t = &c->m->d->types[w[j]->type];
+        if (t->vec_dot_type != qtype) { /* quantize x to this kernel's activation type */
+            if (qtype != UINT32_MAX) q += stride * (size_t)nb;
+            qtype = t->vec_dot_type;
+            stride = dispatch_row_size(c->m->d, qtype, cols);
+            for (int b = 0; b < nb; b++) t->act_quant(x + (size_t)b * cols, q + (size_t)b * stride, cols);
+        }
+        T.job[j] = (mm_job){w[j], out[j], (int)w[j]->rows, q, stride, t};
+        T.start[j + 1] = T.start[j] + w[j]->rows;
+    }
+    threadpool_run(c->pool, T.start[n], mm_worker, &T);
+}
+
+static void matmul(llama_ctx *c, const qmat *w, float *out, const float *x, int nb) {
+    matmul_n(c, 1, &w, &out, x, nb);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attention: one task per (token, query head), online softmax over the cache */
+/* ------------------------------------------------------------------------ */
+
+typedef struct att_task {
+    llama_ctx *c;
+    int layer, nb, pos0;
+} att_task;
+
+static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
+    const att_task *A = ctx;
+    llama_ctx *c = A->c;
+    const llama_hparams *hp = &c->m->hp;
+    const pl_ops *ops = &c->m->d->ops;
+    const int hd = hp->head_dim, kvd = hp->n_head_kv * hd, qd = hp->n_head * hd;
+    const int group = hp->n_head / hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t layer_off = (size_t)A->layer * c->n_ctx * c->kv_row_bytes;
+    /* per-thread scratch after the batch's output rows: dequantized K and V rows (q8_0 cache) */
+    float *tmp = c->att + (size_t)c->n_batch * qd + (size_t)tid * 2 * hd;
+    const picolm_format *q8 = c->kv_type == KV_Q8_0 ? c->m->d->types[PICOLM_TYPE_Q8_0].fmt : NULL;
+    for (int64_t i = i0; i < i1; i++) {
+        const int b = (int)(i / hp->n_head), h = (int)(i % hp->n_head);
+        const int pos = A->pos0 + b, kvh = h / group;
+        const float *q = c->q + (size_t)b * qd + (size_t)h * hd;
+        float *y = c->att + (size_t)b * qd + (size_t)h * hd;
+        memset(y, 0, (size_t)hd * sizeof(float));
+        float mx = -INFINITY, sum = 0;
+        for (int t = 0; t <= pos; t++) {
+            const uint8_t *krow = c->k_cache + layer_off + (size_t)t * c->kv_row_bytes;
+            const uint8_t *vrow = c->v_cache + layer_off + (size_t)t * c->kv_row_bytes;
+            float s;
+            if (!q8) {
+                s = ops->dot_f32_f16(q, (const uint16_t *)krow + (size_t)kvh * hd, hd) * scale;
+            } else {
+                q8->dequantize_row(krow + (size_t)kvh * hd / 32 * 34, tmp, hd);
+                s = ops->dot_f32(q, tmp, hd) * scale;
+            }
+            /* online softmax: rescale the running sum when the max grows */
+            float wscale = 1.0f, w;
+            if (s > mx) {
+                wscale = expf(mx - s);
+                mx = s;
+                w = 1.0f;
+            } else {
+                w = expf(s - mx);
+            }
+            sum = sum * wscale + w;
+            if (!q8) {
+                ops->scale_axpy_f16(y, wscale, w, (const uint16_t *)vrow + (size_t)kvh * hd, hd);
+            } else {
+                q8->dequantize_row(vrow + (size_t)kvh * hd / 32 * 34, tmp + hd, hd);
+                for (int d = 0; d < hd; d++) y[d] = y[d] * wscale + w * tmp[hd + d];
+            }
+        }
+        const float inv = 1.0f / sum;
+        for (int d = 0; d < hd; d++) y[d] *= inv;
+    }
+    (void)kvd;
+}
+
+/* Rotate interleaved pairs (x[2i], x[2i+1]) of every head by pos * theta_i. */
+static void rope(const llama_ctx *c, float *v, int n_heads, int pos) {
+    const int hd = c->m->hp.head_dim, half = c->m->hp.rope_dim / 2;
+    const float *cs = c->rope_cos + (size_t)pos * half, *sn = c->rope_sin + (size_t)pos * half;
+    for (int h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            const float x0 = x[2 * i], x1 = x[2 * i + 1];
+            x[2 * i] = x0 * cs[i] - x1 * sn[i];
+            x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+static void store_kv(llama_ctx *c, int layer, int pos, const float *k, const float *v) {
+    const size_t off = ((size_t)layer * c->n_ctx + (size_t)pos) * c->kv_row_bytes;
+    const int kvd = c->m->hp.n_head_kv * c->m->hp.head_dim;
+    if (c->kv_type == KV_Q8_0) {
+        const picolm_format *q8 = c->m->d->types[PICOLM_TYPE_Q8_0].fmt;
+        q8->quantize_row(k, c->k_cache + off, kvd);
+        q8->quantize_row(v, c->v_cache + off, kvd);
+    } else {
+        c->m->d->ops.f32_to_f16((uint16_t *)(c->k_cache + off), k, kvd);
+        c->m->d->ops.f32_to_f16((uint16_t *)(c->v_cache + off), v, kvd);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The forward pass                                                          */
+/* ------------------------------------------------------------------------ */
+
+int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+    const llama_model *m = c->m;
+    const llama_hparams *hp = &m->hp;
+    const pl_ops *ops = &m->d->ops;
+    if (n <= 0 || n > c->n_batch) return fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
+    if (c->n_past + n > c->n_ctx) return fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
+    const int dim = hp->n_embd, hd = hp->head_dim, kvd = hp->n_head_kv * hd, qd = hp->n_head * hd, ff = hp->n_ff;
+    const int pos0 = c->n_past;
+
+    /* 1. embed: dequantize each token's row of token_embd */
+    const picolm_format *ef = m->d->types[m->tok_embd.type].fmt;
+    for (int b = 0; b < n; b++) {
+        if (tokens[b] < 0 || tokens[b] >= hp->n_vocab) return fail(err, errlen, "token id %d outside the vocabulary (%d)", tokens[b], hp->n_vocab);
+        ef->dequantize_row(m->tok_embd.data + (size_t)tokens[b] * m->tok_embd.row_bytes, c->x + (size_t)b * dim, dim);
+    }
+
+    for (int l = 0; l < hp->n_layer; l++) {
+        const llama_layer *L = &m->layers[l];
+        /* 2. attention rmsnorm */
+        for (int b = 0; b < n; b++) ops->rmsnorm(c->xb + (size_t)b * dim, c->x + (size_t)b * dim, L->attn_norm, dim, hp->rms_eps);
+        /* 3. Q, K, V projections (one parallel region) */
+        const qmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        float *qkv_out[3] = {c->q, c->k, c->v};
+        matmul_n(c, 3, qkv, qkv_out, c->xb, n);
+        /* 4. RoPE on Q and K, then K/V into the cache */
+        for (int b = 0; b < n; b++) {
+            rope(c, c->q + (size_t)b * qd, hp->n_head, pos0 + b);
+            rope(c, c->k + (size_t)b * kvd, hp->n_head_kv, pos0 + b);
+            store_kv(c, l, pos0 + b, c->k + (size_t)b * kvd, c->v + (size_t)b * kvd);
+        }
+        /* 5. attention over the cache (GQA: query head h reads KV head h / group) */
+        att_task A = {c, l, n, pos0};
+        threadpool_run(c->pool, (int64_t)n * hp->n_head, att_worker, &A);
+        /* 6. output projection and residual */
+        matmul(c, &L->wo, c->xb, c->att, n);
+        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
+        /* 7. FFN rmsnorm, SwiGLU: down(silu(gate x) * up x), residual */
+        for (int b = 0; b < n; b++) ops->rmsnorm(c->xb + (size_t)b * dim, c->x + (size_t)b * dim, L->ffn_norm, dim, hp->rms_eps);
+        const qmat *gu[2] = {&L->w_gate, &L->w_up};
+        float *gu_out[2] = {c->hb, c->hb2};
+        matmul_n(c, 2, gu, gu_out, c->xb, n);
+        for (int b = 0; b < n; b++) ops->swiglu(c->hb + (size_t)b * ff, c->hb2 + (size_t)b * ff, ff);
+        matmul(c, &L->w_down, c->xb, c->hb, n);
+        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
+    }
+    c->n_past += n;
+
+    /* 8. final rmsnorm and the output matrix: every token or just the last */
+    const int first = all_logits ? 0 : n - 1;
+    for (int b = first; b < n; b++) ops->rmsnorm(c->xb + (size_t)(b - first) * dim, c->x + (size_t)b * dim, m->output_norm, dim, hp->rms_eps);
+    if (all_logits) {
+        matmul(c, &m->output, all_logits, c->xb, n);
+        memcpy(c->logits, all_logits + (size_t)(n - 1) * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
+    } else {
+        matmul(c, &m->output, c->logits, c->xb, 1);
+    }
+    return 0;
+}

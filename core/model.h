@@ -1,0 +1,81 @@
+/*
+ * The Llama model: hyper-parameters and weights bound from a mapped GGUF
+ * file (zero-copy), a run state (fp16 KV cache, scratch buffers), and the
+ * forward pass.
+ */
+#ifndef PICOLM_MODEL_H
+#define PICOLM_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "plugins.h"
+
+struct threadpool;
+
+typedef struct llama_hparams {
+    int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+    int rope_dim;          /* rotated dimensions per head (even, <= head_dim) */
+    float rms_eps, rope_base, rope_scale;
+} llama_hparams;
+
+/* A weight matrix: rows of `cols` elements of `type`, in the mapping. */
+typedef struct qmat {
+    const uint8_t *data;
+    uint32_t type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const char *name;      /* for messages */
+} qmat;
+
+typedef struct llama_layer {
+    const float *attn_norm, *ffn_norm;
+    qmat wq, wk, wv, wo, w_gate, w_up, w_down;
+} llama_layer;
+
+typedef struct llama_model {
+    gguf_file gguf;
+    llama_hparams hp;
+    qmat tok_embd, output;      /* output falls back to tok_embd */
+    const float *output_norm;
+    llama_layer *layers;
+    float *owned;               /* norm vectors stored in a non-F32 type, dequantized */
+    const pl_dispatch *d;
+    char arch[32];
+    uint64_t weight_bytes;      /* bytes of all matrices read per token */
+} llama_model;
+
+enum kv_type { KV_F16 = 0, KV_Q8_0 = 1 };
+
+typedef struct llama_ctx {
+    const llama_model *m;
+    struct threadpool *pool;
+    int n_ctx, n_batch;
+    int kv_type;
+    int n_past;                 /* tokens in the KV cache */
+    size_t kv_row_bytes;        /* bytes of one K (or V) row of kv_dim values */
+    uint8_t *k_cache, *v_cache; /* [layer][pos][kv_dim] */
+    float *rope_cos, *rope_sin; /* [n_ctx][rope_dim/2] */
+    /* activations for a batch of up to n_batch tokens */
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
+    uint8_t *act_q;             /* quantized activations */
+    size_t act_q_bytes;
+    size_t anon_bytes;          /* bytes this context allocated */
+} llama_ctx;
+
+int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gguf_limits *lim, char *err, size_t errlen);
+void free_model(llama_model *m);
+
+int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool,
+              char *err, size_t errlen);
+void free_ctx(llama_ctx *c);
+
+/* Evaluate n tokens at positions n_past.. (n <= n_batch; the caller chunks).
+   Logits of the last token land in c->logits; when all_logits is non-NULL
+   the logits of every token are written there (n x n_vocab). */
+int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
+
+/* Bytes of KV cache needed per token of context. */
+size_t llama_kv_bytes_per_token(const llama_hparams *hp, int kv_type);
+
+#endif

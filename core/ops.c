@@ -1,0 +1,47 @@
+#include "ops.h"
+
+#include <math.h>
+
+#include "picolm/fp16.h"
+#include "plugins.h"
+
+void ref_rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
+    /* accumulate in double: the reference (ggml) sums in a wider type too */
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++) o[i] = x[i] * scale * w[i];
+}
+
+float ref_dot_f32(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+float ref_dot_f32_f16(const float *a, const uint16_t *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * picolm_half_to_float(b[i]);
+    return s;
+}
+
+void ref_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
+    for (int i = 0; i < n; i++) y[i] = y[i] * scale + a * picolm_half_to_float(v[i]);
+}
+
+void ref_swiglu(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void ref_f32_to_f16(uint16_t *dst, const float *src, int n) {
+    for (int i = 0; i < n; i++) dst[i] = picolm_float_to_half(src[i]);
+}
+
+void ops_reference(struct pl_ops *ops) {
+    ops->rmsnorm = ref_rmsnorm;
+    ops->dot_f32 = ref_dot_f32;
+    ops->dot_f32_f16 = ref_dot_f32_f16;
+    ops->scale_axpy_f16 = ref_scale_axpy_f16;
+    ops->swiglu = ref_swiglu;
+    ops->f32_to_f16 = ref_f32_to_f16;
+}

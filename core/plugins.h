@@ -1,0 +1,108 @@
+/*
+ * Plugin loader and the dispatch tables built from it.
+ *
+ * Loading: every *.so in the search path is dlopen'd, its single entry symbol
+ * is called to get the const descriptor, and the ABI version, struct size,
+ * kind and CPU requirements are checked BEFORE any other plugin code runs
+ * (init, vtable functions).  Rejections are kept with their reason so that
+ * `picolm --list-plugins` can explain every decision.
+ *
+ * Dispatch (FFmpeg DSP-init style): a table indexed by tensor type id is
+ * filled once from the format plugins (reference code) and then overlaid
+ * with the chosen backend's kernels.  Nothing on the hot path switches on a
+ * type.
+ */
+#ifndef PICOLM_PLUGINS_H
+#define PICOLM_PLUGINS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "picolm/plugin.h"
+
+typedef struct pl_plugin {
+    char path[1024];
+    void *handle;                 /* NULL once rejected and closed */
+    const picolm_plugin *desc;    /* valid only while handle != NULL */
+    uint32_t kind;
+    char name[64];
+    char version[32];
+    char description[160];
+    uint64_t cpu_required;
+    int ok;                       /* passed every check and init */
+    int score;                    /* backends: priority + score() */
+    char why[320];                /* rejection reason, or a note */
+} pl_plugin;
+
+typedef struct pl_registry {
+    pl_plugin *items;
+    int n, cap;
+    uint64_t cpu;                 /* probed (and masked) CPU features */
+    picolm_host host;
+    char searched[4096];          /* the directories searched, for messages */
+} pl_registry;
+
+/* Reference primitives the core uses when a backend leaves them NULL. */
+typedef struct pl_ops {
+    void (*rmsnorm)(float *o, const float *x, const float *w, int n, float eps);
+    float (*dot_f32)(const float *a, const float *b, int n);
+    float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
+    void (*scale_axpy_f16)(float *y, float scale, float a, const uint16_t *v, int n);
+    void (*swiglu)(float *g, const float *u, int n);
+    void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+} pl_ops;
+
+/* One entry per tensor type id. */
+typedef struct pl_type {
+    const picolm_format *fmt;     /* NULL: no format plugin for this type */
+    const char *fmt_plugin;       /* name of the plugin providing it */
+    uint32_t vec_dot_type;        /* activation type of vec_dot/gemm */
+    picolm_vec_dot_fn vec_dot;    /* backend kernel, else the reference */
+    picolm_gemm_fn gemm;          /* NULL: loop over vec_dot */
+    picolm_from_float_fn act_quant; /* float -> vec_dot_type */
+    const char *kernel_from;      /* backend name or "reference" */
+} pl_type;
+
+typedef struct pl_dispatch {
+    const pl_plugin *backend;     /* chosen backend (may be NULL: reference only) */
+    pl_ops ops;
+    pl_type types[PICOLM_TYPE_MAX];
+} pl_dispatch;
+
+/* Build the search path (config dir(s) ':'-separated, $PICOLM_PLUGIN_DIR,
+   then next to the executable: ../plugins, ../lib/picolm) and load every
+   plugin found.  A plugin whose kind+name is already loaded is skipped
+   (earlier directories win).  Returns 0; loading problems of individual
+   files are recorded, not fatal. */
+int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errlen);
+/* Load one file (also used by tests). Returns the entry index or -1. */
+int registry_load_file(pl_registry *r, const char *path);
+void registry_free(pl_registry *r);
+
+/* Find a loaded, accepted plugin. */
+const pl_plugin *registry_find(const pl_registry *r, uint32_t kind, const char *name);
+
+/* Pick a backend ("auto" = best score among accepted; otherwise by name,
+   failing clearly when it is missing or the CPU cannot run it) and build
+   the dispatch table. */
+int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d, char *err, size_t errlen);
+
+/* Format lookups through a dispatch table. */
+static inline const picolm_format *dispatch_format(const pl_dispatch *d, uint32_t type) {
+    return type < PICOLM_TYPE_MAX ? d->types[type].fmt : NULL;
+}
+/* Bytes of a row of n elements of type (n must be a multiple of the block). */
+static inline size_t dispatch_row_size(const pl_dispatch *d, uint32_t type, int64_t n) {
+    const picolm_format *f = d->types[type].fmt;
+    return (size_t)(n / f->block_size) * f->type_size;
+}
+/* gguf_bind_types callback (ctx = const pl_dispatch *). */
+int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size);
+
+/* Human-readable report for --list-plugins. */
+void registry_print(const pl_registry *r, const char *chosen_backend, void *FILE_stream);
+
+/* The host's thread pool hook: plugins' parallel_for runs here. */
+struct threadpool;
+void registry_set_pool(pl_registry *r, struct threadpool *pool);
+
+#endif

@@ -1,0 +1,115 @@
+/* picolm-gguf: inspect a GGUF file (info) or dequantize one tensor (dequant). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "gguf.h"
+
+static void usage(FILE *o) {
+    fprintf(o,
+            "usage: picolm-gguf info MODEL            metadata and tensor table\n"
+            "       picolm-gguf dequant MODEL TENSOR OUT_F32_FILE\n"
+            "                                          dequantize TENSOR to float32 (row-major)\n"
+            "options: --plugin-dir DIR (format plugins), -h/--help\n");
+}
+
+static void print_value(const gguf_kv *kv) {
+    switch (kv->type) {
+    case GGUF_STRING: {
+        const int n = kv->v.s.len > 120 ? 120 : (int)kv->v.s.len;
+        printf("\"%.*s\"%s", n, kv->v.s.ptr, kv->v.s.len > 120 ? "..." : "");
+        break;
+    }
+    case GGUF_ARRAY:
+        printf("[%s x %llu]", gguf_vtype_name(kv->v.arr.type), (unsigned long long)kv->v.arr.n);
+        if (kv->v.arr.type == GGUF_STRING && kv->v.arr.n)
+            printf(" \"%.*s\", ...", (int)(kv->v.arr.strs[0].len > 40 ? 40 : kv->v.arr.strs[0].len), kv->v.arr.strs[0].ptr);
+        break;
+    case GGUF_FLOAT32: case GGUF_FLOAT64: printf("%g", kv->v.f); break;
+    case GGUF_BOOL: printf("%s", kv->v.u ? "true" : "false"); break;
+    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64: printf("%lld", (long long)kv->v.i); break;
+    default: printf("%llu", (unsigned long long)kv->v.u);
+    }
+}
+
+static int info(const char *path, const pl_dispatch *d) {
+    gguf_file f;
+    char err[1024];
+    if (gguf_open(&f, path, NULL, err, sizeof err)) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
+    int bound = !gguf_bind_types(&f, dispatch_type_size, (void *)d, err, sizeof err);
+    printf("file: %s\nGGUF version %u, %llu metadata, %llu tensors, alignment %llu, data at %llu, size %zu\n\n", path, f.version,
+           (unsigned long long)f.n_kv, (unsigned long long)f.n_tensors, (unsigned long long)f.alignment,
+           (unsigned long long)f.data_offset, f.size);
+    for (uint64_t i = 0; i < f.n_kv; i++) {
+        printf("  %-44.*s %-7s ", (int)f.kv[i].key.len, f.kv[i].key.ptr, gguf_vtype_name(f.kv[i].type));
+        print_value(&f.kv[i]);
+        printf("\n");
+    }
+    printf("\n  %-32s %-8s %-24s %12s %12s\n", "tensor", "type", "shape", "offset", "bytes");
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < f.n_tensors; i++) {
+        const gguf_tensor *t = &f.tensors[i];
+        char shape[64] = "";
+        for (uint32_t k = 0; k < t->n_dims; k++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
+        printf("  %-32.*s %-8s %-24s %12llu %12llu\n", (int)t->name.len, t->name.ptr, gguf_type_name(t->type), shape,
+               (unsigned long long)t->offset, (unsigned long long)t->nbytes);
+        total += t->nbytes;
+    }
+    if (bound) printf("\n  %llu tensor bytes (%.2f MB)\n", (unsigned long long)total, total / 1e6);
+    else printf("\n  warning: %s\n", err);
+    gguf_close(&f);
+    return bound ? 0 : 1;
+}
+
+static int dequant(const char *path, const char *name, const char *out, const pl_dispatch *d) {
+    gguf_file f;
+    char err[1024];
+    if (gguf_open(&f, path, NULL, err, sizeof err)) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
+    if (gguf_bind_types(&f, dispatch_type_size, (void *)d, err, sizeof err)) {
+        fprintf(stderr, "picolm-gguf: %s: %s\n", path, err);
+        gguf_close(&f);
+        return 1;
+    }
+    const gguf_tensor *t = gguf_find_tensor(&f, name);
+    if (!t) { fprintf(stderr, "picolm-gguf: %s: no tensor named '%s'\n", path, name); gguf_close(&f); return 1; }
+    const picolm_format *fmt = d->types[t->type].fmt;
+    float *buf = malloc((size_t)t->nelements * sizeof(float));
+    FILE *o = fopen(out, "wb");
+    int rc = 0;
+    if (!buf || !o) { fprintf(stderr, "picolm-gguf: cannot write %s\n", out); rc = 1; }
+    if (!rc) {
+        const int64_t rows = t->nelements / t->ne[0];
+        const size_t rb = dispatch_row_size(d, t->type, t->ne[0]);
+        for (int64_t r = 0; r < rows; r++) fmt->dequantize_row((const uint8_t *)t->data + (size_t)r * rb, buf + (size_t)r * t->ne[0], t->ne[0]);
+        if (fwrite(buf, sizeof(float), (size_t)t->nelements, o) != (size_t)t->nelements) rc = 1;
+    }
+    if (o && fclose(o)) rc = 1;
+    if (!rc) fprintf(stderr, "picolm-gguf: %s (%s, %lld elements) -> %s\n", name, fmt->name, (long long)t->nelements, out);
+    free(buf);
+    gguf_close(&f);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *pdir = NULL, *pos[4];
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--plugin-dir") && i + 1 < argc) { pdir = argv[++i]; continue; }
+        if (argv[i][0] == '-') { fprintf(stderr, "picolm-gguf: unknown option %s\n", argv[i]); return 2; }
+        if (npos < 4) pos[npos++] = argv[i];
+    }
+    if (npos < 2) { usage(stderr); return 2; }
+    char err[1024];
+    engine_opts o = {.plugin_dir = pdir, .threads = 1};
+    engine *e = build_engine(&o, err, sizeof err);
+    if (!e) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
+    int rc;
+    if (!strcmp(pos[0], "info") && npos == 2) rc = info(pos[1], &e->d);
+    else if (!strcmp(pos[0], "dequant") && npos == 4) rc = dequant(pos[1], pos[2], pos[3], &e->d);
+    else { usage(stderr); rc = 2; }
+    free_engine(e);
+    return rc;
+}
