@@ -13,9 +13,11 @@
  *
  * Bit-exactness needs IEEE single precision without contraction into FMA:
  * the pragmas below turn contraction off (gcc's -std=c11 already does, but
- * not -std=gnu11; clang contracts by default).  Nothing here may be built
- * with -ffast-math.  Endianness does not matter: scales are decoded
- * bytewise.
+ * not -std=gnu11; clang contracts by default, and on AArch64 FMA is always
+ * there).  Never build this file with -ffast-math, nor with clang's
+ * -ffp-contract=fast, which overrides the pragma (tests/test_kquants then
+ * fails the llama.cpp byte comparison).  Endianness does not matter:
+ * scales are decoded bytewise.
  */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

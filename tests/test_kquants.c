@@ -231,89 +231,87 @@ static int open_model(gguf_file *g, const char *dir, const char *name) {
     return 0;
 }
 
+/* Quantize the F32 twin of every tensor of gq whose type is `type` and
+   compare with gq's bytes.  Returns the number compared. */
+static int check_requant(const gguf_file *f32, const gguf_file *gq, uint32_t type, const char *label) {
+    const picolm_format *f = fmt(type);
+    int n_cmp = 0, n_same = 0;
+    char first_bad[256] = "";
+    for (uint64_t i = 0; i < gq->n_tensors; i++) {
+        const gguf_tensor *tq = &gq->tensors[i];
+        if (tq->type != type) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)tq->name.len, tq->name.ptr);
+        const gguf_tensor *tf = gguf_find_tensor(f32, name);
+        if (!tf || tf->type != PICOLM_TYPE_F32 || tf->nelements != tq->nelements) {
+            CHECK(0, "%s %s: %s has no F32 twin of the same shape", label, f->name, name);
+            continue;
+        }
+        unsigned char *buf = malloc(tq->nbytes);
+        f->quantize_row((const float *)tf->data, buf, tf->nelements);
+        n_cmp++;
+        if (memcmp(buf, tq->data, tq->nbytes) == 0) n_same++;
+        else if (!first_bad[0]) {
+            size_t k = 0;
+            while (buf[k] == ((const unsigned char *)tq->data)[k]) k++;
+            snprintf(first_bad, sizeof first_bad, "%.100s, first difference at byte %zu (block %zu)", name, k,
+                     k / f->type_size);
+        }
+        free(buf);
+    }
+    if (n_cmp)
+        CHECK(n_same == n_cmp, "%s %s: quantize_row reproduces llama-quantize's bytes (%d/%d tensors)%s%s", label,
+              f->name, n_same, n_cmp, first_bad[0] ? ": " : "", first_bad);
+    return n_cmp;
+}
+
+/* dequantize_row of gq's blk.0.attn_k.weight against reference/dequant/. */
+static void check_dequant_ref(const char *dir, const gguf_file *gq, const char *file) {
+    const gguf_tensor *tk = gguf_find_tensor(gq, "blk.0.attn_k.weight");
+    const picolm_format *f = tk ? fmt(tk->type) : NULL;
+    char rpath[4096];
+    snprintf(rpath, sizeof rpath, "%s/reference/dequant/tiny-shakespeare-%s.blk.0.attn_k.weight.f32", dir, file);
+    FILE *rf = fopen(rpath, "rb");
+    if (!f || !rf) {
+        CHECK(0, "%s: blk.0.attn_k has no K type, or %s is missing", file, rpath);
+        if (rf) fclose(rf);
+        return;
+    }
+    float *ref = malloc((size_t)tk->nelements * sizeof *ref), *out = malloc((size_t)tk->nelements * sizeof *out);
+    size_t got = fread(ref, sizeof *ref, (size_t)tk->nelements, rf);
+    fclose(rf);
+    f->dequantize_row(tk->data, out, tk->nelements);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < tk->nelements; i++) diff += memcmp(&ref[i], &out[i], 4) != 0;
+    CHECK(got == (size_t)tk->nelements && diff == 0,
+          "%s %s: dequantize_row matches reference/dequant bit for bit (%lld of %lld differ)", file, f->name,
+          (long long)diff, (long long)tk->nelements);
+    free(ref); free(out);
+}
+
 static void test_shared(void) {
     const char *dir = shared_dir("kquants: llama.cpp reproduction");
     if (!dir) return;
     gguf_file f32;
     if (open_model(&f32, dir, "f32")) return;
 
+    /* "pure" files: every matrix (30 per file) in one K type; < 1 s in all */
     for (int t = 0; t < NK; t++) {
-        const picolm_format *f = fmt(ktypes[t].type);
-        if (!f) continue;
         gguf_file gq;
         if (open_model(&gq, dir, ktypes[t].file)) continue;
-
-        /* quantize every tensor of that type (30 per file, < 1 s in all) */
-        int n_cmp = 0, n_same = 0;
-        char first_bad[256] = "";
-        for (uint64_t i = 0; i < gq.n_tensors; i++) {
-            const gguf_tensor *tq = &gq.tensors[i];
-            if (tq->type != f->type_id) continue;
-            char name[128];
-            snprintf(name, sizeof name, "%.*s", (int)tq->name.len, tq->name.ptr);
-            const gguf_tensor *tf = gguf_find_tensor(&f32, name);
-            if (!tf || tf->type != PICOLM_TYPE_F32 || tf->nelements != tq->nelements) {
-                CHECK(0, "%s: %s has no F32 twin of the same shape", f->name, name);
-                continue;
-            }
-            void *buf = malloc(tq->nbytes);
-            f->quantize_row((const float *)tf->data, buf, tf->nelements);
-            n_cmp++;
-            if (memcmp(buf, tq->data, tq->nbytes) == 0) n_same++;
-            else if (!first_bad[0]) {
-                size_t k = 0;
-                while (((unsigned char *)buf)[k] == ((const unsigned char *)tq->data)[k]) k++;
-                snprintf(first_bad, sizeof first_bad, "%.100s, first difference at byte %zu (block %zu)", name, k,
-                         k / f->type_size);
-            }
-            free(buf);
-        }
-        CHECK(n_cmp > 0 && n_same == n_cmp, "%s: quantize_row reproduces llama-quantize's bytes (%d/%d tensors)%s%s",
-              f->name, n_same, n_cmp, first_bad[0] ? ": " : "", first_bad);
-
-        /* dequantize: the reference floats, bit for bit */
-        const gguf_tensor *tk = gguf_find_tensor(&gq, "blk.0.attn_k.weight");
-        char rpath[4096];
-        snprintf(rpath, sizeof rpath, "%s/reference/dequant/tiny-shakespeare-%s.blk.0.attn_k.weight.f32", dir,
-                 ktypes[t].file);
-        FILE *rf = fopen(rpath, "rb");
-        if (tk && rf) {
-            float *ref = malloc((size_t)tk->nelements * sizeof *ref), *out = malloc((size_t)tk->nelements * sizeof *out);
-            size_t got = fread(ref, sizeof *ref, (size_t)tk->nelements, rf);
-            f->dequantize_row(tk->data, out, tk->nelements);
-            int64_t diff = 0;
-            for (int64_t i = 0; i < tk->nelements; i++) diff += memcmp(&ref[i], &out[i], 4) != 0;
-            CHECK(got == (size_t)tk->nelements && diff == 0,
-                  "%s: dequantize_row matches reference/dequant bit for bit (%lld of %lld differ)", f->name,
-                  (long long)diff, (long long)tk->nelements);
-            free(ref); free(out);
-        } else {
-            CHECK(0, "%s: reference %s or the tensor is missing", f->name, rpath);
-        }
-        if (rf) fclose(rf);
+        int n = check_requant(&f32, &gq, ktypes[t].type, ktypes[t].file);
+        CHECK(n >= 28, "%s: holds %d tensors of its type (want all 30 matrices)", ktypes[t].file, n);
+        check_dequant_ref(dir, &gq, ktypes[t].file);
         gguf_close(&gq);
     }
 
-    /* Q4_K_M mixes Q4_K and Q6_K: every K tensor in it dequantizes finitely and
-       blk.0.attn_k matches its reference too. */
+    /* Q4_K_M mixes Q4_K with Q6_K (output, attn_v, ffn_down): both reproduce */
     gguf_file gm;
     if (!open_model(&gm, dir, "q4_k_m")) {
-        const gguf_tensor *tk = gguf_find_tensor(&gm, "blk.0.attn_k.weight");
-        const picolm_format *f = tk ? fmt(tk->type) : NULL;
-        char rpath[4096];
-        snprintf(rpath, sizeof rpath, "%s/reference/dequant/tiny-shakespeare-q4_k_m.blk.0.attn_k.weight.f32", dir);
-        FILE *rf = fopen(rpath, "rb");
-        if (f && rf) {
-            float *ref = malloc((size_t)tk->nelements * 4), *out = malloc((size_t)tk->nelements * 4);
-            size_t got = fread(ref, 4, (size_t)tk->nelements, rf);
-            f->dequantize_row(tk->data, out, tk->nelements);
-            CHECK(got == (size_t)tk->nelements && memcmp(ref, out, got * 4) == 0,
-                  "Q4_K_M: blk.0.attn_k (%s) dequantizes bit-exactly", f->name);
-            free(ref); free(out);
-        } else {
-            CHECK(0, "Q4_K_M: blk.0.attn_k has no K type or reference is missing");
-        }
-        if (rf) fclose(rf);
+        int n4 = check_requant(&f32, &gm, PICOLM_TYPE_Q4_K, "q4_k_m");
+        int n6 = check_requant(&f32, &gm, PICOLM_TYPE_Q6_K, "q4_k_m");
+        CHECK(n4 > 0 && n6 > 0, "q4_k_m: holds Q4_K (%d) and Q6_K (%d) tensors", n4, n6);
+        check_dequant_ref(dir, &gm, "q4_k_m");
         gguf_close(&gm);
     }
     gguf_close(&f32);
