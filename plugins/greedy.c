@@ -1,0 +1,42 @@
+/* greedy: SELECT the most likely candidate (argmax; ties -> lowest id). */
+#include <stdio.h>
+
+#include "picolm/plugin.h"
+
+static int greedy_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
+    (void)init; (void)err; (void)errlen;
+    *state = NULL; /* stateless */
+    return 0;
+}
+
+static int greedy_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    (void)state;
+    if (!c->size) { snprintf(err, errlen, "greedy: no candidates left"); return 1; }
+    size_t best = 0;
+    for (size_t i = 1; i < c->size; i++) {
+        const picolm_token_data *a = &c->data[i], *b = &c->data[best];
+        if (a->logit > b->logit || (a->logit == b->logit && a->id < b->id)) best = i;
+    }
+    c->selected = c->data[best].id;
+    return 0;
+}
+
+static const picolm_sampler_vtable greedy_vtable = {
+    .struct_size = sizeof(picolm_sampler_vtable),
+    .role = PICOLM_SAMPLER_SELECT,
+    .param_keys = NULL,
+    .create = greedy_create,
+    .apply = greedy_apply,
+};
+
+static const picolm_plugin greedy_desc = {
+    .abi_version = PICOLM_ABI_VERSION,
+    .struct_size = sizeof(picolm_plugin),
+    .kind = PICOLM_KIND_SAMPLER,
+    .name = "greedy",
+    .version = "1.0",
+    .description = "pick the most likely token (argmax, ties -> lowest id)",
+    .vtable = &greedy_vtable,
+};
+
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &greedy_desc; }

@@ -1,0 +1,81 @@
+/* min_p: PROCESS, keep the candidates whose probability is at least
+   min_p * p(best), i.e. logit >= max_logit + ln(min_p).  No softmax, no sort;
+   the relative order of the survivors is kept. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "picolm/plugin.h"
+
+static const char *find_param(const picolm_sampler_init *in, const char *key) {
+    const char *v = NULL; /* the last occurrence wins */
+    for (int i = 0; in->params && i < in->n_params; i++)
+        if (in->params[i].key && in->params[i].value && !strcmp(in->params[i].key, key)) v = in->params[i].value;
+    return v;
+}
+
+static int param_float(const picolm_sampler_init *in, const char *key, float *out, char *err, size_t errlen) {
+    const char *v = find_param(in, key);
+    if (!v) return 0;
+    char *end;
+    const double d = strtod(v, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || !isfinite(d)) { snprintf(err, errlen, "%s: '%s' is not a number", key, v); return 1; }
+    *out = (float)d;
+    return 0;
+}
+
+static int minp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
+    float p = 0.05f;
+    if (param_float(init, "min_p", &p, err, errlen)) return 1;
+    if (p < 0 || p > 1) { snprintf(err, errlen, "min_p: %g is outside [0, 1]", (double)p); return 1; }
+    float *s = calloc(1, sizeof *s);
+    if (!s) { snprintf(err, errlen, "min_p: out of memory"); return 1; }
+    *s = p;
+    *state = s;
+    return 0;
+}
+
+static void minp_destroy(void *state) { free(state); }
+
+static int minp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    const float p = *(const float *)state;
+    if (!c->size) { snprintf(err, errlen, "min_p: no candidates left"); return 1; }
+    if (p <= 0) return 0;
+    float max = c->data[0].logit;
+    for (size_t i = 1; i < c->size; i++)
+        if (c->data[i].logit > max) max = c->data[i].logit;
+    if (!(max > -INFINITY)) return 0;
+    const float thr = max + logf(p); /* ln(p) <= 0: the best always survives */
+    size_t n = 0;
+    for (size_t i = 0; i < c->size; i++)
+        if (c->data[i].logit >= thr) c->data[n++] = c->data[i];
+    if (n != c->size) c->has_p = 0;
+    c->size = n;
+    return 0;
+}
+
+static const char *const minp_keys[] = {"min_p", NULL};
+
+static const picolm_sampler_vtable minp_vtable = {
+    .struct_size = sizeof(picolm_sampler_vtable),
+    .role = PICOLM_SAMPLER_PROCESS,
+    .param_keys = minp_keys,
+    .create = minp_create,
+    .destroy = minp_destroy,
+    .apply = minp_apply,
+};
+
+static const picolm_plugin minp_desc = {
+    .abi_version = PICOLM_ABI_VERSION,
+    .struct_size = sizeof(picolm_plugin),
+    .kind = PICOLM_KIND_SAMPLER,
+    .name = "min_p",
+    .version = "1.0",
+    .description = "drop tokens less likely than min_p times the best one",
+    .vtable = &minp_vtable,
+};
+
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &minp_desc; }

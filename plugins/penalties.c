@@ -1,0 +1,152 @@
+/* penalties: PROCESS, llama.cpp's repetition / frequency / presence penalties
+   over the last penalty_last_n accepted tokens (prompt included):
+     c = occurrences of the token in the window; if c > 0:
+       logit = logit > 0 ? logit / repeat : logit * repeat
+       logit -= c * freq + presence
+   The window's counts are kept incrementally in accept(); apply() is one
+   pass over the candidates.  penalty_last_n = -1: the whole history;
+   0: disabled. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "picolm/plugin.h"
+
+typedef struct pen_state {
+    float repeat, freq, presence;
+    int32_t last_n;     /* window length; -1 = unlimited, 0 = off */
+    int32_t n_vocab;
+    int32_t *count;     /* occurrences per token id in the window */
+    int32_t *ring;      /* the window (last_n > 0) */
+    int32_t ring_len, ring_pos;
+    int64_t n_seen;     /* tokens in the window (fast path when 0) */
+} pen_state;
+
+static const char *find_param(const picolm_sampler_init *in, const char *key) {
+    const char *v = NULL; /* the last occurrence wins */
+    for (int i = 0; in->params && i < in->n_params; i++)
+        if (in->params[i].key && in->params[i].value && !strcmp(in->params[i].key, key)) v = in->params[i].value;
+    return v;
+}
+
+static int param_float(const picolm_sampler_init *in, const char *key, float *out, char *err, size_t errlen) {
+    const char *v = find_param(in, key);
+    if (!v) return 0;
+    char *end;
+    const double d = strtod(v, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || !isfinite(d)) { snprintf(err, errlen, "%s: '%s' is not a number", key, v); return 1; }
+    *out = (float)d;
+    return 0;
+}
+
+static int param_int(const picolm_sampler_init *in, const char *key, int32_t *out, char *err, size_t errlen) {
+    const char *v = find_param(in, key);
+    if (!v) return 0;
+    char *end;
+    const long l = strtol(v, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || l < -1 || l > (1L << 24)) { snprintf(err, errlen, "%s: '%s' is not an integer >= -1", key, v); return 1; }
+    *out = (int32_t)l;
+    return 0;
+}
+
+static void pen_destroy(void *state) {
+    pen_state *s = state;
+    if (!s) return;
+    free(s->count);
+    free(s->ring);
+    free(s);
+}
+
+static int pen_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
+    pen_state *s = calloc(1, sizeof *s);
+    if (!s) { snprintf(err, errlen, "penalties: out of memory"); return 1; }
+    s->repeat = 1.0f;
+    s->last_n = 64;
+    if (param_float(init, "repeat_penalty", &s->repeat, err, errlen) ||
+        param_float(init, "freq_penalty", &s->freq, err, errlen) ||
+        param_float(init, "presence_penalty", &s->presence, err, errlen) ||
+        param_int(init, "penalty_last_n", &s->last_n, err, errlen)) {
+        pen_destroy(s);
+        return 1;
+    }
+    if (s->repeat <= 0) { snprintf(err, errlen, "repeat_penalty: %g must be > 0", (double)s->repeat); pen_destroy(s); return 1; }
+    if (!init->vocab || init->vocab->n_vocab <= 0) { snprintf(err, errlen, "penalties: no vocabulary"); pen_destroy(s); return 1; }
+    s->n_vocab = init->vocab->n_vocab;
+    s->count = calloc((size_t)s->n_vocab, sizeof *s->count);
+    if (s->last_n > 0) s->ring = calloc((size_t)s->last_n, sizeof *s->ring);
+    if (!s->count || (s->last_n > 0 && !s->ring)) { snprintf(err, errlen, "penalties: out of memory"); pen_destroy(s); return 1; }
+    *state = s;
+    return 0;
+}
+
+static void pen_accept(void *state, int32_t tok) {
+    pen_state *s = state;
+    if (s->last_n == 0 || tok < 0 || tok >= s->n_vocab) return;
+    if (s->last_n > 0) {
+        if (s->ring_len == s->last_n) {
+            s->count[s->ring[s->ring_pos]]--; /* the oldest leaves the window */
+            s->n_seen--;
+        } else {
+            s->ring_len++;
+        }
+        s->ring[s->ring_pos] = tok;
+        s->ring_pos = (s->ring_pos + 1) % s->last_n;
+    }
+    s->count[tok]++;
+    s->n_seen++;
+}
+
+static void pen_reset(void *state) {
+    pen_state *s = state;
+    memset(s->count, 0, (size_t)s->n_vocab * sizeof *s->count);
+    s->ring_len = s->ring_pos = 0;
+    s->n_seen = 0;
+}
+
+static int pen_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    pen_state *s = state;
+    if (!s->n_seen || (s->repeat == 1.0f && s->freq == 0.0f && s->presence == 0.0f)) return 0;
+    for (size_t i = 0; i < c->size; i++) {
+        const int32_t id = c->data[i].id;
+        if (id < 0 || id >= s->n_vocab) continue;
+        const int32_t n = s->count[id];
+        if (!n) continue;
+        float l = c->data[i].logit;
+        l = l > 0 ? l / s->repeat : l * s->repeat;
+        l -= (float)n * s->freq + s->presence;
+        c->data[i].logit = l;
+    }
+    c->sorted = 0;
+    c->has_p = 0;
+    return 0;
+}
+
+static const char *const pen_keys[] = {"repeat_penalty", "freq_penalty", "presence_penalty", "penalty_last_n", NULL};
+
+static const picolm_sampler_vtable pen_vtable = {
+    .struct_size = sizeof(picolm_sampler_vtable),
+    .role = PICOLM_SAMPLER_PROCESS,
+    .param_keys = pen_keys,
+    .create = pen_create,
+    .destroy = pen_destroy,
+    .apply = pen_apply,
+    .accept = pen_accept,
+    .reset = pen_reset,
+};
+
+static const picolm_plugin pen_desc = {
+    .abi_version = PICOLM_ABI_VERSION,
+    .struct_size = sizeof(picolm_plugin),
+    .kind = PICOLM_KIND_SAMPLER,
+    .name = "penalties",
+    .version = "1.0",
+    .description = "repetition, frequency and presence penalties over the last tokens",
+    .vtable = &pen_vtable,
+};
+
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &pen_desc; }

@@ -1,0 +1,83 @@
+/* temperature: PROCESS, logits /= T.  T <= 0 means "no randomness": only the
+   most likely candidate survives (the "auto" chain picks greedy instead). */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "picolm/plugin.h"
+
+/* The last occurrence wins: the core appends the effective value last. */
+static const char *find_param(const picolm_sampler_init *in, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; in->params && i < in->n_params; i++)
+        if (in->params[i].key && in->params[i].value && !strcmp(in->params[i].key, key)) v = in->params[i].value;
+    return v;
+}
+
+static int param_float(const picolm_sampler_init *in, const char *key, float *out, char *err, size_t errlen) {
+    const char *v = find_param(in, key);
+    if (!v) return 0;
+    char *end;
+    const double d = strtod(v, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || !isfinite(d)) { snprintf(err, errlen, "%s: '%s' is not a number", key, v); return 1; }
+    *out = (float)d;
+    return 0;
+}
+
+static int temp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
+    float t = 1.0f;
+    if (param_float(init, "temperature", &t, err, errlen)) return 1;
+    float *s = calloc(1, sizeof *s);
+    if (!s) { snprintf(err, errlen, "temperature: out of memory"); return 1; }
+    *s = t;
+    *state = s;
+    return 0;
+}
+
+static void temp_destroy(void *state) { free(state); }
+
+static int temp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    const float t = *(const float *)state;
+    if (!c->size) { snprintf(err, errlen, "temperature: no candidates left"); return 1; }
+    if (t <= 0) {
+        size_t best = 0;
+        for (size_t i = 1; i < c->size; i++) {
+            const picolm_token_data *a = &c->data[i], *b = &c->data[best];
+            if (a->logit > b->logit || (a->logit == b->logit && a->id < b->id)) best = i;
+        }
+        c->data[0] = c->data[best];
+        c->size = 1;
+        c->sorted = 1;
+    } else if (t != 1.0f) {
+        const float inv = 1.0f / t;
+        for (size_t i = 0; i < c->size; i++) c->data[i].logit *= inv; /* order-preserving */
+    }
+    c->has_p = 0;
+    return 0;
+}
+
+static const char *const temp_keys[] = {"temperature", NULL};
+
+static const picolm_sampler_vtable temp_vtable = {
+    .struct_size = sizeof(picolm_sampler_vtable),
+    .role = PICOLM_SAMPLER_PROCESS,
+    .param_keys = temp_keys,
+    .create = temp_create,
+    .destroy = temp_destroy,
+    .apply = temp_apply,
+};
+
+static const picolm_plugin temp_desc = {
+    .abi_version = PICOLM_ABI_VERSION,
+    .struct_size = sizeof(picolm_plugin),
+    .kind = PICOLM_KIND_SAMPLER,
+    .name = "temperature",
+    .version = "1.0",
+    .description = "scale logits by 1/temperature (<= 0 keeps only the best token)",
+    .vtable = &temp_vtable,
+};
+
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &temp_desc; }
