@@ -1,0 +1,482 @@
+/*
+ * checkasm-style test of the backend plugins: every kernel of every backend
+ * this CPU can run, against the format plugins' reference code.
+ *
+ * - dlopens $PICOLM_BUILD/plugins/format-*.so and backend-*.so directly;
+ * - backends whose cpu_required the CPU (cpu_probe(), honours
+ *   PICOLM_CPU_MASK) lacks are SKIPped; backends with an init() are also
+ *   re-run with the VNNI bits masked, so both kernel variants get checked;
+ * - vec_dot on random data and several row lengths vs the format's vec_dot
+ *   (weights from the format's quantize_row, activations from the reference
+ *   activation quantizer), relative tolerance 1e-5 of sum |w_i * a_i|;
+ * - gemm tiles with nr, nc not multiples of the tile, padded strides;
+ * - act_quants byte-equal to the reference quantize_row (incl. rounding ties);
+ * - primitives vs plain C;
+ * - INFO lines: single-thread weight throughput (GB/s) per kernel, on a
+ *   matrix larger than L2 (8 MiB) and one larger than a typical L3 (64 MiB).
+ *   PICOLM_BENCH=0 skips them, PICOLM_BENCH=2 runs them longer.
+ */
+#include "check.h"
+#include "cpu.h"
+#include "picolm/plugin.h"
+#include "picolm/fp16.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ---- random data --------------------------------------------------------- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd_u32(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+static float rnd_unit(void) { return (rnd_u32() >> 8) * (1.0f / 16777216.0f); } /* [0,1) */
+/* roughly Gaussian, with occasional outliers as real activations have */
+static float rnd_val(void) {
+    float s = rnd_unit() + rnd_unit() + rnd_unit() + rnd_unit() - 2.0f;
+    if ((rnd_u32() & 63) == 0) s *= 8.0f;
+    return s;
+}
+static void fill(float *x, int64_t n) { for (int64_t i = 0; i < n; i++) x[i] = rnd_val(); }
+
+static double now_sec(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ---- mock host ------------------------------------------------------------- */
+static void host_log(int level, const char *msg) { (void)level; printf("# plugin log: %s\n", msg); }
+static void *host_alloc(size_t size, size_t align) {
+    if (align < sizeof(void *)) align = sizeof(void *);
+    void *p = NULL;
+    if (posix_memalign(&p, align, size ? size : 1)) return NULL;
+    memset(p, 0, size);
+    return p;
+}
+static void host_free(void *p) { free(p); }
+static void host_parallel_for(int64_t n, picolm_task_fn fn, void *ctx) { fn(ctx, 0, n, 0); }
+
+/* ---- plugins --------------------------------------------------------------- */
+#define MAX_PLUGINS 32
+static const picolm_format *fmt_by_type[PICOLM_TYPE_MAX];
+typedef struct { char file[512]; const picolm_plugin *pl; void *h; } loaded;
+static loaded backends[MAX_PLUGINS];
+static int n_backends;
+
+static const picolm_plugin *load(const char *path, void **hout) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL, "dlopen %s%s%s", path, h ? "" : ": ", h ? "" : dlerror());
+    if (!h) return NULL;
+    picolm_entry_fn entry = (picolm_entry_fn)dlsym(h, PICOLM_ENTRY);
+    const picolm_plugin *pl = entry ? entry() : NULL;
+    CHECK(pl && pl->abi_version == PICOLM_ABI_VERSION && pl->struct_size >= sizeof(picolm_plugin) && pl->vtable,
+          "%s: entry point and descriptor", path);
+    if (!pl || pl->abi_version != PICOLM_ABI_VERSION || !pl->vtable) { dlclose(h); return NULL; }
+    *hout = h;
+    return pl;
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static void load_all(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) { SKIP("no plugin directory %s (build first)", dir); return; }
+    struct dirent *e;
+    char path[2048];
+    while ((e = readdir(d))) {
+        if (!ends_with(e->d_name, ".so")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        void *h;
+        if (!strncmp(e->d_name, "format-", 7)) {
+            const picolm_plugin *pl = load(path, &h);
+            if (!pl) continue;
+            CHECK(pl->kind == PICOLM_KIND_FORMAT, "%s: kind is FORMAT", e->d_name);
+            const picolm_format_vtable *vt = pl->vtable;
+            for (uint32_t i = 0; i < vt->n_formats; i++) {
+                const picolm_format *f = (const picolm_format *)((const char *)vt->formats + (size_t)i * vt->format_size);
+                if (f->type_id < PICOLM_TYPE_MAX && !fmt_by_type[f->type_id]) fmt_by_type[f->type_id] = f;
+            }
+        } else if (!strncmp(e->d_name, "backend-", 8) && n_backends < MAX_PLUGINS) {
+            const picolm_plugin *pl = load(path, &h);
+            if (!pl) continue;
+            CHECK(pl->kind == PICOLM_KIND_BACKEND && pl->name, "%s: kind is BACKEND", e->d_name);
+            snprintf(backends[n_backends].file, sizeof backends[n_backends].file, "%s", e->d_name);
+            backends[n_backends].pl = pl;
+            backends[n_backends].h = h;
+            n_backends++;
+        }
+    }
+    closedir(d);
+}
+
+static size_t row_bytes(const picolm_format *f, int64_t n) { return (size_t)(n / f->block_size) * f->type_size; }
+static const char *tname(uint32_t t) { return t < PICOLM_TYPE_MAX && fmt_by_type[t] ? fmt_by_type[t]->name : "?"; }
+
+/* sum |w_i * a_i| in double: the scale of the rounding error of a dot */
+static double dot_magnitude(const picolm_format *fw, const void *w, const picolm_format *fa, const void *a, int64_t n) {
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    fw->dequantize_row(w, x, n);
+    fa->dequantize_row(a, y, n);
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)x[i] * y[i]);
+    free(x); free(y);
+    return m;
+}
+
+#define REL_TOL 1e-5
+
+/* ---- kernels --------------------------------------------------------------- */
+static void test_kernel(const char *bname, const picolm_kernel *k) {
+    const picolm_format *fw = k->type_id < PICOLM_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
+    const picolm_format *fa = k->vec_dot_type < PICOLM_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
+    if (!fw || !fa) { SKIP("%s: kernel type %u x %u: no format plugin", bname, k->type_id, k->vec_dot_type); return; }
+    CHECK(k->vec_dot != NULL, "%s %s: vec_dot present", bname, fw->name);
+    if (!k->vec_dot) return;
+    CHECK(fw->vec_dot_type == k->vec_dot_type, "%s %s: activation type %s is the format's (%s)", bname, fw->name,
+          fa->name, tname(fw->vec_dot_type));
+    if (fw->vec_dot_type != k->vec_dot_type || !fw->vec_dot) return;
+    if (!fw->quantize_row || !fa->quantize_row) { SKIP("%s %s: format has no quantize_row", bname, fw->name); return; }
+
+    const int64_t bs = fw->block_size > fa->block_size ? fw->block_size : fa->block_size;
+    const int64_t mults[] = { 1, 3, 11, 17 };
+    /* float formats: awkward lengths that exercise every tail */
+    const int64_t flens[] = { 1, 7, 33, 100, 1027, 4099 };
+    const int nlen = bs == 1 ? 6 : 4;
+    int ok = 1;
+    double worst = 0;
+    for (int li = 0; li < nlen; li++) {
+        const int64_t n = bs == 1 ? flens[li] : bs * mults[li];
+        float *xf = malloc(n * sizeof *xf), *yf = malloc(n * sizeof *yf);
+        void *w = calloc(1, row_bytes(fw, n)), *a = calloc(1, row_bytes(fa, n));
+        for (int rep = 0; rep < 3; rep++) {
+            fill(xf, n);
+            fill(yf, n);
+            fw->quantize_row(xf, w, n);
+            fa->quantize_row(yf, a, n);
+            float r = 0, s = 0;
+            fw->vec_dot(n, &r, w, a);
+            k->vec_dot(n, &s, w, a);
+            const double mag = dot_magnitude(fw, w, fa, a, n);
+            const double err = fabs((double)s - r) / (mag > 0 ? mag : 1);
+            if (err > worst) worst = err;
+            if (!(err <= REL_TOL)) {
+                if (ok) printf("# %s %s n=%lld: got %.9g want %.9g (rel err %.3g)\n", bname, fw->name, (long long)n, s, r, err);
+                ok = 0;
+            }
+        }
+        free(xf); free(yf); free(w); free(a);
+    }
+    CHECK(ok, "%s %s x %s vec_dot vs reference (worst rel err %.2g)", bname, fw->name, fa->name, worst);
+
+    if (!k->gemm) return;
+    /* gemm: nr x nc tiles with padded strides and a sentinel-filled dst */
+    const int64_t n = bs == 1 ? 259 : bs * 3;
+    const int64_t nrs[] = { 1, 3, 5, 6 }, ncs[] = { 1, 2, 3, 5, 7, 9 };
+    const size_t ws = row_bytes(fw, n) + 64 + 2, as = row_bytes(fa, n) + 96 + 6;
+    const int64_t maxr = 6, maxc = 9;
+    char *W = calloc(maxr, ws), *A = calloc(maxc, as);
+    float *xf = malloc(n * sizeof *xf);
+    for (int64_t r = 0; r < maxr; r++) { fill(xf, n); fw->quantize_row(xf, W + r * ws, n); }
+    for (int64_t c = 0; c < maxc; c++) { fill(xf, n); fa->quantize_row(xf, A + c * as, n); }
+    ok = 1;
+    worst = 0;
+    for (int ri = 0; ri < 4; ri++) for (int ci = 0; ci < 6; ci++) {
+        const int64_t nr = nrs[ri], nc = ncs[ci];
+        const size_t ds = (size_t)nr + 3;
+        float *dst = malloc(sizeof(float) * ds * (nc + 1));
+        for (size_t i = 0; i < ds * (nc + 1); i++) dst[i] = -12345.0f;
+        k->gemm(n, nr, nc, W, ws, A, as, dst, ds);
+        for (int64_t c = 0; c <= nc; c++) for (int64_t r = 0; r < (int64_t)ds; r++) {
+            const float got = dst[c * ds + r];
+            if (c == nc || r >= nr) {
+                if (got != -12345.0f) { if (ok) printf("# %s %s gemm %lldx%lld wrote outside the tile\n", bname, fw->name, (long long)nr, (long long)nc); ok = 0; }
+                continue;
+            }
+            float want = 0;
+            fw->vec_dot(n, &want, W + r * ws, A + c * as);
+            const double mag = dot_magnitude(fw, W + r * ws, fa, A + c * as, n);
+            const double err = fabs((double)got - want) / (mag > 0 ? mag : 1);
+            if (err > worst) worst = err;
+            if (!(err <= REL_TOL)) {
+                if (ok) printf("# %s %s gemm %lldx%lld [%lld,%lld]: got %.9g want %.9g\n", bname, fw->name,
+                               (long long)nr, (long long)nc, (long long)r, (long long)c, got, want);
+                ok = 0;
+            }
+        }
+        free(dst);
+    }
+    CHECK(ok, "%s %s gemm tiles (nr 1..6 x nc 1..9, padded strides; worst rel err %.2g)", bname, fw->name, worst);
+    free(W); free(A); free(xf);
+}
+
+/* single-thread throughput over a weight matrix of about `bytes` */
+static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
+    const picolm_format *fw = fmt_by_type[k->type_id], *fa = fmt_by_type[k->vec_dot_type];
+    const int64_t bs = fw->block_size > fa->block_size ? fw->block_size : fa->block_size;
+    const int64_t n = (4096 / bs) * bs; /* a TinyLlama-ish row */
+    const size_t rb = row_bytes(fw, n);
+    const int64_t rows = (int64_t)(bytes / rb);
+    char *W = malloc(rb * rows);
+    float *xf = malloc(n * sizeof *xf);
+    /* quantize a few distinct rows, replicate (the reference quantizers are slow) */
+    for (int64_t r = 0; r < rows; r++) {
+        if (r < 8) { fill(xf, n); fw->quantize_row(xf, W + r * rb, n); }
+        else memcpy(W + r * rb, W + (r % 8) * rb, rb);
+    }
+    const int ncols = use_gemm ? 4 : 1;
+    const size_t arb = row_bytes(fa, n);
+    char *A = malloc(arb * ncols);
+    for (int c = 0; c < ncols; c++) { fill(xf, n); fa->quantize_row(xf, A + c * arb, n); }
+    float *out = malloc(sizeof(float) * rows * ncols);
+    const char *bench = getenv("PICOLM_BENCH");
+    const double min_time = bench && atoi(bench) >= 2 ? 0.5 : 0.06;
+    double best = 1e30, t0 = now_sec();
+    int reps = 0;
+    do {
+        const double t = now_sec();
+        if (use_gemm) k->gemm(n, rows, ncols, W, rb, A, arb, out, rows);
+        else for (int64_t r = 0; r < rows; r++) k->vec_dot(n, out + r, W + r * rb, A);
+        const double el = now_sec() - t;
+        if (el < best) best = el;
+        reps++;
+    } while (reps < 2 || now_sec() - t0 < min_time);
+    free(W); free(xf); free(A); free(out);
+    return (double)rb * rows / best / 1e9;
+}
+
+/* ---- activation quantizers -------------------------------------------------- */
+static void test_act_quant(const char *bname, const picolm_act_quant *q) {
+    const picolm_format *f = q->type_id < PICOLM_TYPE_MAX ? fmt_by_type[q->type_id] : NULL;
+    if (!f || !f->quantize_row) { SKIP("%s: act quant type %u has no reference quantizer", bname, q->type_id); return; }
+    CHECK(q->quantize_row != NULL, "%s %s: quantize_row present", bname, f->name);
+    if (!q->quantize_row) return;
+    const int64_t bs = f->block_size;
+    int ok = 1;
+    for (int mode = 0; mode < 4; mode++) for (int mi = 0; mi < 3; mi++) {
+        const int64_t n = bs * (mi == 0 ? 1 : mi == 1 ? 5 : 16);
+        float *x = malloc(n * sizeof *x);
+        fill(x, n);
+        if (mode == 1) {
+            /* rounding ties: amax 127 gives scale 1 for Q8_0/Q8_1; for Q8_K a
+               block maximum of -127 gives iscale 1: x.5 values must round
+               like the reference (half away from zero / half to even) */
+            for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rnd_u32() % 253) - 126) + 0.5f;
+            for (int64_t b = 0; b < n; b += 32) x[b + (rnd_u32() % 32)] = (rnd_u32() & 1) ? 127.0f : -127.0f;
+            for (int64_t b = 0; b < n; b += bs) x[b + (rnd_u32() % bs)] = -127.0f;
+        } else if (mode == 2) {
+            /* all-zero blocks and blocks with ties in |max| of both signs */
+            for (int64_t i = 0; i < n; i++) x[i] = (i / bs) % 2 ? 0.0f : x[i];
+            if (n > 4) { x[1] = 9.0f; x[3] = -9.0f; }
+        } else if (mode == 3) {
+            for (int64_t i = 0; i < n; i++) x[i] *= 1e-3f * (1 + (i % 7)); /* small scales, fp16 subnormal d */
+            for (int64_t i = 0; i < n && i < 32; i++) x[i] *= 1e-4f;
+        }
+        const size_t rb = row_bytes(f, n);
+        unsigned char *r = malloc(rb + 16), *s = malloc(rb + 16);
+        memset(r, 0xA5, rb + 16);
+        memset(s, 0xA5, rb + 16);
+        f->quantize_row(x, r, n);
+        q->quantize_row(x, s, n);
+        if (memcmp(r, s, rb + 16)) {
+            size_t at = 0;
+            while (at < rb + 16 && r[at] == s[at]) at++;
+            if (ok) printf("# %s %s mode %d n=%lld: first differing byte %zu (block %zu, offset %zu): %d vs ref %d\n",
+                           bname, f->name, mode, (long long)n, at, at / f->type_size, at % f->type_size, s[at], r[at]);
+            ok = 0;
+        }
+        free(x); free(r); free(s);
+    }
+    CHECK(ok, "%s act quant %s byte-equal to the reference (random, ties, zero blocks, tiny scales)", bname, f->name);
+}
+
+/* ---- primitives --------------------------------------------------------------- */
+static int close_rel(double got, double want, double mag, double tol) {
+    return fabs(got - want) <= tol * (mag > 0 ? mag : 1);
+}
+static void test_primitives(const char *bname, const picolm_backend_vtable *vt) {
+    const int ns[] = { 1, 7, 8, 15, 16, 33, 64, 100, 257, 2048 };
+    const int nn = (int)(sizeof ns / sizeof ns[0]);
+    float *a = malloc(4096 * sizeof *a), *b = malloc(4096 * sizeof *b), *o = malloc(4096 * sizeof *o);
+    float *o2 = malloc(4096 * sizeof *o2);
+    uint16_t *h = malloc(4096 * sizeof *h), *h2 = malloc(4096 * sizeof *h2);
+    int ok;
+    if (vt->dot_f32) {
+        ok = 1;
+        for (int t = 0; t < nn; t++) {
+            const int n = ns[t];
+            fill(a, n); fill(b, n);
+            double want = 0, mag = 0;
+            for (int i = 0; i < n; i++) { want += (double)a[i] * b[i]; mag += fabs((double)a[i] * b[i]); }
+            if (!close_rel(vt->dot_f32(a, b, n), want, mag, 1e-6)) ok = 0;
+        }
+        CHECK(ok, "%s dot_f32", bname);
+    }
+    if (vt->dot_f32_f16) {
+        ok = 1;
+        for (int t = 0; t < nn; t++) {
+            const int n = ns[t];
+            fill(a, n); fill(b, n);
+            for (int i = 0; i < n; i++) h[i] = picolm_float_to_half(b[i]);
+            double want = 0, mag = 0;
+            for (int i = 0; i < n; i++) {
+                const double p = (double)a[i] * picolm_half_to_float(h[i]);
+                want += p; mag += fabs(p);
+            }
+            if (!close_rel(vt->dot_f32_f16(a, h, n), want, mag, 1e-6)) ok = 0;
+        }
+        CHECK(ok, "%s dot_f32_f16", bname);
+    }
+    if (vt->scale_axpy_f16) {
+        ok = 1;
+        for (int t = 0; t < nn; t++) {
+            const int n = ns[t];
+            fill(a, n); fill(b, n);
+            for (int i = 0; i < n; i++) h[i] = picolm_float_to_half(b[i]);
+            const float sc = 0.37f, al = -1.25f;
+            memcpy(o, a, n * sizeof *o);
+            vt->scale_axpy_f16(o, sc, al, h, n);
+            for (int i = 0; i < n; i++) {
+                const double want = (double)a[i] * sc + (double)al * picolm_half_to_float(h[i]);
+                const double mag = fabs((double)a[i] * sc) + fabs((double)al * picolm_half_to_float(h[i]));
+                if (!close_rel(o[i], want, mag, 3e-7)) ok = 0;
+            }
+        }
+        CHECK(ok, "%s scale_axpy_f16", bname);
+    }
+    if (vt->rmsnorm) {
+        ok = 1;
+        for (int t = 0; t < nn; t++) {
+            const int n = ns[t];
+            fill(a, n); fill(b, n);
+            double ss = 0;
+            for (int i = 0; i < n; i++) ss += (double)a[i] * a[i];
+            const double inv = 1.0 / sqrt(ss / n + 1e-5);
+            vt->rmsnorm(o, a, b, n, 1e-5f);
+            for (int i = 0; i < n; i++) {
+                const double want = a[i] * inv * b[i];
+                if (!close_rel(o[i], want, fabs(want), 2e-6)) ok = 0;
+            }
+        }
+        CHECK(ok, "%s rmsnorm", bname);
+    }
+    if (vt->swiglu) {
+        ok = 1;
+        for (int t = 0; t < nn; t++) {
+            const int n = ns[t];
+            fill(a, n); fill(b, n);
+            for (int i = 0; i < n; i++) a[i] *= 6.0f; /* cover the sigmoid's range */
+            if (n >= 8) { a[0] = 100.0f; a[1] = -100.0f; a[2] = 0.0f; a[3] = -88.5f; a[4] = 89.0f; }
+            memcpy(o, a, n * sizeof *o);
+            vt->swiglu(o, b, n);
+            for (int i = 0; i < n; i++) {
+                const double want = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
+                if (!close_rel(o[i], want, fabs(want), 2e-6) && !(fabs(want) < 1e-30 && fabs(o[i]) < 1e-30)) {
+                    if (ok) printf("# %s swiglu(%g, %g) = %.9g want %.9g\n", bname, a[i], b[i], o[i], want);
+                    ok = 0;
+                }
+            }
+        }
+        CHECK(ok, "%s swiglu", bname);
+    }
+    if (vt->f32_to_f16) {
+        ok = 1;
+        for (int t = 0; t < nn; t++) {
+            const int n = ns[t];
+            fill(a, n);
+            for (int i = 0; i < n; i++) a[i] *= (i % 3 == 0) ? 1e-6f : (i % 3 == 1) ? 1.0f : 1e4f; /* subnormal, normal, large */
+            if (n >= 8) { a[0] = 70000.0f; a[1] = -0.0f; a[2] = 65519.0f; a[3] = 65520.0f; a[4] = INFINITY; }
+            for (int i = 0; i < n; i++) h[i] = picolm_float_to_half(a[i]);
+            vt->f32_to_f16(h2, a, n);
+            if (memcmp(h, h2, n * sizeof *h)) ok = 0;
+        }
+        CHECK(ok, "%s f32_to_f16 bit-exact (RNE, subnormals, overflow)", bname);
+    }
+    free(a); free(b); free(o); free(o2); free(h); free(h2);
+}
+
+static void test_backend(const loaded *L, uint64_t feats, const char *label) {
+    const picolm_plugin *pl = L->pl;
+    const picolm_backend_vtable *vt = pl->vtable;
+    if (pl->init) {
+        picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
+                             host_parallel_for, 1 };
+        char err[256] = "";
+        const int rc = pl->init(&host, err, sizeof err);
+        CHECK(rc == 0, "%s: init (%s)", label, rc ? err : "ok");
+        if (rc) return;
+    }
+    CHECK(vt->struct_size >= offsetof(picolm_backend_vtable, score) && (vt->n_kernels == 0 || vt->kernel_size >= sizeof(picolm_kernel)),
+          "%s: vtable sizes", label);
+    for (uint32_t i = 0; i < vt->n_kernels; i++)
+        test_kernel(label, (const picolm_kernel *)((const char *)vt->kernels + (size_t)i * vt->kernel_size));
+    for (uint32_t i = 0; i < vt->n_act_quants; i++)
+        test_act_quant(label, (const picolm_act_quant *)((const char *)vt->act_quants + (size_t)i * vt->act_quant_size));
+    if (vt->struct_size >= sizeof(picolm_backend_vtable)) test_primitives(label, vt);
+
+    const char *bench = getenv("PICOLM_BENCH");
+    if (bench && !strcmp(bench, "0")) return;
+    for (uint32_t i = 0; i < vt->n_kernels; i++) {
+        const picolm_kernel *k = (const picolm_kernel *)((const char *)vt->kernels + (size_t)i * vt->kernel_size);
+        const picolm_format *fw = k->type_id < PICOLM_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
+        const picolm_format *fa = k->vec_dot_type < PICOLM_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
+        if (!fw || !fa || !fw->quantize_row || !fa->quantize_row || !k->vec_dot) continue;
+        const double l3 = bench_kernel(k, 8u << 20, 0), mem = bench_kernel(k, 64u << 20, 0);
+        const double g = k->gemm ? bench_kernel(k, 8u << 20, 1) : 0;
+        printf("INFO: %-16s %-6s vec_dot %6.1f GB/s (8 MiB weights) %6.1f GB/s (64 MiB)", label, fw->name, l3, mem);
+        if (k->gemm) printf("  gemm x4 %6.1f GB/s (8 MiB)", g);
+        printf("\n");
+    }
+}
+
+int main(void) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/plugins", build_dir());
+    load_all(dir);
+    int nfmt = 0;
+    for (int t = 0; t < PICOLM_TYPE_MAX; t++) nfmt += fmt_by_type[t] != NULL;
+    CHECK(nfmt > 0 && n_backends > 0, "found %d format types and %d backends in %s", nfmt, n_backends, dir);
+    const uint64_t feats = cpu_probe();
+    char fs[512];
+    cpu_features_str(feats, fs, sizeof fs);
+    printf("# CPU features: %s\n", fs);
+    const char *bench = getenv("PICOLM_BENCH");
+    if (!bench || strcmp(bench, "0")) {
+        /* the reference code as a baseline */
+        static const uint32_t hot[] = { PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q8_0 };
+        for (int i = 0; i < 3; i++) {
+            const picolm_format *f = fmt_by_type[hot[i]];
+            if (!f || !f->vec_dot || !f->quantize_row || f->vec_dot_type >= PICOLM_TYPE_MAX || !fmt_by_type[f->vec_dot_type]) continue;
+            const picolm_kernel k = { f->type_id, f->vec_dot_type, f->vec_dot, NULL };
+            printf("INFO: %-16s %-6s vec_dot %6.1f GB/s (8 MiB weights)\n", "reference", f->name, bench_kernel(&k, 8u << 20, 0));
+        }
+    }
+    for (int i = 0; i < n_backends; i++) {
+        const picolm_plugin *pl = backends[i].pl;
+        const uint64_t missing = pl->cpu_required & ~feats;
+        if (missing) {
+            cpu_features_str(missing, fs, sizeof fs);
+            SKIP("backend %s (%s): CPU lacks %s", pl->name, backends[i].file, fs);
+            continue;
+        }
+        test_backend(&backends[i], feats, pl->name);
+        /* the same plugin on a CPU without VNNI: init must pick the other kernels */
+        const uint64_t novnni = feats & ~(PICOLM_CPU_AVX512VNNI | PICOLM_CPU_AVXVNNI);
+        if (pl->init && novnni != feats) {
+            char label[96];
+            snprintf(label, sizeof label, "%s[no-vnni]", pl->name);
+            test_backend(&backends[i], novnni, label);
+            picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
+                                 host_parallel_for, 1 };
+            char err[256];
+            pl->init(&host, err, sizeof err); /* restore the best kernels */
+        }
+    }
+    return CHECK_DONE();
+}
