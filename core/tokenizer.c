@@ -404,7 +404,7 @@ static int ivec_push(ivec *a, int32_t x) {
     return 0;
 }
 
-typedef struct { float score; int32_t left, right; size_t size; } bigram;
+typedef struct { float score; int32_t left, right; uint32_t size; } bigram; /* 16 bytes */
 
 /* heap order: higher score first, then the leftmost pair */
 static inline int bg_before(const bigram *a, const bigram *b) {
@@ -415,7 +415,7 @@ typedef struct {
     const tokenizer *t;
     const char *s;
     int32_t *prev, *next;
-    size_t *pos, *len;
+    uint32_t *pos, *len;
     bigram *heap;
     size_t nheap;
 } spm_session;
@@ -431,24 +431,32 @@ static void heap_push(spm_session *S, bigram b) {
     S->heap[i] = b;
 }
 
+/* Bottom-up pop: walk the hole down to a leaf along the better child, then
+   sift the last element up from there (fewer comparisons on big heaps). */
 static bigram heap_pop(spm_session *S) {
     bigram top = S->heap[0], last = S->heap[--S->nheap];
     size_t i = 0, n = S->nheap;
+    if (n == 0) return top;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n) break;
         if (c + 1 < n && bg_before(&S->heap[c + 1], &S->heap[c])) c++;
-        if (!bg_before(&S->heap[c], &last)) break;
         S->heap[i] = S->heap[c];
         i = c;
     }
-    if (n) S->heap[i] = last;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bg_before(&last, &S->heap[p])) break;
+        S->heap[i] = S->heap[p];
+        i = p;
+    }
+    S->heap[i] = last;
     return top;
 }
 
 static void try_add_bigram(spm_session *S, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
-    size_t size = S->len[l] + S->len[r];
+    uint32_t size = S->len[l] + S->len[r];
     int32_t id = tokenizer_find(S->t, S->s + S->pos[l], size);
     if (id < 0) return;
     bigram b = { S->t->score[id], l, r, size };
@@ -464,6 +472,7 @@ static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
     S.next = malloc(n * sizeof *S.next);
     S.pos = malloc(n * sizeof *S.pos);
     S.len = malloc(n * sizeof *S.len);
+    /* input is capped at TOK_MAX_INPUT, so offsets and sizes fit 32 bits */
     /* n-1 initial pairs + at most 2 per merge (< n merges) */
     S.heap = malloc(3 * n * sizeof *S.heap);
     int rc = -1;
@@ -473,7 +482,7 @@ static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
     for (size_t o = 0; o < n;) {
         size_t l = lead_len[(uint8_t)s[o] >> 4];
         if (l > n - o) l = n - o;
-        S.pos[ns] = o; S.len[ns] = l;
+        S.pos[ns] = (uint32_t)o; S.len[ns] = (uint32_t)l;
         S.prev[ns] = ns - 1;
         o += l;
         S.next[ns] = o == n ? -1 : ns + 1;
@@ -498,7 +507,7 @@ static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
     for (int32_t i = 0; i != -1; i = S.next[i]) {
         int32_t id = tokenizer_find(t, s + S.pos[i], S.len[i]);
         if (id >= 0) { if (ivec_push(out, id)) goto done; continue; }
-        for (size_t j = 0; j < S.len[i]; j++) {
+        for (uint32_t j = 0; j < S.len[i]; j++) {
             id = t->byte_tok[(uint8_t)s[S.pos[i] + j]];
             if (id < 0) id = t->unk;
             if (id < 0 || ivec_push(out, id)) goto done;

@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     char err[512];
     gguf_file gf;
     if (gguf_open(&gf, model, NULL, err, sizeof err)) {
-        fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err);
+        fprintf(stderr, "picolm-tokenize: %s\n", err); /* err names the file */
         return 1;
     }
     tokenizer *tok;
