@@ -1,0 +1,504 @@
+/* Sampler plugins against plain references, and the core's sampling chain. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "config.h"
+#include "plugins.h"
+#include "sampling.h"
+
+static const char *NAMES[] = {"greedy", "dist", "temperature", "top_k", "top_p", "min_p", "penalties", "json"};
+#define N_NAMES (int)(sizeof NAMES / sizeof NAMES[0])
+
+static void t_log(int level, const char *msg) { (void)level; printf("# plugin log: %s\n", msg); }
+static void *t_alloc(size_t size, size_t align) {
+    void *p = aligned_alloc(align < sizeof(void *) ? sizeof(void *) : align, (size + align - 1) / align * align);
+    if (p) memset(p, 0, size);
+    return p;
+}
+static void t_free(void *p) { free(p); }
+static void t_pfor(int64_t n, picolm_task_fn fn, void *ctx) { if (n > 0) fn(ctx, 0, n, 0); }
+
+static pl_registry reg;
+
+static int load_samplers(void) {
+    memset(&reg, 0, sizeof reg);
+    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1};
+    int ok = 1;
+    for (int i = 0; i < N_NAMES; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/plugins/sampler-%s.so", build_dir(), NAMES[i]);
+        int idx = registry_load_file(&reg, path);
+        int good = idx >= 0 && reg.items[idx].ok;
+        CHECK(good, "load %s (%s)", path, idx >= 0 ? reg.items[idx].why : "?");
+        ok &= good;
+    }
+    return ok;
+}
+
+static const picolm_sampler_vtable *vt_of(const char *name) {
+    const pl_plugin *p = registry_find(&reg, PICOLM_KIND_SAMPLER, name);
+    return p ? p->desc->vtable : NULL;
+}
+
+/* ---- a tiny vocabulary (the processors only need n_vocab) ---- */
+#define NV 5000
+static const char *pieces[NV];
+static uint32_t piece_len[NV];
+static picolm_vocab vocab = {NV, 1, 2, pieces, piece_len, NULL};
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t xr(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+static float frand(void) { return (float)((xr() >> 11) * 0x1.0p-53); }
+static float nrand(void) { float u = frand() + 1e-7f, v = frand(); return sqrtf(-2 * logf(u)) * cosf(6.2831853f * v); }
+
+static void fill(picolm_token_data *d, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) d[i] = (picolm_token_data){(int32_t)i, nrand() * scale, 0};
+}
+
+static int ref_better(const void *a, const void *b) {
+    const picolm_token_data *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Instance of a plugin with params "k=v" pairs. */
+static void *make(const char *name, const char *key, const char *val, uint64_t seed) {
+    picolm_param p = {key, val};
+    picolm_sampler_init in = {sizeof in, &reg.host, &vocab, key ? &p : NULL, key ? 1 : 0, seed};
+    char err[256] = "";
+    void *st = NULL;
+    const picolm_sampler_vtable *vt = vt_of(name);
+    if (!vt || vt->create(&in, &st, err, sizeof err)) {
+        printf("# create %s: %s\n", name, err);
+        return NULL;
+    }
+    return st;
+}
+
+static int apply(const char *name, void *st, picolm_candidates *c) {
+    char err[256] = "";
+    int rc = vt_of(name)->apply(st, c, err, sizeof err);
+    if (rc) printf("# %s: %s\n", name, err);
+    return rc;
+}
+
+static void destroy(const char *name, void *st) {
+    if (vt_of(name)->destroy) vt_of(name)->destroy(st);
+}
+
+static picolm_token_data d[NV], ref[NV];
+
+static void test_greedy(void) {
+    void *st = make("greedy", NULL, NULL, 0);
+    int bad = 0;
+    for (int t = 0; t < 50; t++) {
+        fill(d, NV, 3);
+        if (t % 5 == 0) { d[4000].logit = 100; d[17].logit = 100; } /* tie: lowest id */
+        picolm_candidates c = {d, NV, 0, 0, -1, -1};
+        int32_t best = 0;
+        for (int i = 1; i < NV; i++) if (d[i].logit > d[best].logit) best = i;
+        if (apply("greedy", st, &c) || c.selected != best) bad++;
+    }
+    CHECK(!bad, "greedy = argmax, ties -> lowest id (50 rounds, %d wrong)", bad);
+    destroy("greedy", st);
+}
+
+static void test_top_k(void) {
+    const int ks[] = {1, 2, 5, 40, 999, 4999, 5000, 7000, 0};
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", ks[ki]);
+        void *st = make("top_k", "top_k", v, 0);
+        int bad = 0;
+        for (int t = 0; t < 20; t++) {
+            fill(d, NV, t % 2 ? 1 : 10);
+            if (t == 3) for (int i = 0; i < NV; i++) d[i].logit = (float)(i % 7); /* many ties */
+            memcpy(ref, d, sizeof d);
+            qsort(ref, NV, sizeof *ref, ref_better);
+            picolm_candidates c = {d, NV, 0, 0, -1, -1};
+            if (apply("top_k", st, &c)) { bad++; continue; }
+            size_t want = ks[ki] <= 0 || ks[ki] >= NV ? NV : (size_t)ks[ki];
+            if (c.size != want) { bad++; continue; }
+            if (want < NV) { /* exactly the k best, best first */
+                for (size_t i = 0; i < want; i++)
+                    if (d[i].id != ref[i].id) { bad++; break; }
+            }
+        }
+        CHECK(!bad, "top_k %d keeps exactly the k best, sorted (20 rounds, %d bad)", ks[ki], bad);
+        destroy("top_k", st);
+    }
+}
+
+/* smallest prefix of ref (sorted) with mass >= p */
+static size_t ref_top_p(const picolm_token_data *r, size_t n, double p) {
+    double sum = 0, cum = 0;
+    for (size_t i = 0; i < n; i++) sum += exp((double)r[i].logit - r[0].logit);
+    for (size_t i = 0; i < n; i++) {
+        cum += exp((double)r[i].logit - r[0].logit);
+        if (cum >= p * sum) return i + 1;
+    }
+    return n;
+}
+
+static void test_top_p(void) {
+    const double ps[] = {0.0, 0.1, 0.5, 0.9, 0.95, 0.999};
+    for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+        char v[16];
+        snprintf(v, sizeof v, "%g", ps[pi]);
+        void *st = make("top_p", "top_p", v, 0);
+        int bad = 0;
+        size_t smallest = NV, largest = 0;
+        for (int t = 0; t < 30; t++) {
+            const float scale = t % 3 == 0 ? 0.3f : t % 3 == 1 ? 2.0f : 8.0f; /* flat .. peaked */
+            fill(d, NV, scale);
+            memcpy(ref, d, sizeof d);
+            qsort(ref, NV, sizeof *ref, ref_better);
+            const size_t want = ref_top_p(ref, NV, ps[pi]);
+            picolm_candidates c = {d, NV, t == 29, 0, -1, -1};
+            if (t == 29) memcpy(d, ref, sizeof d); /* the already-sorted path */
+            if (apply("top_p", st, &c) || c.size != want || !c.sorted) { bad++; continue; }
+            for (size_t i = 0; i < want; i++)
+                if (d[i].id != ref[i].id) { bad++; break; }
+            if (want < smallest) smallest = want;
+            if (want > largest) largest = want;
+        }
+        CHECK(!bad, "top_p %g keeps the smallest best prefix with mass >= p (30 rounds, nucleus %zu..%zu, %d bad)", ps[pi],
+              smallest, largest, bad);
+        destroy("top_p", st);
+    }
+    void *st = make("top_p", "top_p", "1.5", 0);
+    CHECK(st == NULL, "top_p 1.5 is rejected");
+}
+
+static void test_min_p(void) {
+    const float ps[] = {0.0f, 0.01f, 0.05f, 0.3f, 1.0f};
+    for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+        char v[16];
+        snprintf(v, sizeof v, "%g", (double)ps[pi]);
+        void *st = make("min_p", "min_p", v, 0);
+        int bad = 0;
+        for (int t = 0; t < 20; t++) {
+            fill(d, NV, t % 2 ? 1.5f : 4.0f);
+            memcpy(ref, d, sizeof d);
+            float max = -INFINITY;
+            for (int i = 0; i < NV; i++) if (d[i].logit > max) max = d[i].logit;
+            /* reference in probability space: p_i >= min_p * p_max */
+            size_t want = 0;
+            for (int i = 0; i < NV; i++) want += ps[pi] <= 0 || exp((double)ref[i].logit - max) >= ps[pi] * (1 - 1e-6);
+            picolm_candidates c = {d, NV, 0, 0, -1, -1};
+            if (apply("min_p", st, &c) || c.size != want) { bad++; continue; }
+            for (size_t i = 0; i < c.size; i++)
+                if (exp((double)d[i].logit - max) < ps[pi] * (1 - 1e-6)) { bad++; break; }
+            for (size_t i = 1; i < c.size; i++) /* order kept */
+                if (d[i].id <= d[i - 1].id) { bad++; break; }
+        }
+        CHECK(!bad, "min_p %g keeps p >= min_p * p_max, in order (20 rounds, %d bad)", (double)ps[pi], bad);
+        destroy("min_p", st);
+    }
+}
+
+static void test_temperature(void) {
+    void *st = make("temperature", "temperature", "0.5", 0);
+    fill(d, NV, 2);
+    memcpy(ref, d, sizeof d);
+    picolm_candidates c = {d, NV, 0, 0, -1, -1};
+    int bad = apply("temperature", st, &c) || c.size != NV;
+    for (int i = 0; i < NV && !bad; i++) bad = fabsf(d[i].logit - ref[i].logit / 0.5f) > 1e-5f * fabsf(ref[i].logit) + 1e-6f;
+    CHECK(!bad, "temperature 0.5 doubles the logits");
+    destroy("temperature", st);
+    st = make("temperature", "temperature", "0", 0);
+    fill(d, NV, 2);
+    int32_t best = 0;
+    for (int i = 1; i < NV; i++) if (d[i].logit > d[best].logit) best = i;
+    c = (picolm_candidates){d, NV, 0, 0, -1, -1};
+    CHECK(!apply("temperature", st, &c) && c.size == 1 && d[0].id == best, "temperature 0 keeps only the argmax");
+    destroy("temperature", st);
+    CHECK(make("temperature", "temperature", "abc", 0) == NULL, "temperature 'abc' is rejected");
+}
+
+static void test_penalties(void) {
+    picolm_param p[4] = {{"repeat_penalty", "1.3"}, {"freq_penalty", "0.2"}, {"presence_penalty", "0.5"}, {"penalty_last_n", "8"}};
+    picolm_sampler_init in = {sizeof in, &reg.host, &vocab, p, 4, 0};
+    char err[256] = "";
+    void *st = NULL;
+    const picolm_sampler_vtable *vt = vt_of("penalties");
+    CHECK(vt && !vt->create(&in, &st, err, sizeof err), "penalties create (%s)", err);
+    if (!st) return;
+    int32_t hist[40];
+    for (int i = 0; i < 40; i++) hist[i] = (int32_t)(xr() % 12); /* many repeats */
+    int bad = 0;
+    for (int n = 0; n <= 40; n++) {
+        if (n) vt->accept(st, hist[n - 1]);
+        fill(d, 16, 3);
+        memcpy(ref, d, 16 * sizeof *d);
+        picolm_candidates c = {d, 16, 0, 0, -1, -1};
+        if (vt->apply(st, &c, err, sizeof err)) { bad++; continue; }
+        for (int t = 0; t < 16; t++) {
+            int cnt = 0;
+            for (int k = n - 8 < 0 ? 0 : n - 8; k < n; k++) cnt += hist[k] == t;
+            float l = ref[t].logit;
+            if (cnt) {
+                l = l > 0 ? l / 1.3f : l * 1.3f;
+                l -= cnt * 0.2f + 0.5f;
+            }
+            if (fabsf(l - d[t].logit) > 1e-5f) { bad++; break; }
+        }
+    }
+    CHECK(!bad, "penalties: repeat/freq/presence over the last 8 tokens match the reference (41 steps, %d bad)", bad);
+    vt->reset(st);
+    fill(d, 16, 3);
+    memcpy(ref, d, 16 * sizeof *d);
+    picolm_candidates c = {d, 16, 0, 0, -1, -1};
+    vt->apply(st, &c, err, sizeof err);
+    CHECK(!memcmp(d, ref, 16 * sizeof *d), "penalties: reset forgets the history");
+    vt->destroy(st);
+}
+
+static void test_dist(void) {
+    void *a = make("dist", NULL, NULL, 42), *b = make("dist", NULL, NULL, 42), *c2 = make("dist", NULL, NULL, 43);
+    int same = 1, differ = 0;
+    for (int t = 0; t < 200; t++) {
+        fill(d, 64, 1);
+        memcpy(ref, d, 64 * sizeof *d);
+        picolm_candidates ca = {d, 64, 0, 0, -1, -1};
+        apply("dist", a, &ca);
+        memcpy(d, ref, 64 * sizeof *d);
+        picolm_candidates cb = {d, 64, 0, 0, -1, -1};
+        apply("dist", b, &cb);
+        memcpy(d, ref, 64 * sizeof *d);
+        picolm_candidates cc = {d, 64, 0, 0, -1, -1};
+        apply("dist", c2, &cc);
+        same &= ca.selected == cb.selected;
+        differ += ca.selected != cc.selected;
+    }
+    CHECK(same, "dist: same seed, same 200 tokens");
+    CHECK(differ > 50, "dist: another seed gives another sequence (%d/200 differ)", differ);
+    /* frequencies vs softmax */
+    const float logits[8] = {2.0f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f, -INFINITY};
+    double pr[8], sum = 0;
+    for (int i = 0; i < 8; i++) sum += pr[i] = exp(logits[i]);
+    int cnt[8] = {0};
+    const int N = 200000;
+    for (int t = 0; t < N; t++) {
+        for (int i = 0; i < 8; i++) d[i] = (picolm_token_data){i, logits[i], 0};
+        picolm_candidates cc = {d, 8, 0, 0, -1, -1};
+        if (apply("dist", a, &cc)) break;
+        cnt[cc.selected]++;
+    }
+    double worst = 0;
+    for (int i = 0; i < 8; i++) {
+        double f = (double)cnt[i] / N, e = fabs(f - pr[i] / sum) / sqrt(pr[i] / sum * (1 - pr[i] / sum) / N + 1e-12);
+        if (pr[i] > 0 && e > worst) worst = e;
+    }
+    CHECK(worst < 5.0 && cnt[7] == 0, "dist: frequencies over %d draws match the softmax (worst %.2f sigma, -inf drawn %d times)", N, worst, cnt[7]);
+    destroy("dist", a);
+    destroy("dist", b);
+    destroy("dist", c2);
+}
+
+/* dist reset: same seed from the start again */
+static void test_dist_reset(void) {
+    void *a = make("dist", NULL, NULL, 7);
+    int32_t s1[50], s2[50];
+    for (int pass = 0; pass < 2; pass++) {
+        rng = 1234567;
+        for (int t = 0; t < 50; t++) {
+            fill(d, 100, 1);
+            picolm_candidates c = {d, 100, 0, 0, -1, -1};
+            apply("dist", a, &c);
+            (pass ? s2 : s1)[t] = c.selected;
+        }
+        vt_of("dist")->reset(a);
+    }
+    CHECK(!memcmp(s1, s2, sizeof s1), "dist: reset restarts the seeded sequence");
+    destroy("dist", a);
+}
+
+/* ---- the chain ---- */
+
+static void base_cfg(picolm_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->sampler_chain, sizeof c->sampler_chain, "auto");
+    c->temperature = 0.8f;
+    c->top_p = 0.9f;
+    c->top_k = 40;
+    c->min_p = 0.0f;
+    c->repeat_penalty = 1.0f;
+    c->penalty_last_n = 64;
+    c->seed = 42;
+}
+
+static void chain_str(const picolm_config *c, char *buf, size_t n, char *err, size_t errlen) {
+    sampling *s = NULL;
+    buf[0] = 0;
+    err[0] = 0;
+    if (sampling_build(&s, &reg, c, &vocab, err, errlen)) return;
+    sampling_describe(s, buf, n);
+    sampling_free(s);
+}
+
+static void test_chain(void) {
+    picolm_config c;
+    char buf[512], err[512];
+    base_cfg(&c);
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!strcmp(buf, "top_k(40) -> temperature(0.8) -> top_p(0.9) -> dist(seed 42)"), "auto chain: '%s' %s", buf, err);
+    c.repeat_penalty = 1.1f;
+    c.min_p = 0.05f;
+    c.json_mode = 1;
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!strcmp(buf, "json -> penalties(repeat 1.1, freq 0, presence 0, last 64) -> top_k(40) -> temperature(0.8) -> top_p(0.9) -> min_p(0.05) -> dist(seed 42)"),
+          "auto chain with json, penalties, min_p: '%s' %s", buf, err);
+    c.json_mode = 0;
+    c.penalty_last_n = 0;
+    c.temperature = 0;
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!strcmp(buf, "greedy"), "auto chain at temperature 0: '%s' %s", buf, err);
+    base_cfg(&c);
+    c.top_k = 0;
+    c.top_p = 1.0f;
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!strcmp(buf, "temperature(0.8) -> dist(seed 42)"), "auto chain without top_k/top_p: '%s' %s", buf, err);
+
+    base_cfg(&c);
+    snprintf(c.sampler_chain, sizeof c.sampler_chain, " min_p , top_k,greedy ");
+    c.json_mode = 1;
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!strcmp(buf, "json -> min_p(0) -> top_k(40) -> greedy"), "explicit chain + --json: '%s' %s", buf, err);
+    c.json_mode = 0;
+    snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_k,bogus,dist");
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!buf[0] && strstr(err, "unknown sampler 'bogus'") && strstr(err, "available samplers:") && strstr(err, "top_p"),
+          "unknown sampler is an error listing the available ones: %s", err);
+    snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_k,top_p");
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!buf[0] && strstr(err, "greedy or dist"), "chain without a selector is an error: %s", err);
+    snprintf(c.sampler_chain, sizeof c.sampler_chain, "greedy,top_k,dist");
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!buf[0] && strstr(err, "last stage"), "selector in the middle is an error: %s", err);
+
+    base_cfg(&c);
+    c.n_params = 2;
+    snprintf(c.params[0].key, 64, "top_p");
+    snprintf(c.params[0].value, 256, "0.5");
+    snprintf(c.params[0].file, 256, "conf/x.ini");
+    c.params[0].line = 3;
+    snprintf(c.params[1].key, 64, "top_q");
+    snprintf(c.params[1].value, 256, "0.5");
+    snprintf(c.params[1].file, 256, "conf/x.ini");
+    c.params[1].line = 7;
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!buf[0] && !strncmp(err, "conf/x.ini:7: unknown sampler key 'top_q'", 41), "unknown [sampler] key: %s", err);
+    c.params[1].line = 0;
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(!buf[0] && strstr(err, "command line: unknown sampler key 'top_q'"), "unknown CLI sampler key: %s", err);
+    snprintf(c.params[1].key, 64, "chain");
+    chain_str(&c, buf, sizeof buf, err, sizeof err);
+    CHECK(buf[0], "known keys (top_p, chain) pass: %s", err);
+
+    /* the typed value wins over a stale [sampler] duplicate (CLI flags set the typed field) */
+    base_cfg(&c);
+    c.top_k = 1;
+    c.n_params = 1;
+    snprintf(c.params[0].key, 64, "top_k");
+    snprintf(c.params[0].value, 256, "1000");
+    sampling *s = NULL;
+    int bad = sampling_build(&s, &reg, &c, &vocab, err, sizeof err);
+    static float logits[NV];
+    for (int t = 0; t < 30 && !bad; t++) {
+        for (int i = 0; i < NV; i++) logits[i] = nrand();
+        int32_t best = 0, tok = -1;
+        for (int i = 1; i < NV; i++) if (logits[i] > logits[best]) best = i;
+        bad |= sampling_sample(s, logits, -1, &tok, err, sizeof err) || tok != best;
+    }
+    CHECK(!bad, "chain top_k(1) -> ... -> dist always picks the argmax (%s)", err);
+    sampling_free(s);
+
+    /* same seed, same tokens through the whole chain; accept feeds penalties */
+    base_cfg(&c);
+    c.repeat_penalty = 1.2f;
+    int32_t seq[2][100];
+    for (int r = 0; r < 2; r++) {
+        rng = 999;
+        sampling_build(&s, &reg, &c, &vocab, err, sizeof err);
+        for (int t = 0; t < 100; t++) {
+            for (int i = 0; i < NV; i++) logits[i] = 2 * nrand();
+            seq[r][t] = -1;
+            sampling_sample(s, logits, 100 - t, &seq[r][t], err, sizeof err);
+            sampling_accept(s, seq[r][t]);
+        }
+        sampling_free(s);
+    }
+    CHECK(!memcmp(seq[0], seq[1], sizeof seq[0]) && seq[0][0] >= 0, "full chain: same seed -> same 100 tokens");
+
+    /* speed on a 32000-token vocabulary */
+    static const char *pc[32000];
+    static uint32_t pl[32000];
+    picolm_vocab big = {32000, 1, 2, pc, pl, NULL};
+    static float bl[32000];
+    base_cfg(&c);
+    c.repeat_penalty = 1.1f;
+    c.min_p = 0.05f;
+    if (!sampling_build(&s, &reg, &c, &big, err, sizeof err)) {
+        double worst = 0;
+        for (int t = 0; t < 100; t++) {
+            const float scale = t % 2 ? 1.0f : 0.3f; /* flat distributions: a large nucleus */
+            for (int i = 0; i < 32000; i++) bl[i] = scale * nrand();
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            int32_t tok;
+            sampling_sample(s, bl, -1, &tok, err, sizeof err);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            sampling_accept(s, tok);
+            double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+            if (ms > worst) worst = ms;
+        }
+        CHECK(worst < 20, "auto chain on 32000 logits: worst %.3f ms per token", worst);
+        sampling_free(s);
+    }
+    /* top_p alone on a flat 32000 distribution (the nucleus is most of it) */
+    snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_p,dist");
+    c.top_p = 0.95f;
+    if (!sampling_build(&s, &reg, &c, &big, err, sizeof err)) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int t = 0; t < 20; t++) {
+            for (int i = 0; i < 32000; i++) bl[i] = 0.1f * nrand();
+            int32_t tok;
+            sampling_sample(s, bl, -1, &tok, err, sizeof err);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 20;
+        CHECK(ms < 50, "top_p 0.95 on a flat 32000 distribution: %.3f ms per token (incl. logit generation)", ms);
+        sampling_free(s);
+    }
+}
+
+int main(void) {
+    if (!load_samplers()) {
+        printf("FAIL: sampler plugins missing: build them first (make build/plugins/sampler-*.so)\n");
+        return 1;
+    }
+    /* byte tokens 3..258 (the json stage needs them), "ab" elsewhere */
+    static char bytes[256];
+    for (int i = 0; i < NV; i++) {
+        if (i >= 3 && i < 259) { bytes[i - 3] = (char)(i - 3); pieces[i] = &bytes[i - 3]; piece_len[i] = 1; }
+        else { pieces[i] = i < 3 ? "" : "ab"; piece_len[i] = i < 3 ? 0 : 2; }
+    }
+    test_greedy();
+    test_top_k();
+    test_top_p();
+    test_min_p();
+    test_temperature();
+    test_penalties();
+    test_dist();
+    test_dist_reset();
+    test_chain();
+    registry_free(&reg);
+    return CHECK_DONE();
+}
