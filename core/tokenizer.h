@@ -34,7 +34,9 @@ void tokenizer_free(tokenizer *t);
    tokenizer_add_eos).  Returns the number of tokens written (<= cap), or
    -needed when cap is too small (nothing meaningful in out), or -1 on error
    (no BOS token, a byte with neither a byte token nor <unk>, input > 256 MiB).
-   Call with cap = 0 to size the output. */
+   The count never exceeds 4 * len + 4, so a buffer that large always fits;
+   sizing with cap = 0 works too, except that "-1" is then ambiguous when
+   exactly one token is needed (retry with cap = 1). */
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_bos,
                      int parse_special, int32_t *out, int cap);
 

@@ -429,10 +429,11 @@ static void test_llama_ref(const char *sh) {
             if (tokenizer_token_type(t, a[i]) != 1 && tokenizer_token_type(t, a[i]) != 6) has_special = 1;
         if (n1 < 0 || (!has_special && !roundtrip_escaped(t, a, n1, exp, n + 1))) { ok = 0; printf("  random case %d failed\n", it); }
         for (int i = 0; i < n1; i++) if (a[i] < 0 || a[i] >= 32000) ok = 0;
+        if (n1 > (int)(4 * n + 4)) { ok = 0; printf("  random case %d: %d tokens > 4 * len + 4\n", it, n1); }
         checked++;
         free(a);
     }
-    CHECK(ok && checked == 300, "%d random byte strings: valid ids, decode(encode(x)) == \" \" + x up to U+2581/space", checked);
+    CHECK(ok && checked == 300, "%d random byte strings: valid ids, at most 4*len+4 tokens, decode(encode(x)) == \" \" + x up to U+2581/space", checked);
 
     /* random valid UTF-8 (no U+2581): exact round trip */
     ok = 1;
