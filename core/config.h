@@ -86,9 +86,20 @@ int config_load_ini(picolm_config *c, const char *path, char *err, size_t errlen
 const char *config_find_ini(int argc, char **argv);
 int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t errlen);
 
-/* Set one [sampler]-style parameter (typed field too if known). */
+/* Set one [sampler]-style parameter (typed field too if known).  Replaces
+   an existing entry with the same key (so params[] holds each key once);
+   "chain" only sets sampler_chain (it is the core's, not a plugin's).
+   params[] starts with the common keys at their defaults (temperature,
+   top_p, top_k, min_p, repeat_penalty, freq_penalty, presence_penalty,
+   penalty_last_n) with file "" and line 0; keys set on the command line have
+   file "command line" and line 0; keys from an INI have its path and line.
+   The message in err is prefixed "FILE:LINE: " when file and line are set. */
 int config_set_param(picolm_config *c, const char *key, const char *value,
                      const char *file, int line, char *err, size_t errlen);
+
+/* Where a param came from, for messages: "FILE:LINE", "command line" or
+   "built-in default". */
+void config_param_where(const picolm_config_param *p, char *buf, size_t n);
 
 /* Print the effective configuration as a valid INI file. */
 void config_dump(const picolm_config *c, void *FILE_stream);

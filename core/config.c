@@ -1,0 +1,812 @@
+/* Effective configuration: defaults < INI (inih) < command line.  See
+   config.h.  One key table drives the INI parser, the CLI, --dump-config
+   and --help, so the four cannot drift apart. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <ini.h>
+
+/* ------------------------------------------------------------------------ */
+/* Key table                                                                 */
+/* ------------------------------------------------------------------------ */
+enum ktype {
+    K_INT,    /* int in [lo, hi] */
+    K_U64,    /* unsigned 64-bit */
+    K_FLOAT,  /* finite float in [lo, hi] */
+    K_BOOL,   /* true/false/yes/no/on/off/1/0 */
+    K_TRI,    /* auto or a bool: -1/0/1 */
+    K_STR,    /* free text, up to size-1 bytes */
+    K_NAME,   /* identifier [A-Za-z0-9_.-]+ */
+    K_ENUM,   /* one of enums ("a|b") */
+    K_SIZE,   /* bytes with K/M/G/T suffix */
+    K_STOP,   /* repeatable string */
+    K_CHAIN   /* "auto" or name,name,... */
+};
+
+typedef struct keydef {
+    const char *section, *key;
+    enum ktype type;
+    size_t off, size;
+    double lo, hi;
+    const char *enums;
+    const char *help;
+} keydef;
+
+#define F(field) offsetof(picolm_config, field), sizeof(((picolm_config *)0)->field)
+static const keydef keys[] = {
+    {"engine", "threads", K_INT, F(threads), 0, 1024, NULL, "worker threads, caller included; 0 = all online CPUs"},
+    {"engine", "context", K_INT, F(context), 0, 1 << 24, NULL, "context tokens (capped at the model's); 0 = the model's"},
+    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "ISA backend: auto (best) or scalar, sse4, avx2, avx512, neon"},
+    {"engine", "kv_type", K_ENUM, F(kv_type), 0, 0, "f16|q8_0", "KV cache element type: f16 or q8_0 (half the memory)"},
+    {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then next to the binary, install dir"},
+    {"engine", "ram", K_SIZE, F(ram_bytes), 0, 0, NULL, "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"},
+    {"engine", "batch", K_INT, F(batch), 1, 65536, NULL, "prompt tokens processed per forward step (prefill chunk)"},
+    {"generate", "max_tokens", K_INT, F(max_tokens), -1, 1 << 30, NULL, "tokens to generate; -1 = until EOS or the context is full"},
+    {"generate", "seed", K_U64, F(seed), 0, 0, NULL, "random seed"},
+    {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, NULL, "keep generating past the end-of-sequence token"},
+    {"generate", "json", K_BOOL, F(json_mode), 0, 0, NULL, "constrain the output to valid JSON"},
+    {"generate", "cache", K_STR, F(cache_path), 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"},
+    {"generate", "special", K_TRI, F(special), 0, 0, NULL, "parse special tokens (<s>, <|im_start|>...) in the prompt: auto/true/false"},
+    {"generate", "chat", K_BOOL, F(chat), 0, 0, NULL, "interactive chat using the chat template"},
+    {"generate", "chat_template", K_NAME, F(chat_template), 0, 0, NULL, "chat template: auto (from the model) or a name"},
+    {"generate", "system", K_STR, F(system_prompt), 0, 0, NULL, "system prompt for chat"},
+    {"generate", "truncate", K_BOOL, F(truncate), 0, 0, NULL, "over-long prompt: keep its last tokens instead of failing"},
+    {"generate", "stop", K_STOP, 0, 0, 0, 0, NULL, "stop when this text is generated (repeatable)"},
+    {"sampler", "chain", K_CHAIN, F(sampler_chain), 0, 0, NULL, "sampler chain: auto or comma-separated plugin names in order"},
+    {"sampler", "temperature", K_FLOAT, F(temperature), 0, 100, NULL, "sampling temperature; 0 = greedy"},
+    {"sampler", "top_p", K_FLOAT, F(top_p), 0, 1, NULL, "nucleus sampling probability mass; 1 = off"},
+    {"sampler", "top_k", K_INT, F(top_k), 0, 1 << 24, NULL, "keep the k most likely tokens; 0 = off"},
+    {"sampler", "min_p", K_FLOAT, F(min_p), 0, 1, NULL, "drop tokens below min_p x the top probability; 0 = off"},
+    {"sampler", "repeat_penalty", K_FLOAT, F(repeat_penalty), 0.01, 100, NULL, "divide logits of recent tokens by this; 1 = off"},
+    {"sampler", "freq_penalty", K_FLOAT, F(freq_penalty), -100, 100, NULL, "subtract this x count of each recent token; 0 = off"},
+    {"sampler", "presence_penalty", K_FLOAT, F(presence_penalty), -100, 100, NULL, "subtract this from every recent token; 0 = off"},
+    {"sampler", "penalty_last_n", K_INT, F(penalty_last_n), -1, 1 << 24, NULL, "recent tokens the penalties look at; -1 = whole context, 0 = none"},
+};
+#undef F
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+/* [sampler] keys seeded into params[] by config_defaults */
+static const struct { const char *key, *value; } sampler_defaults[] = {
+    {"temperature", "0.8"}, {"top_p", "0.9"}, {"top_k", "0"}, {"min_p", "0"},
+    {"repeat_penalty", "1"}, {"freq_penalty", "0"}, {"presence_penalty", "0"},
+    {"penalty_last_n", "64"},
+};
+
+static const keydef *find_key(const char *section, const char *key) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcasecmp(keys[i].section, section) && !strcasecmp(keys[i].key, key)) return &keys[i];
+    return NULL;
+}
+
+static int known_section(const char *s) {
+    return !strcasecmp(s, "engine") || !strcasecmp(s, "generate") || !strcasecmp(s, "sampler");
+}
+
+static void errf(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Value parsers: 0 ok, else message in err (no location prefix)             */
+/* ------------------------------------------------------------------------ */
+static int parse_bool(const char *v, int *out) {
+    static const char *t[] = {"true", "yes", "on", "1"}, *f[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, t[i])) { *out = 1; return 0; }
+        if (!strcasecmp(v, f[i])) { *out = 0; return 0; }
+    }
+    return -1;
+}
+
+static int valid_name(const char *v) {
+    if (!*v) return 0;
+    for (; *v; v++)
+        if (!isalnum((unsigned char)*v) && *v != '_' && *v != '-' && *v != '.') return 0;
+    return 1;
+}
+
+static int parse_size(const char *v, uint64_t *out) {
+    errno = 0;
+    char *end;
+    if (!isdigit((unsigned char)*v) && *v != '.') return -1;
+    double x = strtod(v, &end);
+    if (end == v || errno || !isfinite(x) || x < 0) return -1;
+    while (*end == ' ') end++;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mul > 1 && toupper((unsigned char)*end) == 'I') end++;
+    if (toupper((unsigned char)*end) == 'B') end++;
+    if (*end) return -1;
+    x *= mul;
+    if (x >= 18446744073709551616.0) return -1;
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static void format_size(uint64_t b, char *buf, size_t n) {
+    static const char suf[] = "TGMK";
+    for (int i = 0; i < 4; i++) {
+        uint64_t m = 1ull << (10 * (4 - i));
+        if (b && b % m == 0) { snprintf(buf, n, "%" PRIu64 "%c", b / m, suf[i]); return; }
+    }
+    snprintf(buf, n, "%" PRIu64, b);
+}
+
+static int parse_chain(const char *v, char *out, size_t size, char *err, size_t errlen) {
+    char tmp[512];
+    size_t o = 0;
+    if (!strcasecmp(v, "auto")) { snprintf(out, size, "auto"); return 0; }
+    const char *p = v;
+    for (;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        const char *s = p;
+        while (*p && *p != ',') p++;
+        const char *e = p;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
+        if (e == s) { errf(err, errlen, "'%s': empty name in the sampler chain", v); return -1; }
+        for (const char *q = s; q < e; q++)
+            if (!isalnum((unsigned char)*q) && *q != '_' && *q != '-') {
+                errf(err, errlen, "'%s': bad character '%c' in the sampler chain", v, *q);
+                return -1;
+            }
+        if (o + (size_t)(e - s) + 2 > sizeof tmp) break;
+        if (o) tmp[o++] = ',';
+        memcpy(tmp + o, s, (size_t)(e - s));
+        o += (size_t)(e - s);
+        if (!*p) break;
+        p++;
+    }
+    tmp[o] = '\0';
+    if (o >= size) { errf(err, errlen, "sampler chain too long (max %zu characters)", size - 1); return -1; }
+    memcpy(out, tmp, o + 1);
+    return 0;
+}
+
+/* Set a typed field from text. stops_reset: first stop of this source
+   replaces the list inherited from lower-precedence sources. */
+static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stops_reset,
+                     char *err, size_t errlen) {
+    char *base = (char *)c + k->off;
+    char *end;
+    switch (k->type) {
+    case K_INT: {
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (!*v || *end || errno == ERANGE) { errf(err, errlen, "%s: '%s' is not an integer", k->key, v); return -1; }
+        if (x < (long long)k->lo || x > (long long)k->hi) {
+            errf(err, errlen, "%s: %lld is out of range [%lld, %lld]", k->key, x, (long long)k->lo, (long long)k->hi);
+            return -1;
+        }
+        *(int *)base = (int)x;
+        return 0;
+    }
+    case K_U64: {
+        errno = 0;
+        const char *s = v;
+        while (*s == ' ') s++;
+        unsigned long long x = strtoull(s, &end, 10);
+        if (!isdigit((unsigned char)*s) || *end || errno == ERANGE) {
+            errf(err, errlen, "%s: '%s' is not an unsigned integer", k->key, v);
+            return -1;
+        }
+        *(uint64_t *)base = (uint64_t)x;
+        return 0;
+    }
+    case K_FLOAT: {
+        errno = 0;
+        double x = strtod(v, &end);
+        if (!*v || *end || errno == ERANGE || !isfinite(x)) { errf(err, errlen, "%s: '%s' is not a number", k->key, v); return -1; }
+        if (x < k->lo || x > k->hi) { errf(err, errlen, "%s: %g is out of range [%g, %g]", k->key, x, k->lo, k->hi); return -1; }
+        *(float *)base = (float)x;
+        return 0;
+    }
+    case K_BOOL:
+        if (parse_bool(v, (int *)base)) { errf(err, errlen, "%s: '%s' is not a boolean (true/false)", k->key, v); return -1; }
+        return 0;
+    case K_TRI:
+        if (!strcasecmp(v, "auto")) { *(int *)base = -1; return 0; }
+        if (parse_bool(v, (int *)base)) { errf(err, errlen, "%s: '%s' is not auto, true or false", k->key, v); return -1; }
+        return 0;
+    case K_STR:
+        if (strlen(v) >= k->size) { errf(err, errlen, "%s: value too long (max %zu bytes)", k->key, k->size - 1); return -1; }
+        memcpy(base, v, strlen(v) + 1);
+        return 0;
+    case K_NAME:
+        if (!valid_name(v)) { errf(err, errlen, "%s: '%s' is not a valid name (letters, digits, _ - .)", k->key, v); return -1; }
+        if (strlen(v) >= k->size) { errf(err, errlen, "%s: name too long (max %zu)", k->key, k->size - 1); return -1; }
+        memcpy(base, v, strlen(v) + 1);
+        return 0;
+    case K_ENUM: {
+        const char *e = k->enums;
+        size_t vl = strlen(v);
+        while (*e) {
+            size_t l = strcspn(e, "|");
+            if (l == vl && !strncasecmp(e, v, l)) {
+                memcpy(base, e, l); /* canonical spelling */
+                base[l] = '\0';
+                return 0;
+            }
+            e += l + (e[l] == '|');
+        }
+        errf(err, errlen, "%s: '%s' is not one of %s", k->key, v, k->enums);
+        return -1;
+    }
+    case K_SIZE:
+        if (parse_size(v, (uint64_t *)base)) { errf(err, errlen, "%s: '%s' is not a size (e.g. 512M, 1G)", k->key, v); return -1; }
+        return 0;
+    case K_STOP:
+        if (!*v) { errf(err, errlen, "stop: empty stop string"); return -1; }
+        if (strlen(v) >= sizeof c->stops[0]) { errf(err, errlen, "stop: string too long (max %zu bytes)", sizeof c->stops[0] - 1); return -1; }
+        if (stops_reset && !*stops_reset) { c->n_stops = 0; *stops_reset = 1; }
+        if (c->n_stops >= PICOLM_MAX_STOPS) { errf(err, errlen, "stop: too many stop strings (max %d)", PICOLM_MAX_STOPS); return -1; }
+        snprintf(c->stops[c->n_stops++], sizeof c->stops[0], "%s", v);
+        return 0;
+    case K_CHAIN:
+        return parse_chain(v, base, k->size, err, errlen);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* [sampler] params                                                          */
+/* ------------------------------------------------------------------------ */
+static int set_param(picolm_config *c, const char *key, const char *value, const char *file,
+                     int line, char *err, size_t errlen) {
+    if (!valid_name(key)) { errf(err, errlen, "'%s' is not a valid key name", key); return -1; }
+    const keydef *k = find_key("sampler", key);
+    if (k && set_typed(c, k, value, NULL, err, errlen)) return -1;
+    if (k && k->type == K_CHAIN) return 0; /* the core's, not the plugins' */
+    if (strlen(key) >= sizeof c->params[0].key) { errf(err, errlen, "key '%s' too long", key); return -1; }
+    if (strlen(value) >= sizeof c->params[0].value) {
+        errf(err, errlen, "%s: value too long (max %zu bytes)", key, sizeof c->params[0].value - 1);
+        return -1;
+    }
+    int i;
+    for (i = 0; i < c->n_params; i++)
+        if (!strcasecmp(c->params[i].key, key)) break;
+    if (i == c->n_params) {
+        if (c->n_params >= PICOLM_MAX_PARAMS) { errf(err, errlen, "too many [sampler] keys (max %d)", PICOLM_MAX_PARAMS); return -1; }
+        c->n_params++;
+    }
+    picolm_config_param *p = &c->params[i];
+    size_t kl = strlen(key);
+    for (size_t j = 0; j <= kl; j++) p->key[j] = (char)tolower((unsigned char)key[j]);
+    snprintf(p->value, sizeof p->value, "%s", value);
+    snprintf(p->file, sizeof p->file, "%s", file ? file : "");
+    p->line = line;
+    return 0;
+}
+
+int config_set_param(picolm_config *c, const char *key, const char *value,
+                     const char *file, int line, char *err, size_t errlen) {
+    char msg[512];
+    if (set_param(c, key, value, file, line, msg, sizeof msg) == 0) return 0;
+    if (file && *file && line > 0) errf(err, errlen, "%s:%d: [sampler] %s", file, line, msg);
+    else errf(err, errlen, "%s", msg);
+    return -1;
+}
+
+void config_param_where(const picolm_config_param *p, char *buf, size_t n) {
+    if (!p->file[0]) snprintf(buf, n, "built-in default");
+    else if (p->line > 0) snprintf(buf, n, "%s:%d", p->file, p->line);
+    else snprintf(buf, n, "%s", p->file);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Defaults                                                                  */
+/* ------------------------------------------------------------------------ */
+void config_defaults(picolm_config *c) {
+    memset(c, 0, sizeof *c);
+    c->threads = 0;
+    c->context = 2048;
+    snprintf(c->backend, sizeof c->backend, "auto");
+    snprintf(c->kv_type, sizeof c->kv_type, "f16");
+    c->ram_bytes = 0;
+    c->batch = 64;
+    c->max_tokens = 256;
+    c->seed = 42;
+    c->special = -1;
+    snprintf(c->chat_template, sizeof c->chat_template, "auto");
+    snprintf(c->sampler_chain, sizeof c->sampler_chain, "auto");
+    for (size_t i = 0; i < sizeof sampler_defaults / sizeof sampler_defaults[0]; i++)
+        set_param(c, sampler_defaults[i].key, sampler_defaults[i].value, "", 0, NULL, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* INI                                                                       */
+/* ------------------------------------------------------------------------ */
+typedef struct ini_ctx {
+    picolm_config *c;
+    const char *path;
+    FILE *f;
+    char *buf;          /* getline buffer */
+    size_t cap;
+    int lineno;         /* line the reader handed to inih last */
+    char *stash;        /* value of an over-long line, see ini_reader */
+    int stash_line;
+    int stops_reset;
+    int err_line;       /* first error found by us (0 = none) */
+    char err[768];
+} ini_ctx;
+
+#define LONG_MARK "\x01"
+
+static void ini_error(ini_ctx *x, int line, const char *fmt, ...) {
+    if (x->err_line) return; /* keep the first */
+    char msg[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    x->err_line = line;
+    snprintf(x->err, sizeof x->err, "%s:%d: %s", x->path, line, msg);
+}
+
+/* inih's inline comment rule: ';' preceded by whitespace */
+static void strip_value(char *v) {
+    int was_space = 0;
+    for (char *s = v; *s; s++) {
+        if (was_space && *s == ';') { *s = '\0'; break; }
+        was_space = isspace((unsigned char)*s);
+    }
+    char *s = v;
+    while (isspace((unsigned char)*s)) s++;
+    size_t l = strlen(s);
+    while (l && isspace((unsigned char)s[l - 1])) l--;
+    memmove(v, s, l);
+    v[l] = '\0';
+}
+
+/* fgets-style reader for ini_parse_stream.  It counts lines (the handler has
+   no line number in this inih build), checks section names where they are
+   written, drops indentation (so an indented key is never taken as a
+   multi-line continuation), and passes lines longer than inih's fixed
+   buffer (num) as "key=\x01" with the real value stashed. */
+static char *cfg_reader(char *str, int num, void *stream) {
+    ini_ctx *x = stream;
+    ssize_t len = getline(&x->buf, &x->cap, x->f);
+    if (len < 0) return NULL;
+    x->lineno++;
+    char *s = x->buf;
+    if (x->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF) s += 3;
+    while (*s == ' ' || *s == '\t') s++;
+    size_t l = strlen(s);
+    while (l && (s[l - 1] == '\n' || s[l - 1] == '\r')) s[--l] = '\0';
+
+    if (*s == '[') {
+        char *e = strchr(s, ']');
+        if (e) {
+            char name[128];
+            size_t nl = (size_t)(e - s - 1);
+            if (nl >= sizeof name) nl = sizeof name - 1;
+            memcpy(name, s + 1, nl);
+            name[nl] = '\0';
+            strip_value(name);
+            if (!known_section(name))
+                ini_error(x, x->lineno, "unknown section [%s] (expected [engine], [generate] or [sampler])", name);
+        }
+    }
+    if (l + 3 > (size_t)num) {
+        if (*s == ';' || *s == '#' || *s == '\0') { snprintf(str, (size_t)num, "\n"); return str; }
+        size_t kl = strcspn(s, "=:");
+        if (!s[kl] || *s == '[' || kl + 4 > (size_t)num) {
+            ini_error(x, x->lineno, "line too long");
+            snprintf(str, (size_t)num, "\n");
+            return str;
+        }
+        free(x->stash);
+        x->stash = strdup(s + kl + 1);
+        if (!x->stash) { ini_error(x, x->lineno, "out of memory"); snprintf(str, (size_t)num, "\n"); return str; }
+        strip_value(x->stash);
+        x->stash_line = x->lineno;
+        snprintf(str, (size_t)num, "%.*s=" LONG_MARK "\n", (int)kl, s);
+        return str;
+    }
+    snprintf(str, (size_t)num, "%s\n", s);
+    return str;
+}
+
+static int hexval(int ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    ch = tolower(ch);
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    return -1;
+}
+
+/* "..." with C escapes -> raw bytes; unquoted values are taken verbatim */
+static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen) {
+    size_t l = strlen(v);
+    if (v[0] != '"') {
+        if (l >= n) { errf(err, errlen, "value too long"); return -1; }
+        memcpy(out, v, l + 1);
+        return 0;
+    }
+    if (l < 2 || v[l - 1] != '"') { errf(err, errlen, "unterminated quoted string (\" ;\" starts a comment even inside quotes: write \\x3b)"); return -1; }
+    size_t o = 0;
+    for (size_t i = 1; i < l - 1; i++) {
+        char ch = v[i];
+        if (ch == '\\') {
+            if (i + 1 >= l - 1) { errf(err, errlen, "backslash at the end of a quoted string"); return -1; }
+            char e = v[++i];
+            switch (e) {
+            case 'n': ch = '\n'; break;
+            case 't': ch = '\t'; break;
+            case 'r': ch = '\r'; break;
+            case '\\': ch = '\\'; break;
+            case '"': ch = '"'; break;
+            case 'x': {
+                int h1 = i + 1 < l - 1 ? hexval(v[i + 1]) : -1, h2 = i + 2 < l - 1 ? hexval(v[i + 2]) : -1;
+                if (h1 < 0 || h2 < 0 || (h1 == 0 && h2 == 0)) { errf(err, errlen, "bad \\x escape (two hex digits, not 00)"); return -1; }
+                ch = (char)(h1 * 16 + h2);
+                i += 2;
+                break;
+            }
+            default: errf(err, errlen, "unknown escape '\\%c' (use \\n \\t \\r \\\\ \\\" \\xHH)", e); return -1;
+            }
+        } else if (ch == '"') {
+            errf(err, errlen, "unescaped '\"' inside a quoted string");
+            return -1;
+        }
+        if (o + 1 >= n) { errf(err, errlen, "value too long"); return -1; }
+        out[o++] = ch;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+static int cfg_handler(void *user, const char *section, const char *name, const char *value) {
+    ini_ctx *x = user;
+    const int line = x->lineno;
+    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under [engine], [generate] or [sampler])", name); return 0; }
+    if (!known_section(section)) return 1; /* reported at the [section] line */
+    if (!strcmp(value, LONG_MARK) && x->stash && x->stash_line == line) value = x->stash;
+
+    char v[8192], msg[640];
+    if (unquote(value, v, sizeof v, msg, sizeof msg)) { ini_error(x, line, "%s: %s", name, msg); return 0; }
+    if (!strcasecmp(section, "sampler")) {
+        if (set_param(x->c, name, v, x->path, line, msg, sizeof msg)) {
+            ini_error(x, line, "[sampler] %s", msg);
+            return 0;
+        }
+        return 1;
+    }
+    const keydef *k = find_key(section, name);
+    if (!k) {
+        ini_error(x, line, "unknown key '%s' in [%s]", name, section);
+        return 0;
+    }
+    if (set_typed(x->c, k, v, &x->stops_reset, msg, sizeof msg)) {
+        ini_error(x, line, "[%s] %s", k->section, msg);
+        return 0;
+    }
+    return 1;
+}
+
+int config_load_ini(picolm_config *c, const char *path, char *err, size_t errlen) {
+    ini_ctx x;
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.path = path;
+    x.f = fopen(path, "r");
+    if (!x.f) { errf(err, errlen, "%s: cannot open config file: %s", path, strerror(errno)); return -1; }
+    int r = ini_parse_stream(cfg_reader, &x, cfg_handler, &x);
+    fclose(x.f);
+    free(x.buf);
+    free(x.stash);
+    if (r > 0 && (!x.err_line || r < x.err_line)) {
+        errf(err, errlen, "%s:%d: syntax error (expected [section], key = value, or a ; comment)", path, r);
+        return -1;
+    }
+    if (x.err_line) { errf(err, errlen, "%s", x.err); return -1; }
+    if (r != 0) { errf(err, errlen, "%s: cannot parse (error %d)", path, r); return -1; }
+    snprintf(c->config_path, sizeof c->config_path, "%s", path);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+enum opt_action {
+    A_KEY,     /* set section.key from the value */
+    A_TRUE,    /* boolean key = true (or =VALUE) */
+    A_FALSE,   /* boolean key = false */
+    A_PROMPT, A_CONFIG, A_PARAM, A_LIST, A_DUMP, A_HELP, A_VERSION, A_VERBOSE, A_FIT
+};
+
+typedef struct cli_opt {
+    const char *lng;     /* without "--" */
+    char shrt;           /* 0 = none */
+    enum opt_action act;
+    const char *section, *key;
+    const char *metavar; /* NULL = takes no value */
+    const char *help;    /* NULL = from the key table */
+} cli_opt;
+
+static const cli_opt opts[] = {
+    {"prompt", 'p', A_PROMPT, NULL, NULL, "TEXT", "prompt text (default: read stdin)"},
+    {"max-tokens", 'n', A_KEY, "generate", "max_tokens", "N", NULL},
+    {"temperature", 't', A_KEY, "sampler", "temperature", "X", NULL},
+    {"top-p", 'k', A_KEY, "sampler", "top_p", "X", NULL},
+    {"seed", 's', A_KEY, "generate", "seed", "N", NULL},
+    {"context", 'c', A_KEY, "engine", "context", "N", NULL},
+    {"threads", 'j', A_KEY, "engine", "threads", "N", NULL},
+    {"json", 0, A_TRUE, "generate", "json", NULL, NULL},
+    {"cache", 0, A_KEY, "generate", "cache", "FILE", NULL},
+    {"config", 0, A_CONFIG, NULL, NULL, "FILE", "INI file read before the flags (default: $PICOLM_CONFIG)"},
+    {"backend", 0, A_KEY, "engine", "backend", "NAME", NULL},
+    {"kv-type", 0, A_KEY, "engine", "kv_type", "T", NULL},
+    {"plugin-dir", 0, A_KEY, "engine", "plugin_dir", "DIR", NULL},
+    {"batch", 0, A_KEY, "engine", "batch", "N", NULL},
+    {"ram", 0, A_KEY, "engine", "ram", "SIZE", NULL},
+    {"top-k", 0, A_KEY, "sampler", "top_k", "N", NULL},
+    {"min-p", 0, A_KEY, "sampler", "min_p", "X", NULL},
+    {"repeat-penalty", 0, A_KEY, "sampler", "repeat_penalty", "X", NULL},
+    {"freq-penalty", 0, A_KEY, "sampler", "freq_penalty", "X", NULL},
+    {"presence-penalty", 0, A_KEY, "sampler", "presence_penalty", "X", NULL},
+    {"penalty-last-n", 0, A_KEY, "sampler", "penalty_last_n", "N", NULL},
+    {"sampler", 0, A_KEY, "sampler", "chain", "CHAIN", NULL},
+    {"param", 0, A_PARAM, NULL, NULL, "KEY=VAL", "set any [sampler] key (e.g. one a sampler plugin owns)"},
+    {"ignore-eos", 0, A_TRUE, "generate", "ignore_eos", NULL, NULL},
+    {"chat", 0, A_TRUE, "generate", "chat", NULL, NULL},
+    {"chat-template", 0, A_KEY, "generate", "chat_template", "NAME", NULL},
+    {"system", 0, A_KEY, "generate", "system", "TEXT", NULL},
+    {"special", 0, A_TRUE, "generate", "special", NULL, "parse special tokens in the prompt"},
+    {"no-special", 0, A_FALSE, "generate", "special", NULL, "treat special-token text in the prompt as plain text"},
+    {"stop", 0, A_KEY, "generate", "stop", "STR", "stop at STR (repeatable; replaces the INI's list)"},
+    {"truncate", 0, A_TRUE, "generate", "truncate", NULL, NULL},
+    {"fit", 0, A_FIT, NULL, NULL, NULL, "print the memory plan for the model and exit"},
+    {"list-plugins", 0, A_LIST, NULL, NULL, NULL, "list plugin candidates, scores and choices, then exit"},
+    {"dump-config", 0, A_DUMP, NULL, NULL, NULL, "print the effective configuration as INI and exit"},
+    {"verbose", 'v', A_VERBOSE, NULL, NULL, NULL, "more logging on stderr (repeat for more)"},
+    {"version", 0, A_VERSION, NULL, NULL, NULL, "print the version and exit"},
+    {"help", 'h', A_HELP, NULL, NULL, NULL, "this help"},
+    /* aliases, not listed in --help */
+    {"temp", 0, A_KEY, "sampler", "temperature", "X", ""},
+    {"ctx-size", 0, A_KEY, "engine", "context", "N", ""},
+    {"n-predict", 0, A_KEY, "generate", "max_tokens", "N", ""},
+};
+#define N_OPTS (sizeof opts / sizeof opts[0])
+
+/* Identify argv[*i]: returns the option (or NULL: positional / unknown in
+   *unknown), and its value (advancing *i when the value is the next arg). */
+typedef struct {
+    const cli_opt *o;
+    const char *value; /* NULL when the option has none */
+    int unknown, missing, positional, end_of_opts;
+    char name[64];     /* as the user spelled it, for messages */
+} parsed_arg;
+
+static parsed_arg next_arg(int argc, char **argv, int *i, int opts_done) {
+    parsed_arg r;
+    memset(&r, 0, sizeof r);
+    const char *a = argv[*i];
+    if (opts_done || a[0] != '-' || a[1] == '\0') { r.positional = 1; return r; }
+    if (!strcmp(a, "--")) { r.end_of_opts = 1; return r; }
+    const char *attached = NULL;
+    if (a[1] == '-') {
+        const char *nm = a + 2, *eq = strchr(nm, '=');
+        size_t nl = eq ? (size_t)(eq - nm) : strlen(nm);
+        snprintf(r.name, sizeof r.name, "--%.*s", (int)nl, nm);
+        for (size_t k = 0; k < N_OPTS; k++)
+            if (strlen(opts[k].lng) == nl && !strncmp(opts[k].lng, nm, nl)) { r.o = &opts[k]; break; }
+        if (eq) attached = eq + 1;
+    } else {
+        snprintf(r.name, sizeof r.name, "-%c", a[1]);
+        for (size_t k = 0; k < N_OPTS; k++)
+            if (opts[k].shrt && opts[k].shrt == a[1]) { r.o = &opts[k]; break; }
+        if (a[2]) attached = a + 2 + (a[2] == '='); /* -n5 or -n=5 */
+        if (r.o && !r.o->metavar && a[2]) r.o = NULL; /* -vx: not a thing */
+    }
+    if (!r.o) { r.unknown = 1; return r; }
+    if (r.o->metavar) {
+        if (attached) r.value = attached;
+        else if (*i + 1 < argc) r.value = argv[++*i];
+        else r.missing = 1;
+    } else {
+        r.value = attached; /* --json=false is allowed for booleans */
+    }
+    return r;
+}
+
+const char *config_find_ini(int argc, char **argv) {
+    const char *found = NULL;
+    int done = 0;
+    for (int i = 1; i < argc; i++) {
+        parsed_arg p = next_arg(argc, argv, &i, done);
+        if (p.end_of_opts) done = 1;
+        if (p.o && p.o->act == A_CONFIG && p.value) found = p.value;
+    }
+    if (found) return found;
+    const char *env = getenv("PICOLM_CONFIG");
+    return env && *env ? env : NULL;
+}
+
+int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t errlen) {
+    int done = 0, stops_reset = 0;
+    char msg[640];
+    for (int i = 1; i < argc; i++) {
+        parsed_arg p = next_arg(argc, argv, &i, done);
+        if (p.end_of_opts) { done = 1; continue; }
+        if (p.positional) {
+            if (c->model_path) { errf(err, errlen, "unexpected argument '%s' (the model is already '%s')", argv[i], c->model_path); return -1; }
+            c->model_path = argv[i];
+            continue;
+        }
+        if (p.unknown) { errf(err, errlen, "unknown option '%s' (see --help)", argv[i]); return -1; }
+        if (p.missing) { errf(err, errlen, "option %s needs a value (%s)", p.name, p.o->metavar); return -1; }
+        const cli_opt *o = p.o;
+        if (p.value && !o->metavar && o->act != A_TRUE) { errf(err, errlen, "option %s takes no value", p.name); return -1; }
+        switch (o->act) {
+        case A_KEY:
+        case A_TRUE:
+        case A_FALSE: {
+            const char *v = o->act == A_KEY ? p.value : o->act == A_FALSE ? "false" : p.value ? p.value : "true";
+            if (!strcmp(o->section, "sampler")) {
+                if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) { errf(err, errlen, "option %s: %s", p.name, msg); return -1; }
+            } else if (set_typed(c, find_key(o->section, o->key), v, &stops_reset, msg, sizeof msg)) {
+                errf(err, errlen, "option %s: %s", p.name, msg);
+                return -1;
+            }
+            break;
+        }
+        case A_PARAM: {
+            const char *eq = strchr(p.value, '=');
+            char key[64];
+            if (!eq || eq == p.value || (size_t)(eq - p.value) >= sizeof key) { errf(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p.name, p.value); return -1; }
+            snprintf(key, sizeof key, "%.*s", (int)(eq - p.value), p.value);
+            if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) { errf(err, errlen, "option %s: %s", p.name, msg); return -1; }
+            break;
+        }
+        case A_PROMPT: c->prompt = p.value; break;
+        case A_CONFIG: if (!*p.value) { errf(err, errlen, "option %s: empty file name", p.name); return -1; } break; /* read by config_find_ini */
+        case A_LIST: c->list_plugins = 1; break;
+        case A_DUMP: c->dump_config = 1; break;
+        case A_HELP: c->show_help = 1; break;
+        case A_VERSION: c->show_version = 1; break;
+        case A_VERBOSE: c->verbose++; break;
+        case A_FIT: c->fit = 1; break;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dump and usage                                                            */
+/* ------------------------------------------------------------------------ */
+/* Write v so that the INI reader gives v back: plain when safe, else quoted
+   with escapes (';' as \x3b: inih cuts "value ;comment" even inside quotes). */
+static void put_value(FILE *f, const char *v) {
+    size_t l = strlen(v);
+    int quote = l == 0 || isspace((unsigned char)v[0]) || isspace((unsigned char)v[l - 1]) || v[0] == '"';
+    for (const char *s = v; *s && !quote; s++)
+        if (*s == ';' || (unsigned char)*s < 0x20 || *s == 0x7f) quote = 1;
+    if (!quote) { fputs(v, f); return; }
+    fputc('"', f);
+    for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
+        switch (*s) {
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '"': fputs("\\\"", f); break;
+        default:
+            if (*s == ';' || *s < 0x20 || *s == 0x7f) fprintf(f, "\\x%02x", *s);
+            else fputc(*s, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void value_str(const picolm_config *c, const keydef *k, char *buf, size_t n) {
+    const char *base = (const char *)c + k->off;
+    switch (k->type) {
+    case K_INT: snprintf(buf, n, "%d", *(const int *)base); break;
+    case K_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)base); break;
+    case K_FLOAT: { /* shortest text that reads back as the same float */
+        float x = *(const float *)base;
+        snprintf(buf, n, "%g", x);
+        if (strtof(buf, NULL) != x) snprintf(buf, n, "%.9g", x);
+        break;
+    }
+    case K_BOOL: snprintf(buf, n, "%s", *(const int *)base ? "true" : "false"); break;
+    case K_TRI: { int v = *(const int *)base; snprintf(buf, n, "%s", v < 0 ? "auto" : v ? "true" : "false"); break; }
+    case K_SIZE: format_size(*(const uint64_t *)base, buf, n); break;
+    case K_STR: case K_NAME: case K_ENUM: case K_CHAIN: snprintf(buf, n, "%s", base); break;
+    case K_STOP: buf[0] = '\0'; break;
+    }
+}
+
+void config_dump(const picolm_config *c, void *FILE_stream) {
+    FILE *f = FILE_stream;
+    char v[8192];
+    fprintf(f, "; picolm effective configuration (--dump-config)\n");
+    if (c->config_path[0]) fprintf(f, "; read from %s\n", c->config_path);
+    const char *sec = "";
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const keydef *k = &keys[i];
+        if (strcmp(sec, k->section)) {
+            sec = k->section;
+            fprintf(f, "\n[%s]\n", sec);
+        }
+        if (k->type == K_STOP) {
+            if (!c->n_stops) fprintf(f, "; stop = (none)\n");
+            for (int s = 0; s < c->n_stops; s++) {
+                fprintf(f, "stop = ");
+                put_value(f, c->stops[s]);
+                fputc('\n', f);
+            }
+            continue;
+        }
+        if (!strcmp(sec, "sampler") && k->type != K_CHAIN) continue; /* from params[] below */
+        value_str(c, k, v, sizeof v);
+        fprintf(f, "%s = ", k->key);
+        put_value(f, v);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < c->n_params; i++) {
+        fprintf(f, "%s = ", c->params[i].key);
+        put_value(f, c->params[i].value);
+        fputc('\n', f);
+    }
+}
+
+void config_usage(const char *argv0, void *FILE_stream) {
+    FILE *f = FILE_stream;
+    picolm_config d;
+    config_defaults(&d);
+    fprintf(f,
+            "usage: %s MODEL.gguf [-p PROMPT] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
+            "       [--json] [--cache FILE] [options]\n"
+            "Generates text from a Llama-architecture GGUF model.  Settings come from the\n"
+            "built-in defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then\n"
+            "these flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",
+            argv0 ? argv0 : "picolm");
+    char v[512], left[64];
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const cli_opt *o = &opts[i];
+        if (o->help && !o->help[0]) continue; /* alias */
+        const keydef *k = o->section ? find_key(o->section, o->key) : NULL;
+        if (o->shrt) snprintf(left, sizeof left, "-%c, --%s%s%s", o->shrt, o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        else snprintf(left, sizeof left, "    --%s%s%s", o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        fprintf(f, "  %-26s %s\n", left, o->help ? o->help : k ? k->help : "");
+        if (!k) continue;
+        if (k->type == K_STOP) {
+            fprintf(f, "  %-26s (default none; INI [%s] %s, repeatable)\n", "", k->section, k->key);
+        } else if (o->act == A_KEY) {
+            value_str(&d, k, v, sizeof v);
+            fprintf(f, "  %-26s (default %s; INI [%s] %s)\n", "", v[0] ? v : "\"\"", k->section, k->key);
+        } else {
+            fprintf(f, "  %-26s (default %s; INI [%s] %s)\n", "",
+                    k->type == K_TRI ? "auto" : *(const int *)((const char *)&d + k->off) ? "on" : "off",
+                    k->section, k->key);
+        }
+    }
+    fprintf(f,
+            "\nDefaults: threads 0 = every online CPU; context 2048 (never more than the\n"
+            "model's); temperature 0 = greedy.  Any [sampler] key can also be set with\n"
+            "--param KEY=VALUE; sampler plugins own keys beyond the ones above.\n"
+            "Environment: PICOLM_CONFIG (INI file), PICOLM_CPU_MASK (remove CPU features,\n"
+            "e.g. avx512f,avx2), PICOLM_SPIN_US (thread-pool spin before sleeping, default 100).\n"
+            "INI values may be double-quoted with C escapes (\\n \\t \\\\ \\\" \\xHH); an\n"
+            "unquoted ' ;' starts a comment.  See conf/*.ini for commented examples.\n");
+}
