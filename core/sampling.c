@@ -68,10 +68,10 @@ int sampling_check_params(const pl_registry *reg, const picolm_config *cfg, char
             for (const char *const *p = vt ? vt->param_keys : NULL; p && *p && used < sizeof keys; p++)
                 used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", used ? ", " : "", *p);
         }
-        if (cp->line > 0)
-            snprintf(err, errlen, "%s:%d: unknown sampler key '%s' (known: %s)", cp->file, cp->line, cp->key, keys[0] ? keys : "none");
-        else
-            snprintf(err, errlen, "command line: unknown sampler key '%s' (known: %s)", cp->key, keys[0] ? keys : "none");
+        char where[300];
+        if (cp->line > 0) snprintf(where, sizeof where, "%s:%d", cp->file, cp->line);
+        else snprintf(where, sizeof where, "%s", cp->file[0] ? cp->file : "built-in default");
+        snprintf(err, errlen, "%s: unknown sampler key '%s' (known: %s)", where, cp->key, keys[0] ? keys : "none");
         return -1;
     }
     return 0;

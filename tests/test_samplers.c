@@ -395,6 +395,7 @@ static void test_chain(void) {
     chain_str(&c, buf, sizeof buf, err, sizeof err);
     CHECK(!buf[0] && !strncmp(err, "conf/x.ini:7: unknown sampler key 'top_q'", 41), "unknown [sampler] key: %s", err);
     c.params[1].line = 0;
+    snprintf(c.params[1].file, 256, "command line");
     chain_str(&c, buf, sizeof buf, err, sizeof err);
     CHECK(!buf[0] && strstr(err, "command line: unknown sampler key 'top_q'"), "unknown CLI sampler key: %s", err);
     snprintf(c.params[1].key, 64, "chain");
