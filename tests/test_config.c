@@ -49,7 +49,7 @@ static int write_file(const char *path, const char *text) {
 /* every field INI/dump cover, plus params by key/value */
 static int same_config(const picolm_config *a, const picolm_config *b, char *why, size_t n) {
 #define SAME(f) if (a->f != b->f) { snprintf(why, n, "%s differs", #f); return 0; }
-#define SAMES(f) if (strcmp(a->f, b->f)) { snprintf(why, n, "%s: '%s' vs '%s'", #f, a->f, b->f); return 0; }
+#define SAMES(f) if (strcmp(a->f, b->f)) { snprintf(why, n, "%s: '%.200s' vs '%.200s'", #f, a->f, b->f); return 0; }
     SAME(threads) SAME(context) SAMES(backend) SAMES(kv_type) SAMES(plugin_dir) SAME(ram_bytes)
     SAME(batch) SAME(max_tokens) SAME(seed) SAME(ignore_eos) SAME(json_mode) SAMES(cache_path)
     SAME(special) SAME(chat) SAMES(chat_template) SAMES(system_prompt) SAME(truncate)
