@@ -1,0 +1,546 @@
+/*
+ * picolm-quantize: convert an F32/F16/BF16 GGUF into any weight format the
+ * loaded format plugins can quantize to, or into one of llama.cpp's mixes
+ * (Q4_K_M, ...), choosing per-tensor types with llama.cpp's published policy
+ * (llama_tensor_get_type in llama-quant.cpp).  The output follows
+ * llama-quantize's layout too: metadata copied in order with
+ * general.quantization_version and general.file_type (re)set at the end, and
+ * tensors ordered by layer, then name.  With the stock format plugins the
+ * result is byte-identical to llama-quantize's file.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "gguf.h"
+#include "gguf_write.h"
+
+#define QNT_VERSION 2 /* ggml's GGML_QNT_VERSION */
+
+/* llama.cpp's LLAMA_FTYPE_* numbers for the types and mixes offered. */
+enum {
+    FT_ALL_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
+    FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15,
+    FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18, FT_IQ4_NL = 25, FT_IQ4_XS = 30, FT_BF16 = 32,
+    FT_CUSTOM = -1 /* a plugin type llama.cpp has no file type for */
+};
+
+typedef struct mix {
+    const char *name;
+    int ftype;
+    uint32_t type;       /* default tensor type */
+    const char *what;
+} mix;
+
+static const mix MIXES[] = {
+    {"F32", FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization"},
+    {"F16", FT_F16, PICOLM_TYPE_F16, "16.0 bpw"},
+    {"BF16", FT_BF16, PICOLM_TYPE_BF16, "16.0 bpw"},
+    {"Q8_0", FT_Q8_0, PICOLM_TYPE_Q8_0, "8.5 bpw"},
+    {"Q6_K", FT_Q6_K, PICOLM_TYPE_Q6_K, "6.56 bpw"},
+    {"Q5_1", FT_Q5_1, PICOLM_TYPE_Q5_1, "6.0 bpw"},
+    {"Q5_0", FT_Q5_0, PICOLM_TYPE_Q5_0, "5.5 bpw"},
+    {"Q5_K_M", FT_Q5_K_M, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output and half of attn_v/ffn_down"},
+    {"Q5_K", FT_Q5_K_M, PICOLM_TYPE_Q5_K, "alias of Q5_K_M (as llama-quantize)"},
+    {"Q5_K_S", FT_Q5_K_S, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output"},
+    {"Q4_1", FT_Q4_1, PICOLM_TYPE_Q4_1, "5.0 bpw"},
+    {"Q4_0", FT_Q4_0, PICOLM_TYPE_Q4_0, "4.5 bpw"},
+    {"Q4_K_M", FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K, Q6_K for output and half of attn_v/ffn_down"},
+    {"Q4_K", FT_Q4_K_M, PICOLM_TYPE_Q4_K, "alias of Q4_K_M (as llama-quantize)"},
+    {"Q4_K_S", FT_Q4_K_S, PICOLM_TYPE_Q4_K, "Q4_K, Q5_K for early attn_v/ffn_down"},
+    {"IQ4_NL", FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear"},
+    {"IQ4_XS", FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear"},
+    {"Q3_K_L", FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down"},
+    {"Q3_K_M", FT_Q3_K_M, PICOLM_TYPE_Q3_K, "Q3_K, Q4_K/Q5_K for attn_v/attn_output/ffn_down"},
+    {"Q3_K", FT_Q3_K_M, PICOLM_TYPE_Q3_K, "alias of Q3_K_M (as llama-quantize)"},
+    {"Q3_K_S", FT_Q3_K_S, PICOLM_TYPE_Q3_K, "Q3_K, Q6_K for output"},
+    {"Q2_K", FT_Q2_K, PICOLM_TYPE_Q2_K, "Q2_K, Q3_K/Q4_K for attn_v/attn_output/ffn_down"},
+};
+#define N_MIXES (int)(sizeof MIXES / sizeof *MIXES)
+
+static void usage(FILE *o, const pl_dispatch *d) {
+    fprintf(o,
+            "usage: picolm-quantize IN.gguf OUT.gguf TYPE [options]\n"
+            "Converts an F32/F16/BF16 GGUF model into TYPE.  Norms and other 1-D tensors stay as they are.\n"
+            "Without --pure, TYPE is a llama.cpp file type and per-tensor types follow llama-quantize's\n"
+            "policy (e.g. output.weight in Q6_K, more bits for some attn_v/ffn_down layers).\n"
+            "options:\n"
+            "  --pure            every 2-D weight matrix in TYPE (as llama-quantize --pure)\n"
+            "  --threads N, -j N threads (default: all CPUs)\n"
+            "  --plugin-dir DIR  extra plugin directory searched first (format plugins add types)\n"
+            "  -h, --help        this text\n"
+            "types and mixes:\n");
+    for (int i = 0; i < N_MIXES; i++) fprintf(o, "  %-8s %s\n", MIXES[i].name, MIXES[i].what);
+    if (d) {
+        int any = 0;
+        for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+            const picolm_format *f = d->types[t].fmt;
+            if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row) continue;
+            int listed = 0;
+            for (int i = 0; i < N_MIXES; i++) listed |= !strcasecmp(MIXES[i].name, f->name);
+            if (listed) continue;
+            if (!any) fprintf(o, "other weight formats of the loaded plugins (always pure):\n");
+            any = 1;
+            fprintf(o, "  %-8s type id %u, %u elements in %u bytes (%.2f bpw), plugin %s\n", f->name, t, f->block_size,
+                    f->type_size, 8.0 * f->type_size / f->block_size, d->types[t].fmt_plugin ? d->types[t].fmt_plugin : "?");
+        }
+    }
+}
+
+/* ggml's lower-case type names ("q4_K", "iq4_nl", "f32") for the progress lines. */
+static const char *lname(const pl_dispatch *d, uint32_t t, char *buf, size_t n) {
+    const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
+    const char *s = f ? f->name : gguf_type_name(t);
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) buf[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    buf[i] = 0;
+    if (i >= 2 && buf[i - 2] == '_' && buf[i - 1] == 'k') buf[i - 1] = 'K';
+    return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* llama.cpp's tensor-type policy (facts from llama_tensor_get_type)         */
+/* ------------------------------------------------------------------------ */
+typedef struct qstate {
+    int ftype;
+    int falcon, is_70b, n_expert, n_gqa, has_output;
+    int n_attn_wv, i_attn_wv, n_layer, i_ffn_down, i_ffn_gate, i_ffn_up;
+    int n_fallback;
+} qstate;
+
+/* More bits for the first and last eighth of the layers and every third one between. */
+static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
+    const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
+    return f ? f->block_size : 0;
+}
+
+/* Returns the type for a matrix that will be quantized, or UINT32_MAX with a message. */
+static uint32_t policy(qstate *q, uint32_t t, const char *name, int64_t nx, const pl_dispatch *d, char *err, size_t errlen) {
+    const int ft = q->ftype;
+    if (!strcmp(name, "output.weight") || (!q->has_output && !strcmp(name, "token_embd.weight"))) {
+        const uint32_t bs = block_of(d, t);
+        if (q->falcon || !bs || nx % bs) t = PICOLM_TYPE_Q8_0;
+        else if (t != PICOLM_TYPE_Q8_0) t = PICOLM_TYPE_Q6_K;
+    } else if (!strcmp(name, "token_embd.weight")) {
+        /* only the IQ1/IQ2/IQ3 and ternary mixes change it; none is offered */
+    } else if (strstr(name, "attn_v.weight")) {
+        if (ft == FT_Q2_K) t = q->n_gqa >= 4 ? PICOLM_TYPE_Q4_K : PICOLM_TYPE_Q3_K;
+        else if (ft == FT_Q3_K_M) t = q->i_attn_wv < 2 ? PICOLM_TYPE_Q5_K : PICOLM_TYPE_Q4_K;
+        else if (ft == FT_Q3_K_L) t = PICOLM_TYPE_Q5_K;
+        else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && q->n_gqa >= 4) t = PICOLM_TYPE_Q5_K;
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(q->i_attn_wv, q->n_attn_wv)) t = PICOLM_TYPE_Q6_K;
+        else if (ft == FT_Q4_K_S && q->i_attn_wv < 4) t = PICOLM_TYPE_Q5_K;
+        /* 70B: 8 query heads share each attn_v, so more bits cost little */
+        if (q->is_70b && (t == PICOLM_TYPE_Q3_K || t == PICOLM_TYPE_Q4_K)) t = PICOLM_TYPE_Q5_K;
+        if (q->n_expert == 8) t = PICOLM_TYPE_Q8_0;
+        q->i_attn_wv++;
+    } else if (strstr(name, "attn_k.weight")) {
+        if (q->n_expert == 8) t = PICOLM_TYPE_Q8_0;
+    } else if (strstr(name, "ffn_down")) {
+        const int i = q->i_ffn_down, n = q->n_layer;
+        if (ft == FT_Q2_K) t = PICOLM_TYPE_Q3_K;
+        else if (ft == FT_Q3_K_M)
+            t = i < n / 16 ? PICOLM_TYPE_Q5_K : !q->falcon || use_more_bits(i, n) ? PICOLM_TYPE_Q4_K : PICOLM_TYPE_Q3_K;
+        else if (ft == FT_Q3_K_L) t = q->falcon ? PICOLM_TYPE_Q4_K : PICOLM_TYPE_Q5_K;
+        else if (ft == FT_Q4_K_M) {
+            if (q->falcon) t = i < n / 16 ? PICOLM_TYPE_Q6_K : use_more_bits(i, n) ? PICOLM_TYPE_Q5_K : PICOLM_TYPE_Q4_K;
+            else if (use_more_bits(i, n)) t = PICOLM_TYPE_Q6_K;
+        } else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS)) t = PICOLM_TYPE_Q5_K; /* no imatrix */
+        else if (ft == FT_Q5_K_M && use_more_bits(i, n)) t = PICOLM_TYPE_Q6_K;
+        else if (ft == FT_Q4_K_S && !q->falcon && i < n / 8) t = PICOLM_TYPE_Q5_K;
+        q->i_ffn_down++;
+    } else if (strstr(name, "attn_output.weight")) {
+        if (!q->falcon) {
+            if (q->n_expert == 8) {
+                if (ft == FT_Q2_K || ft == FT_Q3_K_S || ft == FT_Q3_K_M || ft == FT_IQ4_NL || ft == FT_Q4_K_S || ft == FT_Q4_K_M ||
+                    ft == FT_IQ4_XS)
+                    t = PICOLM_TYPE_Q5_K;
+            } else if (ft == FT_Q2_K) t = PICOLM_TYPE_Q3_K;
+            else if (ft == FT_Q3_K_M) t = PICOLM_TYPE_Q4_K;
+            else if (ft == FT_Q3_K_L) t = PICOLM_TYPE_Q5_K;
+        } else if (ft == FT_Q3_K_L) t = PICOLM_TYPE_Q4_K;
+    } else if (strstr(name, "attn_qkv.weight")) {
+        if (ft == FT_Q3_K_M || ft == FT_Q3_K_L) t = PICOLM_TYPE_Q4_K;
+        else if (ft == FT_Q4_K_M) t = PICOLM_TYPE_Q5_K;
+        else if (ft == FT_Q5_K_M) t = PICOLM_TYPE_Q6_K;
+    } else if (strstr(name, "ffn_gate")) {
+        q->i_ffn_gate++;
+    } else if (strstr(name, "ffn_up")) {
+        q->i_ffn_up++;
+    }
+    /* Rows that are not a whole number of blocks: llama.cpp's fallbacks. */
+    uint32_t bs = block_of(d, t);
+    if (!bs) {
+        snprintf(err, errlen, "tensor '%s' needs type %s, which no loaded format plugin provides", name, gguf_type_name(t));
+        return UINT32_MAX;
+    }
+    if (nx % bs) {
+        const uint32_t from = t;
+        switch (t) {
+        case PICOLM_TYPE_Q2_K: case PICOLM_TYPE_Q3_K: case PICOLM_TYPE_IQ4_XS: t = PICOLM_TYPE_IQ4_NL; break;
+        case PICOLM_TYPE_Q4_K: t = PICOLM_TYPE_Q5_0; break;
+        case PICOLM_TYPE_Q5_K: t = PICOLM_TYPE_Q5_1; break;
+        case PICOLM_TYPE_Q6_K: t = PICOLM_TYPE_Q8_0; break;
+        default:
+            snprintf(err, errlen, "tensor '%s': row length %lld is not a multiple of %s's block size %u", name, (long long)nx,
+                     gguf_type_name(t), bs);
+            return UINT32_MAX;
+        }
+        bs = block_of(d, t);
+        if (!bs || nx % bs) t = PICOLM_TYPE_F16;
+        fprintf(stderr, "picolm-quantize: %s: row length %lld is not a multiple of %u (%s): using %s instead\n", name,
+                (long long)nx, block_of(d, from), gguf_type_name(from), gguf_type_name(t));
+        q->n_fallback++;
+    }
+    return t;
+}
+
+/* llama.cpp's tensor order (llama_model_loader's weights_map): layer index
+   (-1 for non-layer tensors), then name. */
+typedef struct tref {
+    const gguf_tensor *t;
+    int layer;
+    char name[256];
+} tref;
+
+static int cmp_tref(const void *a, const void *b) {
+    const tref *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* ggml_n_dims: trailing 1s do not count (llama-quantize writes it that way). */
+static uint32_t n_dims_of(const gguf_tensor *t) {
+    uint32_t n = t->n_dims;
+    while (n > 1 && t->ne[n - 1] == 1) n--;
+    return n;
+}
+
+/* Tensors llama-quantize leaves alone besides 1-D ones and norms. */
+static int quantizable(const tref *r) {
+    const char *n = r->name;
+    const size_t l = strlen(n);
+    if (l < 6 || strcmp(n + l - 6, "weight")) return 0;
+    if (n_dims_of(r->t) < 2) return 0;
+    static const char *skip[] = {"_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d.weight", "attn_rel_b.weight"};
+    for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
+        if (strstr(n, skip[i])) return 0;
+    if (!strcmp(n, "position_embd.weight") || !strcmp(n, "token_types.weight")) return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Row-parallel conversion                                                   */
+/* ------------------------------------------------------------------------ */
+typedef struct job {
+    const uint8_t *src;
+    size_t src_row;
+    picolm_to_float_fn to_float;   /* NULL: the source is F32 */
+    picolm_from_float_fn from_float;
+    uint8_t *dst;
+    size_t dst_row;
+    int64_t cols;
+    float **scratch;               /* one row per thread */
+} job;
+
+static void convert_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        const uint8_t *s = j->src + (size_t)r * j->src_row;
+        const float *x = (const float *)s;
+        if (j->to_float) {
+            j->to_float(s, j->scratch[tid], j->cols);
+            x = j->scratch[tid];
+        }
+        j->from_float(x, j->dst + (size_t)r * j->dst_row, j->cols);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct plan {
+    tref *refs;
+    uint32_t *type;     /* output type per (sorted) tensor */
+    uint64_t *nbytes;
+    int n;
+} plan;
+
+int main(int argc, char **argv) {
+    const char *pos[3];
+    int npos = 0, pure = 0, threads = 0, want_help = 0;
+    const char *pdir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { want_help = 1; continue; }
+        if (!strcmp(a, "--pure")) { pure = 1; continue; }
+        if (!strcmp(a, "--threads") || !strcmp(a, "-j") || !strcmp(a, "--plugin-dir")) {
+            if (i + 1 >= argc) { fprintf(stderr, "picolm-quantize: %s needs a value\n", a); return 2; }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--plugin-dir")) pdir = v;
+            else {
+                char *endp;
+                long n = strtol(v, &endp, 10);
+                if (*endp || n < 1 || n > 1024) { fprintf(stderr, "picolm-quantize: %s wants a thread count, got '%s'\n", a, v); return 2; }
+                threads = (int)n;
+            }
+            continue;
+        }
+        if (a[0] == '-' && a[1]) { fprintf(stderr, "picolm-quantize: unknown option %s (see --help)\n", a); return 2; }
+        if (npos == 3) { fprintf(stderr, "picolm-quantize: too many arguments (see --help)\n"); return 2; }
+        pos[npos++] = a;
+    }
+
+    char err[1024];
+    engine_opts eo = {.plugin_dir = pdir, .threads = threads};
+    engine *e = build_engine(&eo, err, sizeof err);
+    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return 0; }
+    if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }
+    if (!e) { fprintf(stderr, "picolm-quantize: %s\n", err); return 1; }
+    const pl_dispatch *d = &e->d;
+    const char *in_path = pos[0], *out_path = pos[1], *tname = pos[2];
+
+    /* TYPE: a llama.cpp type/mix, else any weight format a plugin can quantize to. */
+    mix m = {0};
+    for (int i = 0; i < N_MIXES; i++)
+        if (!strcasecmp(MIXES[i].name, tname)) { m = MIXES[i]; break; }
+    if (!m.name) {
+        for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+            const picolm_format *f = d->types[t].fmt;
+            if (f && (f->flags & PICOLM_FMT_WEIGHT) && f->quantize_row && !strcasecmp(f->name, tname)) {
+                m.name = f->name;
+                m.ftype = FT_CUSTOM;
+                m.type = t;
+                break;
+            }
+        }
+        if (!m.name) {
+            fprintf(stderr, "picolm-quantize: unknown type '%s': not a llama.cpp type or mix, and no loaded format plugin "
+                            "provides a weight format of that name with a quantizer (see --help)\n", tname);
+            free_engine(e);
+            return 2;
+        }
+        pure = 1; /* no policy exists for a plugin's own type */
+    }
+    {
+        const picolm_format *f = d->types[m.type].fmt;
+        if (!f || !f->quantize_row) {
+            fprintf(stderr, "picolm-quantize: type %s: no loaded format plugin provides a quantizer for %s\n", m.name,
+                    gguf_type_name(m.type));
+            free_engine(e);
+            return 1;
+        }
+    }
+
+    gguf_file in;
+    if (gguf_open(&in, in_path, NULL, err, sizeof err)) {
+        fprintf(stderr, "picolm-quantize: %s\n", err);
+        free_engine(e);
+        return 1;
+    }
+    int rc = 1;
+    plan p = {0};
+    gguf_writer *w = NULL;
+    FILE *of = NULL;
+    char tmp[4096] = "";
+    float **scratch = NULL;
+    uint8_t *obuf = NULL;
+    const int nthr = threadpool_size(e->pool);
+
+    if (gguf_bind_types(&in, dispatch_type_size, (void *)d, err, sizeof err)) {
+        fprintf(stderr, "picolm-quantize: %s: %s\n", in_path, err);
+        goto done;
+    }
+    {
+        uint32_t splits = 1;
+        if (!gguf_get_u32(&in, "split.count", &splits) && splits > 1) {
+            fprintf(stderr, "picolm-quantize: %s is one part of a split model (split.count = %u); merge it first\n", in_path, splits);
+            goto done;
+        }
+    }
+    for (uint64_t i = 0; i < in.n_tensors; i++) {
+        const gguf_tensor *t = &in.tensors[i];
+        if (t->type != PICOLM_TYPE_F32 && t->type != PICOLM_TYPE_F16 && t->type != PICOLM_TYPE_BF16) {
+            fprintf(stderr, "picolm-quantize: %s: tensor '%.*s' is %s: the input must be an F32, F16 or BF16 model "
+                            "(requantizing an already quantized model loses quality and is not supported)\n",
+                    in_path, (int)t->name.len, t->name.ptr, gguf_type_name(t->type));
+            goto done;
+        }
+        if (t->name.len >= sizeof p.refs[0].name) {
+            fprintf(stderr, "picolm-quantize: %s: tensor name too long\n", in_path);
+            goto done;
+        }
+    }
+
+    /* Model facts the policy needs. */
+    qstate qs = {.ftype = m.ftype, .n_gqa = 1};
+    {
+        char arch[64] = "llama", key[128];
+        gguf_str s;
+        if (!gguf_get_str(&in, "general.architecture", &s) && s.len < sizeof arch) {
+            memcpy(arch, s.ptr, s.len);
+            arch[s.len] = 0;
+        }
+        qs.falcon = !strcmp(arch, "falcon");
+        uint32_t nl = 0, nh = 0, nkv = 0, nexp = 0;
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        gguf_get_u32(&in, key, &nl);
+        snprintf(key, sizeof key, "%s.attention.head_count", arch);
+        gguf_get_u32(&in, key, &nh);
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+        if (gguf_get_u32(&in, key, &nkv)) nkv = nh;
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        gguf_get_u32(&in, key, &nexp);
+        qs.n_layer = (int)nl;
+        qs.n_gqa = nh && nkv ? (int)(nh / nkv) : 1;
+        qs.n_expert = (int)nexp;
+        qs.is_70b = !strcmp(arch, "llama") && nl == 80 && nh != nkv;
+    }
+
+    /* Sort as llama.cpp does and decide each tensor's type. */
+    p.n = (int)in.n_tensors;
+    p.refs = calloc((size_t)p.n + 1, sizeof *p.refs);
+    p.type = calloc((size_t)p.n + 1, sizeof *p.type);
+    p.nbytes = calloc((size_t)p.n + 1, sizeof *p.nbytes);
+    if (!p.refs || !p.type || !p.nbytes) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
+    for (int i = 0; i < p.n; i++) {
+        tref *r = &p.refs[i];
+        r->t = &in.tensors[i];
+        memcpy(r->name, r->t->name.ptr, r->t->name.len);
+        r->name[r->t->name.len] = 0;
+        r->layer = -1;
+        if (sscanf(r->name, "blk.%d.", &r->layer) != 1) r->layer = -1;
+        if (strstr(r->name, "attn_v.weight") || strstr(r->name, "attn_qkv.weight") || strstr(r->name, "attn_kv_b.weight"))
+            qs.n_attn_wv++;
+        else if (!strcmp(r->name, "output.weight")) qs.has_output = 1;
+    }
+    qsort(p.refs, (size_t)p.n, sizeof *p.refs, cmp_tref);
+    const int is_quant_default = m.type != PICOLM_TYPE_F32 && m.type != PICOLM_TYPE_F16 && m.type != PICOLM_TYPE_BF16;
+    int64_t max_cols = 0;
+    uint64_t max_out = 0;
+    for (int i = 0; i < p.n; i++) {
+        const gguf_tensor *t = p.refs[i].t;
+        uint32_t nt = t->type;
+        if (quantizable(&p.refs[i])) {
+            nt = m.type;
+            if (!pure && is_quant_default) {
+                nt = policy(&qs, m.type, p.refs[i].name, t->ne[0], d, err, sizeof err);
+                if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+            } else if (t->ne[0] % block_of(d, nt)) {
+                fprintf(stderr, "picolm-quantize: tensor '%s': row length %lld is not a multiple of %s's block size %u "
+                                "(--pure has no fallback types; drop --pure to get llama.cpp's fallbacks)\n",
+                        p.refs[i].name, (long long)t->ne[0], d->types[nt].fmt->name, block_of(d, nt));
+                goto done;
+            }
+        }
+        p.type[i] = nt;
+        p.nbytes[i] = nt == t->type ? t->nbytes : (uint64_t)dispatch_row_size(d, nt, t->ne[0]) * (uint64_t)(t->nelements / t->ne[0]);
+        if (nt != t->type) {
+            if (t->ne[0] > max_cols) max_cols = t->ne[0];
+            if (p.nbytes[i] > max_out) max_out = p.nbytes[i];
+        }
+    }
+
+    /* Header: metadata verbatim and in order, then llama-quantize's updates. */
+    w = gguf_writer_new();
+    if (!w) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
+    int bad = 0;
+    for (uint64_t i = 0; !bad && i < in.n_kv; i++) bad = gguf_writer_copy_kv(w, &in.kv[i]);
+    bad = bad || gguf_writer_set_u32(w, "general.quantization_version", QNT_VERSION);
+    if (m.ftype >= 0) bad = bad || gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
+    else gguf_writer_remove_kv(w, "general.file_type"); /* llama.cpp has no number for a plugin's type */
+    gguf_writer_remove_kv(w, "split.no");
+    gguf_writer_remove_kv(w, "split.count");
+    gguf_writer_remove_kv(w, "split.tensors.count");
+    for (int i = 0; !bad && i < p.n; i++) {
+        const gguf_tensor *t = p.refs[i].t;
+        bad = gguf_writer_add_tensor(w, t->name.ptr, t->name.len, n_dims_of(t), t->ne, p.type[i], p.nbytes[i]);
+    }
+    if (bad) { fprintf(stderr, "picolm-quantize: out of memory building the header\n"); goto done; }
+
+    /* Temp file next to the output, renamed into place when complete. */
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out_path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) { fprintf(stderr, "picolm-quantize: cannot create %s: %s\n", tmp, strerror(errno)); tmp[0] = 0; goto done; }
+    {
+        const mode_t um = umask(0);
+        umask(um);
+        if (fchmod(fd, 0666 & ~um)) { /* keep mkstemp's 0600: not fatal */ }
+    }
+    of = fdopen(fd, "wb");
+    if (!of) { close(fd); fprintf(stderr, "picolm-quantize: cannot open %s\n", tmp); goto done; }
+    if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", tmp, err); goto done; }
+
+    scratch = calloc((size_t)nthr, sizeof *scratch);
+    obuf = max_out ? malloc((size_t)max_out) : NULL;
+    if (!scratch || (max_out && !obuf)) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
+    for (int i = 0; i < nthr; i++)
+        if (!(scratch[i] = malloc((size_t)(max_cols ? max_cols : 1) * sizeof(float)))) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
+
+    fprintf(stderr, "picolm-quantize: %s -> %s as %s%s (%d thread%s)\n", in_path, out_path, m.name, pure ? " --pure" : "", nthr,
+            nthr == 1 ? "" : "s");
+    const double t0 = now_s();
+    uint64_t in_bytes = 0, out_bytes = 0, n_elem = 0;
+    const int wdt = p.n >= 1000 ? 4 : p.n >= 100 ? 3 : 2;
+    for (int i = 0; i < p.n; i++) {
+        const gguf_tensor *t = p.refs[i].t;
+        const uint32_t nt = p.type[i];
+        const void *data = t->data;
+        if (nt != t->type) {
+            job j = {.src = t->data, .src_row = dispatch_row_size(d, t->type, t->ne[0]),
+                     .to_float = t->type == PICOLM_TYPE_F32 ? NULL : d->types[t->type].fmt->dequantize_row,
+                     .from_float = d->types[nt].fmt->quantize_row, .dst = obuf,
+                     .dst_row = dispatch_row_size(d, nt, t->ne[0]), .cols = t->ne[0], .scratch = scratch};
+            threadpool_run(e->pool, t->nelements / t->ne[0], convert_rows, &j);
+            data = obuf;
+        }
+        if (gguf_writer_write_tensor(w, of, data, p.nbytes[i], err, sizeof err)) {
+            fprintf(stderr, "picolm-quantize: %s: %s\n", tmp, err);
+            goto done;
+        }
+        char shape[96] = "", a[32], b[32];
+        for (uint32_t k = 0; k < n_dims_of(t); k++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
+        fprintf(stderr, "[%*d/%*d] %-28s %6s -> %-6s %-14s %8.2f MB -> %6.2f MB\n", wdt, i + 1, wdt, p.n, p.refs[i].name,
+                lname(d, t->type, a, sizeof a), lname(d, nt, b, sizeof b), shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
+        in_bytes += t->nbytes;
+        out_bytes += p.nbytes[i];
+        n_elem += (uint64_t)t->nelements;
+    }
+    if (fflush(of) || fsync(fileno(of))) { fprintf(stderr, "picolm-quantize: write error on %s: %s\n", tmp, strerror(errno)); goto done; }
+    if (fclose(of)) { of = NULL; fprintf(stderr, "picolm-quantize: write error on %s\n", tmp); goto done; }
+    of = NULL;
+    if (rename(tmp, out_path)) { fprintf(stderr, "picolm-quantize: cannot rename %s to %s: %s\n", tmp, out_path, strerror(errno)); goto done; }
+    tmp[0] = 0;
+    fprintf(stderr, "picolm-quantize: tensors %.2f MB -> %.2f MB, %.3f M weights, %.2f -> %.2f bits per weight; "
+                    "file %.2f MB -> %.2f MB; %.2f s\n",
+            in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
+            n_elem ? 8.0 * out_bytes / n_elem : 0.0, in.size / 1e6, gguf_writer_file_size(w) / 1e6, now_s() - t0);
+    if (qs.n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", qs.n_fallback);
+    rc = 0;
+done:
+    if (of) fclose(of);
+    if (tmp[0]) unlink(tmp);
+    if (scratch)
+        for (int i = 0; i < nthr; i++) free(scratch[i]);
+    free(scratch);
+    free(obuf);
+    gguf_writer_free(w);
+    free(p.refs);
+    free(p.type);
+    free(p.nbytes);
+    gguf_close(&in);
+    free_engine(e);
+    return rc;
+}
