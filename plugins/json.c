@@ -3,7 +3,8 @@
  * The top-level value must be an object or an array (so the end of the
  * document is unambiguous); whitespace may precede it, nothing may follow it.
  * A candidate survives only if every byte of its decoded piece keeps the
- * output a valid JSON prefix: a pushdown automaton (a small copyable state,
+ * output a valid JSON prefix (with at most JSON_MAX_WS whitespace bytes in a
+ * row between tokens): a pushdown automaton (a small copyable state,
  * nesting capped at JSON_MAX_DEPTH) is run over the piece from the current
  * state.  Strings are checked to be valid UTF-8 (no overlongs, no surrogates,
  * no raw control characters); escapes include \uXXXX.
@@ -30,6 +31,10 @@
 #include "picolm/plugin.h"
 
 #define JSON_MAX_DEPTH 64
+/* Consecutive whitespace bytes allowed between tokens of the grammar: enough
+   for pretty-printing, but a model cannot pad the document with blank lines
+   until the budget forces it shut (still a subset of RFC 8259). */
+#define JSON_MAX_WS 16
 
 enum {
     M_START,      /* before the top-level value: ws, '{' or '[' */
@@ -59,6 +64,7 @@ enum {
 typedef struct jstate {
     uint64_t stack;   /* bit d: nesting level d is an object (else an array) */
     uint8_t mode, depth, key, n, lit, lo, hi;
+    uint8_t ws;       /* consecutive structural whitespace so far */
 } jstate;
 
 static const char *const literals[3] = {"true", "false", "null"};
@@ -109,6 +115,10 @@ static int begin_value(jstate *s, unsigned c) {
    utf8_ok = 0 forbids non-ASCII bytes (the vocabulary could not finish a
    multi-byte character one byte at a time). */
 static int step(jstate *s, unsigned c, int utf8_ok) {
+    if (s->mode <= M_AFTER) { /* structural modes: whitespace may appear */
+        if (is_ws(c)) return ++s->ws <= JSON_MAX_WS;
+        s->ws = 0;
+    }
     switch (s->mode) {
     case M_START:
         if (is_ws(c)) return 1;
@@ -243,7 +253,7 @@ typedef struct json_state {
     int pending;         /* apply() ran since the last accept() */
 } json_state;
 
-static const jstate json_initial = {0, M_START, 0, 0, 0, 0, 0x80, 0xBF};
+static const jstate json_initial = {0, M_START, 0, 0, 0, 0, 0x80, 0xBF, 0};
 
 static void json_destroy(void *state) {
     json_state *j = state;

@@ -161,7 +161,20 @@ static int plugin_should_accept(const char *s, size_t n) {
     size_t i = 0;
     while (i < n && strchr(" \t\n\r", s[i]) && s[i]) i++;
     if (i == n || (s[i] != '{' && s[i] != '[')) return 0;
-    return s[n - 1] == '}' || s[n - 1] == ']';
+    if (s[n - 1] != '}' && s[n - 1] != ']') return 0;
+    /* at most 16 whitespace bytes in a row outside strings */
+    int in_str = 0, run = 0;
+    for (i = 0; i < n; i++) {
+        if (in_str) {
+            if (s[i] == '\\') i++;
+            else if (s[i] == '"') in_str = 0;
+            continue;
+        }
+        if (s[i] == '"') in_str = 1;
+        run = strchr(" \t\n\r", s[i]) && s[i] ? run + 1 : 0;
+        if (run > 16) return 0;
+    }
+    return 1;
 }
 
 /* ======================= the plugin through its ABI ====================== */
@@ -254,7 +267,8 @@ static const char *VALID[] = {
     "[true,false,null]", "{\"a\":[1,2,{\"b\":null}],\"c\":\"x\\u00e9\\n\\\"\\\\\\/\\b\\f\\r\\t\"}",
     "{ \"k\" : { \"x\" : [ ] , \"y\" : { } } }", "[\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"]",
     "[[[[[[[[[[]]]]]]]]]]", "{\"\":\"\"}", "[\"\\uD83D\\uDE00\"]", "[1\n,\n2]", "{\"a\":{\"a\":{\"a\":{}}}}",
-    "[0.0001,1e99,-0,9007199254740993]", "[\"\x7f\"]",
+    "[0.0001,1e99,-0,9007199254740993]", "[\"\x7f\"]", "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n[]",
+    "[\"                                        \"]",
 };
 
 static const char *INVALID[] = {
@@ -263,6 +277,7 @@ static const char *INVALID[] = {
     "[]]", "[] []", "{} ", "[\"\xc0\x80\"]", "[\"\xed\xa0\x80\"]", "[\"\xf4\x90\x80\x80\"]", "[\"\xe2\x82\"]",
     "[NaN]", "[1e]", "[-]", "[--1]", "{\"a\":1,}", "{1:2}", "[nul]", "[\"abc", "{\"a\":[}", "[1e+]", "[0x10]",
     "", "   ", "[\"\xff\"]", "{'a':1}", "[1,,2]", "[null,]", "[-01]", "[1.e5]", "[\"\\\"]",
+    "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n[]", "[1,                 2]", /* > 16 blanks in a row */
 };
 
 /* printable copy for PASS/FAIL lines */
