@@ -1,0 +1,222 @@
+/*
+ * AVX-512 (F/BW/VL/DQ) kernels: 512-bit Q4_K, Q6_K and Q8_0 (the formats of
+ * a Q4_K_M model), everything else from the AVX2 code compiled with these
+ * flags.  The Q8_0 x Q8_0 kernel has a VNNI (vpdpbusd) variant; plugin init
+ * picks it only when the host reports AVX512_VNNI, so no VNNI instruction
+ * ever runs on a CPU without it (checked: only *_vnni functions contain
+ * vpdp* instructions, see tests/test_kernels.c's no-vnni pass).
+ */
+#include "../avx2/x86_avx2.h"
+
+AI float x86_hsum512(__m512 v) {
+    return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+/* ---- Q4_K x Q8_K --------------------------------------------------------- */
+/* int16 word k of each 128-bit lane broadcast: lanes 0-1 take word a, 2-3 word b */
+static const uint8_t k4_ctrl[4][64] __attribute__((aligned(64))) = {
+#define L16(k) 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1
+#define C4(a, b) { L16(a), L16(a), L16(b), L16(b) }
+    C4(0, 1), C4(2, 3), C4(4, 5), C4(6, 7)
+};
+/* mins byte k -> int16 pairs (m0 m0 m1 m1 ...), to madd against the 16 bsums */
+static const uint8_t k4_mins_ctrl[16] __attribute__((aligned(16))) = { 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15 };
+
+AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+    const block_q4_K *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    __m256 accm[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t utmp[4];
+        x86_k4_scales(x[i].scales, utmp);
+        const __m128i sm8 = _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
+        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
+        __m512i sumi[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512() };
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            /* 32 bytes -> elements 64j..64j+63: low nibbles, then high nibbles */
+            __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j)));
+            v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
+            const __m512i s = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl[j]));
+            for (int c = 0; c < NC; c++) {
+                const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
+                const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)q8));
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(s, p));
+            }
+        }
+        for (int c = 0; c < NC; c++) {
+            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
+            const __m256i pm = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
+            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(mx * y->d), _mm256_cvtepi32_ps(pm), accm[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * y->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]) - x86_hsum_ps(accm[c]);
+}
+
+/* ---- Q6_K x Q8_K --------------------------------------------------------- */
+/* 16 int8 scales -> bytes 8L..8L+7 = scale (4t + L) for the 4 lanes of a
+   64-element group t (t = 0..3 over the superblock) */
+static const uint8_t k6_ctrl[4][32] __attribute__((aligned(32))) = {
+#define B8(k) k, k, k, k, k, k, k, k
+    { B8(0), B8(1), B8(2), B8(3) }, { B8(4), B8(5), B8(6), B8(7) },
+    { B8(8), B8(9), B8(10), B8(11) }, { B8(12), B8(13), B8(14), B8(15) },
+};
+
+AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+    const block_q6_K *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    /* per 256-bit half: shift qh bits (0,1)|(2,3) up to (4,5), and (4,5)|(6,7) stays|down */
+    const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
+    const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
+    const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    for (int64_t i = 0; i < nb; i++) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
+        const float dx = x86_h2f(x[i].d);
+        __m512i sumi[4];
+        {
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+            for (int c = 0; c < NC; c++) {
+                const block_q8_K *y = (const block_q8_K *)vy[c] + i;
+                const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums)), 5);
+                sumi[c] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), off));
+            }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i L = _mm512_loadu_si512((const void *)(x[i].ql + 64 * h));
+            const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
+            __m512i w[2];
+            /* elements 128h + 0..63: low nibbles of ql[64h..+64], qh bits 0-1 | 2-3 */
+            w[0] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, sh_lo), m30));
+            /* elements 128h + 64..127: high nibbles, qh bits 4-5 | 6-7 */
+            w[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh_hi), m30));
+#pragma GCC unroll 2
+            for (int t = 0; t < 2; t++) {
+                const __m512i s = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h + t])));
+                for (int c = 0; c < NC; c++) {
+                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 64 * t;
+                    const __m512i p = _mm512_maddubs_epi16(w[t], _mm512_loadu_si512((const void *)q8));
+                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(s, p));
+                }
+            }
+        }
+        for (int c = 0; c < NC; c++) {
+            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * y->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]);
+}
+
+/* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
+AI __m512i ld2x32(const int8_t *a, const int8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+/* |x| (as u8) and y with x's sign, so that u8 x s8 products equal x*y */
+AI __m512i neg_where(__m512i y, __m512i x) {
+    return _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
+}
+#define Q8_0_512_BODY(DOT)                                                                     \
+    const block_q8_0 *x = vx;                                                                  \
+    const int64_t nb = n / QK8_0;                                                              \
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() }; \
+    int64_t i = 0;                                                                             \
+    for (; i + 2 <= nb; i += 2) {                                                              \
+        const __m512i qx = ld2x32(x[i].qs, x[i + 1].qs);                                       \
+        const __m512i ax = _mm512_abs_epi8(qx);                                                \
+        const float d0 = x86_h2f(x[i].d), d1 = x86_h2f(x[i + 1].d);                            \
+        for (int c = 0; c < NC; c++) {                                                         \
+            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;                               \
+            const __m512i sy = neg_where(ld2x32(y[0].qs, y[1].qs), qx);                        \
+            const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0 * x86_h2f(y[0].d)),          \
+                                                _mm256_set1_ps(d1 * x86_h2f(y[1].d)), 1);       \
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(DOT(ax, sy)), acc[c]);              \
+        }                                                                                      \
+    }                                                                                          \
+    float tail[4] = { 0, 0, 0, 0 };                                                            \
+    if (i < nb) {                                                                              \
+        const void *ys[4];                                                                     \
+        for (int c = 0; c < NC; c++) ys[c] = (const block_q8_0 *)vy[c] + i;                    \
+        avx2_q8_0_nc(QK8_0, x + i, ys, tail, NC);                                              \
+    }                                                                                          \
+    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]) + tail[c];
+
+AI __m512i dot_u8s8_bw(__m512i a, __m512i b) {
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1));
+}
+AI __m512i dot_u8s8_vnni(__m512i a, __m512i b) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), a, b); }
+
+AI void avx512_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+    Q8_0_512_BODY(dot_u8s8_bw)
+}
+AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+    Q8_0_512_BODY(dot_u8s8_vnni)
+}
+
+X86_WRAP(avx512, q4_K, avx512_q4_K_nc)
+X86_WRAP(avx512, q6_K, avx512_q6_K_nc)
+X86_WRAP(avx512, q8_0, avx512_q8_0_nc)
+X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
+X86_WRAP(avx2, q4_0, avx2_q4_0_nc)
+X86_WRAP(avx2, q4_1, avx2_q4_1_nc)
+X86_WRAP(avx2, q5_0, avx2_q5_0_nc)
+X86_WRAP(avx2, q5_1, avx2_q5_1_nc)
+X86_WRAP(avx2, iq4_nl, avx2_iq4_nl_nc)
+X86_WRAP(avx2, q2_K, avx2_q2_K_nc)
+X86_WRAP(avx2, q3_K, avx2_q3_K_nc)
+X86_WRAP(avx2, q5_K, avx2_q5_K_nc)
+X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
+X86_WRAP(avx2, f32, avx2_f32_nc)
+X86_WRAP(avx2, f16, avx2_f16_nc)
+X86_WRAP(avx2, bf16, avx2_bf16_nc)
+
+#define K(P, T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, P##_vec_dot_##name, P##_gemm_##name }
+/* Not const: init swaps in the VNNI kernels when the CPU has them.  Entry 2
+   is Q8_0 (see avx512_select). */
+static picolm_kernel avx512_kernels[] = {
+    K(avx512, Q4_K, Q8_K, q4_K), K(avx512, Q6_K, Q8_K, q6_K), K(avx512, Q8_0, Q8_0, q8_0),
+    K(avx2, Q4_0, Q8_0, q4_0), K(avx2, Q4_1, Q8_1, q4_1), K(avx2, Q5_0, Q8_0, q5_0), K(avx2, Q5_1, Q8_1, q5_1),
+    K(avx2, IQ4_NL, Q8_0, iq4_nl), K(avx2, Q2_K, Q8_K, q2_K), K(avx2, Q3_K, Q8_K, q3_K), K(avx2, Q5_K, Q8_K, q5_K),
+    K(avx2, IQ4_XS, Q8_K, iq4_xs), K(avx2, F32, F32, f32), K(avx2, F16, F16, f16), K(avx2, BF16, BF16, bf16),
+};
+static const picolm_act_quant avx512_act_quants[] = {
+    { PICOLM_TYPE_Q8_0, avx2_quantize_q8_0 },
+    { PICOLM_TYPE_Q8_1, avx2_quantize_q8_1 },
+    { PICOLM_TYPE_Q8_K, avx2_quantize_q8_K },
+};
+
+/* in plugin.c (no ISA flags: the core may call it on any CPU) */
+int avx512_score(uint64_t cpu_features);
+
+/* Called from plugin init (data writes only, no VNNI executed here). */
+HIDDEN void avx512_select(uint64_t cpu_features) {
+    const int vnni = (cpu_features & PICOLM_CPU_AVX512VNNI) != 0;
+    avx512_kernels[2].vec_dot = vnni ? avx512_vnni_vec_dot_q8_0 : avx512_vec_dot_q8_0;
+    avx512_kernels[2].gemm = vnni ? avx512_vnni_gemm_q8_0 : avx512_gemm_q8_0;
+}
+
+HIDDEN const picolm_backend_vtable picolm_avx512_vtable = {
+    .struct_size = sizeof(picolm_backend_vtable),
+    .kernel_size = sizeof(picolm_kernel),
+    .n_kernels = sizeof avx512_kernels / sizeof avx512_kernels[0],
+    .kernels = avx512_kernels,
+    .act_quant_size = sizeof(picolm_act_quant),
+    .n_act_quants = sizeof avx512_act_quants / sizeof avx512_act_quants[0],
+    .act_quants = avx512_act_quants,
+    .score = avx512_score,
+    .rmsnorm = avx2_rmsnorm,
+    .dot_f32 = avx2_dot_f32,
+    .dot_f32_f16 = avx2_dot_f32_f16,
+    .scale_axpy_f16 = avx2_scale_axpy_f16,
+    .swiglu = avx2_swiglu,
+    .f32_to_f16 = avx2_f32_to_f16,
+};

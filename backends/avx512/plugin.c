@@ -1,0 +1,33 @@
+/* AVX-512 backend descriptor.  Built WITHOUT -m flags: the core reads it
+   before checking cpu_required, so it holds data plus an init that only
+   stores function pointers (the VNNI choice). */
+#include "picolm/plugin.h"
+
+extern const picolm_backend_vtable picolm_avx512_vtable;
+void avx512_select(uint64_t cpu_features);
+
+static int avx512_init(const picolm_host *host, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    avx512_select(host->cpu_features);
+    return 0;
+}
+
+/* VNNI kernels make this backend a little more attractive */
+__attribute__((visibility("hidden"))) int avx512_score(uint64_t cpu_features);
+int avx512_score(uint64_t cpu_features) { return (cpu_features & PICOLM_CPU_AVX512VNNI) ? 1 : 0; }
+
+static const picolm_plugin avx512_plugin = {
+    .abi_version = PICOLM_ABI_VERSION,
+    .struct_size = sizeof(picolm_plugin),
+    .kind = PICOLM_KIND_BACKEND,
+    .name = "avx512",
+    .version = "1.0",
+    .description = "x86-64 AVX-512 F/BW/VL/DQ kernels (VNNI when present): 512-bit Q4_K/Q6_K/Q8_0, AVX2 code for the rest",
+    .cpu_required = PICOLM_CPU_AVX | PICOLM_CPU_AVX2 | PICOLM_CPU_FMA | PICOLM_CPU_F16C | PICOLM_CPU_AVX512F |
+                    PICOLM_CPU_AVX512BW | PICOLM_CPU_AVX512VL | PICOLM_CPU_AVX512DQ,
+    .priority = 40,
+    .init = avx512_init,
+    .vtable = &picolm_avx512_vtable,
+};
+
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &avx512_plugin; }
