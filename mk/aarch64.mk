@@ -1,0 +1,31 @@
+# AArch64: NEON backend flags, and `make test-aarch64`: cross-compile with
+# aarch64-linux-gnu-gcc into build-aarch64/ and run the tests under
+# qemu-user.  Needs tools/ci-aarch64-setup.sh (cross gcc, qemu-user,
+# libinih-dev:arm64).  Included from the end of the Makefile.
+
+# NEON kernels are baseline ARMv8-A (ASIMD is mandatory there), so they run
+# on a Cortex-A53 (Pi Zero 2 W, Pi 3); only neon_dot.c gets dotprod, and
+# kernels.c calls it only when the probed CPU has it (HWCAP asimddp).
+ISA_neon = -march=armv8-a
+$(BUILD)/obj/backends/neon/neon_dot.o: ISA_neon = -march=armv8.2-a+dotprod
+# the backend's private headers are not in $(HEADERS)
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/neon/*.c)): $(wildcard backends/neon/*.h)
+
+AARCH64_CC      ?= aarch64-linux-gnu-gcc
+AARCH64_BUILD   ?= build-aarch64
+AARCH64_SYSROOT ?= /usr/aarch64-linux-gnu
+QEMU_AARCH64    ?= qemu-aarch64
+# Tests that run under emulation in reasonable time; t_aarch64 adds the
+# no-dotprod CPU runs and real inference with the neon backend.
+AARCH64_TESTS   ?= test_cpu test_threadpool test_formats test_kquants test_kernels test_tokenizer t_aarch64
+
+# Only what the tests use: core, tools, tests, formats, samplers, scalar + neon.
+test-aarch64:
+	@command -v $(AARCH64_CC) >/dev/null && command -v $(QEMU_AARCH64) >/dev/null || \
+	  { echo "test-aarch64: needs $(AARCH64_CC) and $(QEMU_AARCH64): run tools/ci-aarch64-setup.sh"; exit 1; }
+	$(MAKE) -j2 CC=$(AARCH64_CC) BUILD=$(AARCH64_BUILD) BACKENDS="$(notdir $(wildcard backends/scalar backends/neon))" INIH_LIBS=-linih all
+	@QEMU_LD_PREFIX=$(AARCH64_SYSROOT) PICOLM_BUILD=$(AARCH64_BUILD) PICOLM_BENCH=0 \
+	  PICOLM_TEST_WRAPPER="$(QEMU_AARCH64) -L $(AARCH64_SYSROOT)" \
+	  TESTS="$(AARCH64_TESTS)" sh tests/run.sh
+
+.PHONY: test-aarch64
