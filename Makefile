@@ -107,3 +107,4 @@ clean:
 
 .PHONY: all test install clean
 .SECONDARY:
+-include mk/*.mk
