@@ -3,8 +3,8 @@
  * Hand-off: the caller writes the job (fn, ctx, n), sets `pending` to the
  * worker count and bumps `gen` (release).  Workers spin on `gen`, run their
  * chunk and decrement `pending`; the caller runs chunk 0 then waits for
- * `pending` to reach 0.  Both waits spin for spin_ns and then sleep on a
- * condvar.  Lost wake-ups are avoided with a store-then-load pattern on
+ * `pending` to reach 0.  Both waits spin for an adaptive budget (at most
+ * spin_ns) and then sleep on a condvar.  Lost wake-ups are avoided with a store-then-load pattern on
  * seq_cst atomics: a sleeper publishes itself (sleepers / caller_waiting)
  * and then re-checks the condition; the waker changes the condition and
  * then checks for sleepers, so at least one of them sees the other.
@@ -13,6 +13,7 @@
 #include "cpu.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,7 +31,8 @@ typedef struct worker_arg {
 struct threadpool {
     /* read-mostly, by everyone */
     int n_threads;
-    int64_t spin_ns;
+    int64_t spin_ns;        /* upper bound of the adaptive spin budgets */
+    int64_t caller_budget;  /* the caller's budget (one caller at a time) */
     pthread_t *threads;
     worker_arg *args;
     /* the job; plain fields published by the release on gen */
@@ -63,6 +65,14 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Busy-wait step: pure pauses first (a hand-off between running threads
+   takes well under a microsecond), then sched_yield, so that when the
+   machine is oversubscribed the thread we wait for gets our core. */
+static inline void spin_pause(unsigned i) {
+    if (i < 512) cpu_relax();
+    else sched_yield();
+}
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -77,17 +87,33 @@ static void run_chunk(struct threadpool *p, int id) {
     if (begin < end) p->fn(p->ctx, begin, end, id);
 }
 
+/* Adaptive spin budget of one waiting thread.  Spinning only pays when the
+   wait is short; a long wait means a gap between jobs or, worse, a loaded
+   machine where a spinner that gets preempted loses the scheduler's wake-up
+   preference and an idle core cannot pull the thread we wait for.  So: a
+   short wait grows the budget (up to p->spin_ns), a long one halves it. */
+#define SHORT_WAIT_NS 10000
+static void budget_update(const struct threadpool *p, int64_t *budget, int64_t waited) {
+    if (waited < SHORT_WAIT_NS) {
+        *budget = *budget * 2 + 2000;
+        if (*budget > p->spin_ns) *budget = p->spin_ns;
+    } else {
+        *budget /= 2;
+        if (*budget < 1000) *budget = 0;
+    }
+}
+
 /* Wait until gen != seen; returns the new generation (acquired). */
-static unsigned wait_gen(struct threadpool *p, unsigned seen) {
+static unsigned wait_gen(struct threadpool *p, unsigned seen, int64_t *budget) {
     unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
     if (g != seen) return g;
-    if (p->spin_ns > 0) {
-        const int64_t t0 = now_ns();
+    const int64_t t0 = p->spin_ns > 0 ? now_ns() : 0;
+    if (*budget > 0) {
         for (unsigned i = 1;; i++) {
-            cpu_relax();
+            spin_pause(i);
             g = atomic_load_explicit(&p->gen, memory_order_acquire);
-            if (g != seen) return g;
-            if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) break;
+            if (g != seen) { budget_update(p, budget, now_ns() - t0); return g; }
+            if ((i & 15) == 0 && now_ns() - t0 > *budget) break;
         }
     }
     pthread_mutex_lock(&p->mu);
@@ -96,6 +122,7 @@ static unsigned wait_gen(struct threadpool *p, unsigned seen) {
         pthread_cond_wait(&p->cv, &p->mu);
     atomic_fetch_sub(&p->sleepers, 1);
     pthread_mutex_unlock(&p->mu);
+    if (p->spin_ns > 0) budget_update(p, budget, now_ns() - t0);
     return g;
 }
 
@@ -105,8 +132,9 @@ static void *worker_main(void *arg) {
     tl_pool = p;
     tl_id = w->id;
     unsigned seen = 0; /* gen at creation; a run cannot pass us unseen */
+    int64_t budget = p->spin_ns;
     for (;;) {
-        seen = wait_gen(p, seen);
+        seen = wait_gen(p, seen, &budget);
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
         run_chunk(p, w->id);
         if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_waiting)) {
@@ -143,15 +171,18 @@ threadpool *threadpool_create(int n_threads) {
     if (!p) return NULL;
     memset(p, 0, sizeof *p);
     p->n_threads = n_threads;
-    /* PICOLM_SPIN_US: how long idle threads spin before sleeping (0 = never
-       spin, for oversubscribed machines); default 100 us */
-    p->spin_ns = 100000;
+    /* PICOLM_SPIN_US: how long idle threads spin before sleeping; default
+       100 us, or 0 when we have more threads than CPUs: spinners would then
+       take the core from the very thread they wait for (as libgomp throttles
+       its spin count when oversubscribed). */
+    p->spin_ns = n_threads > cpu_count_online() ? 0 : 100000;
     const char *s = getenv("PICOLM_SPIN_US");
     if (s && *s) {
         char *end;
         long v = strtol(s, &end, 10);
         if (*end == '\0' && v >= 0 && v <= 1000000) p->spin_ns = (int64_t)v * 1000;
     }
+    p->caller_budget = p->spin_ns;
     atomic_init(&p->gen, 0);
     atomic_init(&p->stop, 0);
     atomic_init(&p->sleepers, 0);
@@ -230,12 +261,15 @@ void threadpool_run(threadpool *p, int64_t n, picolm_task_fn fn, void *ctx) {
     tl_id = saved_id;
 
     if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
-    if (p->spin_ns > 0) {
-        const int64_t t0 = now_ns();
+    const int64_t t0 = p->spin_ns > 0 ? now_ns() : 0;
+    if (p->caller_budget > 0) {
         for (unsigned i = 1;; i++) {
-            cpu_relax();
-            if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
-            if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) break;
+            spin_pause(i);
+            if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) {
+                budget_update(p, &p->caller_budget, now_ns() - t0);
+                return;
+            }
+            if ((i & 15) == 0 && now_ns() - t0 > p->caller_budget) break;
         }
     }
     pthread_mutex_lock(&p->done_mu);
@@ -244,4 +278,5 @@ void threadpool_run(threadpool *p, int64_t n, picolm_task_fn fn, void *ctx) {
         pthread_cond_wait(&p->done_cv, &p->done_mu);
     atomic_store(&p->caller_waiting, 0);
     pthread_mutex_unlock(&p->done_mu);
+    if (p->spin_ns > 0) budget_update(p, &p->caller_budget, now_ns() - t0);
 }

@@ -195,11 +195,15 @@ int main(void) {
         const int t = ncpu;
         threadpool *p = threadpool_create(t);
         int64_t counters[MAXT * 8] = {0};
-        const int iters = 100000;
+        /* up to 100k calls or ~0.5 s, whichever first (a loaded machine) */
+        int iters = 0;
         for (int i = 0; i < 1000; i++) threadpool_run(p, t, noop, counters);
-        double w0 = now_s(CLOCK_MONOTONIC);
-        for (int i = 0; i < iters; i++) threadpool_run(p, t, noop, counters);
-        double dt = now_s(CLOCK_MONOTONIC) - w0;
+        double w0 = now_s(CLOCK_MONOTONIC), dt = 0;
+        while (iters < 100000 && dt < 0.5) {
+            for (int i = 0; i < 1000; i++) threadpool_run(p, t, noop, counters);
+            iters += 1000;
+            dt = now_s(CLOCK_MONOTONIC) - w0;
+        }
         printf("info: threadpool_run overhead %.0f ns/call with %d threads (%d calls)\n",
                dt / iters * 1e9, t, iters);
         int64_t total = 0;
