@@ -1,7 +1,7 @@
 /*
  * AVX-512 (F/BW/VL/DQ) kernels: 512-bit Q4_K, Q6_K and Q8_0 (the formats of
  * a Q4_K_M model), everything else from the AVX2 code compiled with these
- * flags.  The Q8_0 x Q8_0 kernel has a VNNI (vpdpbusd) variant; plugin init
+ * flags.  These three have VNNI variants (vpdpwssd / vpdpbusd); plugin init
  * picks it only when the host reports AVX512_VNNI, so no VNNI instruction
  * ever runs on a CPU without it (checked: only *_vnni functions contain
  * vpdp* instructions, see tests/test_kernels.c's no-vnni pass).
@@ -22,7 +22,12 @@ static const uint8_t k4_ctrl[4][64] __attribute__((aligned(64))) = {
 /* mins byte k -> int16 pairs (m0 m0 m1 m1 ...), to madd against the 16 bsums */
 static const uint8_t k4_mins_ctrl[16] __attribute__((aligned(16))) = { 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15 };
 
-AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+/* VNNI: vpdpwssd fuses the scale madd and the accumulate */
+AI __m512i madd_acc(__m512i acc, __m512i s, __m512i p, const int VNNI) {
+    return VNNI ? _mm512_dpwssd_epi32(acc, s, p) : _mm512_add_epi32(acc, _mm512_madd_epi16(s, p));
+}
+
+AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI) {
     const block_q4_K *x = vx;
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -45,7 +50,7 @@ AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *
             for (int c = 0; c < NC; c++) {
                 const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
                 const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)q8));
-                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(s, p));
+                sumi[c] = madd_acc(sumi[c], s, p, VNNI);
             }
         }
         for (int c = 0; c < NC; c++) {
@@ -67,7 +72,7 @@ static const uint8_t k6_ctrl[4][32] __attribute__((aligned(32))) = {
     { B8(8), B8(9), B8(10), B8(11) }, { B8(12), B8(13), B8(14), B8(15) },
 };
 
-AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
@@ -104,7 +109,7 @@ AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *
                 for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 64 * t;
                     const __m512i p = _mm512_maddubs_epi16(w[t], _mm512_loadu_si512((const void *)q8));
-                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(s, p));
+                    sumi[c] = madd_acc(sumi[c], s, p, VNNI);
                 }
             }
         }
@@ -115,6 +120,11 @@ AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *
     }
     for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]);
 }
+
+AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0); }
+AI void avx512vnni_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1); }
+AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 0); }
+AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 1); }
 
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
 AI __m512i ld2x32(const int8_t *a, const int8_t *b) {
@@ -166,6 +176,8 @@ X86_WRAP(avx512, q4_K, avx512_q4_K_nc)
 X86_WRAP(avx512, q6_K, avx512_q6_K_nc)
 X86_WRAP(avx512, q8_0, avx512_q8_0_nc)
 X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
+X86_WRAP(avx512_vnni, q4_K, avx512vnni_q4_K_nc)
+X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
 X86_WRAP(avx2, q4_0, avx2_q4_0_nc)
 X86_WRAP(avx2, q4_1, avx2_q4_1_nc)
 X86_WRAP(avx2, q5_0, avx2_q5_0_nc)
@@ -180,8 +192,8 @@ X86_WRAP(avx2, f16, avx2_f16_nc)
 X86_WRAP(avx2, bf16, avx2_bf16_nc)
 
 #define K(P, T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, P##_vec_dot_##name, P##_gemm_##name }
-/* Not const: init swaps in the VNNI kernels when the CPU has them.  Entry 2
-   is Q8_0 (see avx512_select). */
+/* Not const: init swaps in the VNNI kernels when the CPU has them (entries
+   0-2, see avx512_select). */
 static picolm_kernel avx512_kernels[] = {
     K(avx512, Q4_K, Q8_K, q4_K), K(avx512, Q6_K, Q8_K, q6_K), K(avx512, Q8_0, Q8_0, q8_0),
     K(avx2, Q4_0, Q8_0, q4_0), K(avx2, Q4_1, Q8_1, q4_1), K(avx2, Q5_0, Q8_0, q5_0), K(avx2, Q5_1, Q8_1, q5_1),
@@ -200,6 +212,10 @@ int avx512_score(uint64_t cpu_features);
 /* Called from plugin init (data writes only, no VNNI executed here). */
 HIDDEN void avx512_select(uint64_t cpu_features) {
     const int vnni = (cpu_features & PICOLM_CPU_AVX512VNNI) != 0;
+    avx512_kernels[0].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K : avx512_vec_dot_q4_K;
+    avx512_kernels[0].gemm = vnni ? avx512_vnni_gemm_q4_K : avx512_gemm_q4_K;
+    avx512_kernels[1].vec_dot = vnni ? avx512_vnni_vec_dot_q6_K : avx512_vec_dot_q6_K;
+    avx512_kernels[1].gemm = vnni ? avx512_vnni_gemm_q6_K : avx512_gemm_q6_K;
     avx512_kernels[2].vec_dot = vnni ? avx512_vnni_vec_dot_q8_0 : avx512_vec_dot_q8_0;
     avx512_kernels[2].gemm = vnni ? avx512_vnni_gemm_q8_0 : avx512_gemm_q8_0;
 }
