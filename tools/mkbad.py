@@ -411,7 +411,7 @@ def _(m):
 def _(m): m.tensor("blk.0.ffn_down.weight").offset = 1 << 30
 
 
-@case("offset_u64_max", "rej", "rej", "rej", "not a multiple of the alignment")
+@case("offset_u64_max", "rej", "rej", "rej", "not a multiple of the alignment 32")
 @edit
 def _(m): m.tensor("blk.0.ffn_down.weight").offset = (1 << 64) - 1
 
@@ -426,7 +426,7 @@ def _(m): m.tensor("blk.0.ffn_down.weight").offset = (1 << 64) - 32
 def _(m): m.tensor("blk.0.attn_k.weight").offset = 0
 
 
-@case("misaligned_offset", "rej", "rej", "rej", "not a multiple of the alignment")
+@case("misaligned_offset", "rej", "rej", "rej", "not a multiple of the alignment 32")
 @edit
 def _(m): m.tensor("blk.0.attn_k.weight").offset = 16
 
