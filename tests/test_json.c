@@ -484,7 +484,21 @@ static void test_speed(void) {
     tv_free(&big);
 }
 
-int main(void) {
+/* `test_json --validate`: exit 0 when stdin is one complete JSON object or
+   array (strict RFC 8259, UTF-8 checked); used by tests/t_json.sh when
+   python3 is absent, and as a second opinion when it is present. */
+static int validate_stdin(void) {
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, stdin);
+    int depth = 0;
+    if (n == sizeof buf || !json_valid(buf, n, &depth)) return 1;
+    size_t i = 0;
+    while (i < n && strchr(" \t\n\r", buf[i]) && buf[i]) i++;
+    return i < n && (buf[i] == '{' || buf[i] == '[') ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--validate")) return validate_stdin();
     memset(&reg, 0, sizeof reg);
     reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1};
     char path[1024];
