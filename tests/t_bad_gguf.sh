@@ -44,6 +44,11 @@ run() {
         sed 's/^/    | /' "$tmp/out" | head -5
         return
     fi
+    # under make test-asan a sanitizer report may come with a plain exit 1
+    if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$tmp/out"; then
+        echo "FAIL: $what: sanitizer report: $(grep -m1 -E 'SUMMARY|runtime error:' "$tmp/out")"
+        return
+    fi
     case $expect in
     ok)  if [ $rc -eq 0 ]; then echo "PASS: $what: accepted"
          else echo "FAIL: $what: expected success, got status $rc: $(head -c 300 "$tmp/out" | tr '\n' ' ')"; fi ;;
