@@ -1,10 +1,10 @@
 /*
  * AVX-512 (F/BW/VL/DQ) kernels: 512-bit Q4_K, Q6_K and Q8_0 (the formats of
  * a Q4_K_M model), everything else from the AVX2 code compiled with these
- * flags.  These three have VNNI variants (vpdpwssd / vpdpbusd); plugin init
- * picks it only when the host reports AVX512_VNNI, so no VNNI instruction
- * ever runs on a CPU without it (checked: only *_vnni functions contain
- * vpdp* instructions, see tests/test_kernels.c's no-vnni pass).
+ * flags.  These three have VNNI variants (vpdpwssd / vpdpbusd) that init
+ * picks when the host reports AVX512_VNNI; the others are still tested (the
+ * no-vnni pass of tests/test_kernels.c).  The plugin nevertheless requires
+ * VNNI: see plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
  */
 #include "../avx2/x86_avx2.h"
 
