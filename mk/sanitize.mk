@@ -17,9 +17,24 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan CC=$(SAN_CC) OPT="-O1 -g $(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" all
 	$(SAN_ENV_ASAN) PICOLM_BUILD=build-asan sh tests/run.sh
 
-TSAN_TESTS ?= test_threadpool t_tsan_generate
+TSAN_TESTS ?= test_threadpool
+TSAN_MODEL ?= models/tiny-shakespeare-q8_0.gguf
+# The generations run next to a busy-loop process so that workers get
+# preempted mid-task (the schedules where races show).
 test-tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan CC=$(SAN_CC) OPT="-O1 -g $(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" all
 	$(SAN_ENV_TSAN) PICOLM_BUILD=build-tsan TESTS="$(TSAN_TESTS)" sh tests/run.sh
+	@set -e; yes >/dev/null & load=$$!; trap "kill $$load" EXIT; \
+	printf '\001\000\000\000\142\000\000\000\167\000\000\000\056\000\000\000\023\001\000\000\017\000\000\000' >build-tsan/tsan.i32; \
+	for b in 1 3; do \
+	    echo "tsan: picolm-logits -j 2 --batch $$b"; \
+	    $(SAN_ENV_TSAN) build-tsan/bin/picolm-logits $(TSAN_MODEL) build-tsan/tsan.i32 build-tsan/tsan.f32 -j 2 --batch $$b; \
+	    $(SAN_ENV_TSAN) build-tsan/bin/picolm-logits $(TSAN_MODEL) build-tsan/tsan.i32 build-tsan/tsan.f32 -j 2 --batch $$b --kv-type q8_0; \
+	done; \
+	if [ -x build-tsan/bin/picolm ]; then \
+	    echo "tsan: picolm -p ROMEO: -n 24 -j 2"; \
+	    $(SAN_ENV_TSAN) build-tsan/bin/picolm $(TSAN_MODEL) -p "ROMEO:" -n 24 -j 2 >/dev/null; \
+	fi; \
+	echo "test-tsan: clean"
 
 .PHONY: test-asan test-tsan

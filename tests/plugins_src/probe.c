@@ -1,0 +1,129 @@
+/* A deliberately configurable (and mostly broken) plugin for
+   tests/test_plugin_loader.c, built once per case with -DCASE_<NAME>.
+   Every piece of its code that the loader must NOT run before its checks
+   pass (init, vtable functions) appends "<name>:<what>" to the file named
+   by $PICOLM_TEST_MARK, so the test can see exactly what ran. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "picolm/plugin.h"
+
+#ifndef NAME
+#define NAME "probe"
+#endif
+
+static void mark(const char *what) {
+    const char *p = getenv("PICOLM_TEST_MARK");
+    FILE *f = p ? fopen(p, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "%s:%s\n", NAME, what);
+    fclose(f);
+}
+
+static int probe_init(const picolm_host *host, char *err, size_t errlen) {
+    (void)host;
+    mark("init");
+#ifdef CASE_INITFAIL
+    snprintf(err, errlen, "probe refuses to start");
+    return 1;
+#else
+    (void)err; (void)errlen;
+    return 0;
+#endif
+}
+
+static void probe_fini(void) { mark("fini"); }
+
+static int probe_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
+    (void)init; (void)err; (void)errlen;
+    mark("create");
+    *state = NULL;
+    return 0;
+}
+static int probe_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    (void)state; (void)c; (void)err; (void)errlen;
+    mark("apply");
+    return 0;
+}
+static int probe_score(uint64_t f) { (void)f; mark("score"); return 0; }
+static void probe_deq(const void *s, float *d, int64_t n) { (void)s; (void)d; (void)n; mark("dequantize"); }
+
+static const picolm_sampler_vtable sampler_vt = {
+#ifdef CASE_SMALLVTABLE
+    .struct_size = 4,
+#else
+    .struct_size = sizeof(picolm_sampler_vtable),
+#endif
+#ifdef CASE_BADROLE
+    .role = 9,
+#else
+    .role = PICOLM_SAMPLER_PROCESS,
+#endif
+#ifndef CASE_NOCREATE
+    .create = probe_create,
+#endif
+    .apply = probe_apply,
+};
+
+/* a format table whose one entry has an out-of-range type id */
+static const picolm_format bad_formats[1] = {{.type_id = 5000, .name = "BAD", .block_size = 1, .type_size = 4,
+                                              .dequantize_row = probe_deq}};
+static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), sizeof(picolm_format), 1, bad_formats};
+/* a backend table claiming 3 kernels with no array */
+static const picolm_backend_vtable backend_vt = {.struct_size = sizeof(picolm_backend_vtable),
+                                                 .kernel_size = sizeof(picolm_kernel), .n_kernels = 3,
+                                                 .score = probe_score};
+
+static const picolm_plugin desc = {
+#ifdef CASE_ABI
+    .abi_version = PICOLM_ABI_VERSION + 1,
+#else
+    .abi_version = PICOLM_ABI_VERSION,
+#endif
+#ifdef CASE_SMALL
+    .struct_size = 16,
+#else
+    .struct_size = sizeof(picolm_plugin),
+#endif
+#if defined(CASE_KIND)
+    .kind = 7,
+#elif defined(CASE_BADFORMAT)
+    .kind = PICOLM_KIND_FORMAT,
+#elif defined(CASE_BADBACKEND)
+    .kind = PICOLM_KIND_BACKEND,
+#else
+    .kind = PICOLM_KIND_SAMPLER,
+#endif
+#ifndef CASE_NONAME
+    .name = NAME,
+#endif
+    .version = "0.1",
+    .description = "test probe",
+#ifdef CASE_CPU
+    .cpu_required = PICOLM_CPU_IMPOSSIBLE,
+#endif
+    .init = probe_init,
+    .fini = probe_fini,
+#if defined(CASE_NOVTABLE)
+    .vtable = NULL,
+#elif defined(CASE_BADFORMAT)
+    .vtable = &format_vt,
+#elif defined(CASE_BADBACKEND)
+    .vtable = &backend_vt,
+#else
+    .vtable = &sampler_vt,
+#endif
+};
+
+#ifndef CASE_NOENTRY
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) {
+#ifdef CASE_NULLDESC
+    return NULL;
+#else
+    return &desc;
+#endif
+}
+#else
+/* exports something, just not the entry point */
+PICOLM_EXPORT const picolm_plugin *picolm_plugin_v0(void) { return &desc; }
+#endif
