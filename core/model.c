@@ -277,7 +277,8 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
         free_ctx(c);
         return fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
     }
-    /* RoPE tables: theta_i = pos * base^(-2i/rope_dim), computed in double once */
+    /* RoPE tables: theta_i = pos * base^(-2i/rope_dim), computed once in
+       double (measured closer to llama.cpp's references than float). */
     const int half = hp->rope_dim / 2;
     for (int p = 0; p < n_ctx; p++)
         for (int i = 0; i < half; i++) {
@@ -390,7 +391,14 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
     for (int64_t i = i0; i < i1; i++) {
         const int b = (int)(i / hp->n_head), h = (int)(i % hp->n_head);
         const int pos = A->pos0 + b, kvh = h / group;
+        /* llama.cpp's CPU flash attention rounds the query to the K type
+           (f16) and accumulates V in f16; doing the same keeps greedy
+           continuations token-identical with its references. */
         const float *q = c->q + (size_t)b * qd + (size_t)h * hd;
+        if (!q8) {
+            for (int d = 0; d < hd; d++) tmp[d] = picolm_half_to_float(picolm_float_to_half(q[d]));
+            q = tmp;
+        }
         float *y = c->att + (size_t)b * qd + (size_t)h * hd;
         memset(y, 0, (size_t)hd * sizeof(float));
         float mx = -INFINITY, sum = 0;

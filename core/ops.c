@@ -6,7 +6,7 @@
 #include "plugins.h"
 
 void ref_rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
-    /* accumulate in double: the reference (ggml) sums in a wider type too */
+    /* accumulate in double (measured closest to llama.cpp's references) */
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
     const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
@@ -25,8 +25,14 @@ float ref_dot_f32_f16(const float *a, const uint16_t *b, int n) {
     return s;
 }
 
+static inline float round_f16(float x) { return picolm_half_to_float(picolm_float_to_half(x)); }
+
+/* y is an f16 accumulator held in floats: both steps round to f16, as
+   ggml_vec_scale_f16 followed by ggml_vec_mad_f16 do. */
 void ref_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
-    for (int i = 0; i < n; i++) y[i] = y[i] * scale + a * picolm_half_to_float(v[i]);
+    if (scale != 1.0f)
+        for (int i = 0; i < n; i++) y[i] = round_f16(y[i] * scale);
+    for (int i = 0; i < n; i++) y[i] = round_f16(y[i] + a * picolm_half_to_float(v[i]));
 }
 
 void ref_swiglu(float *g, const float *u, int n) {

@@ -299,6 +299,7 @@ static const pl_plugin *pick_backend(const pl_registry *r, const char *name, cha
                 best = &r->items[i];
         return best; /* NULL is fine: reference kernels only */
     }
+    if (!strcmp(name, "reference")) return NULL; /* the format plugins' portable code only */
     if ((best = registry_find(r, PICOLM_KIND_BACKEND, name))) return best;
     for (int i = 0; i < r->n; i++)
         if (r->items[i].kind == PICOLM_KIND_BACKEND && !strcmp(r->items[i].name, name)) {

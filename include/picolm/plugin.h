@@ -194,7 +194,10 @@ typedef struct picolm_backend_vtable {
     float (*dot_f32)(const float *a, const float *b, int n);
     /* sum a[i]*half_to_float(b[i]) : attention scores over an fp16 K cache */
     float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
-    /* y[i] = y[i]*scale + a*half_to_float(v[i]) : online-softmax V update */
+    /* online-softmax V update with an f16 accumulator held in floats
+       (llama.cpp's flash-attention numerics):
+         if scale != 1: y[i] = f16(y[i]*scale);  then y[i] = f16(y[i] + a*half_to_float(v[i]))
+       where f16() rounds to the nearest half (ties to even) and back. */
     void (*scale_axpy_f16)(float *y, float scale, float a, const uint16_t *v, int n);
     /* g[i] = silu(g[i]) * u[i] */
     void (*swiglu)(float *g, const float *u, int n);

@@ -1,0 +1,258 @@
+#include "generate.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sampling.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int generate_kv_type(const char *name) {
+    if (!strcmp(name, "f16")) return KV_F16;
+    if (!strcmp(name, "q8_0")) return KV_Q8_0;
+    return -1;
+}
+
+void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb) {
+    size_t a = 0, f = 0, hwm = 0;
+    FILE *s = fopen("/proc/self/status", "r");
+    if (s) {
+        char line[256];
+        while (fgets(line, sizeof line, s)) {
+            sscanf(line, "RssAnon: %zu", &a);
+            sscanf(line, "RssFile: %zu", &f);
+            sscanf(line, "VmHWM: %zu", &hwm);
+        }
+        fclose(s);
+    }
+    if (anon_kb) *anon_kb = a;
+    if (file_kb) *file_kb = f;
+    if (peak_anon_kb) *peak_anon_kb = hwm;
+}
+
+/* ---------------- streaming output ---------------- */
+
+void out_init(out_stream *o, const picolm_config *cfg, FILE *f) {
+    memset(o, 0, sizeof *o);
+    o->cfg = cfg;
+    o->f = f;
+}
+
+/* Longest suffix of buf that is a proper prefix of some stop string. */
+static size_t stop_prefix_len(const out_stream *o) {
+    size_t best = 0;
+    for (int s = 0; s < o->cfg->n_stops; s++) {
+        const char *st = o->cfg->stops[s];
+        size_t sl = strlen(st);
+        for (size_t k = sl - 1; k > best && k >= 1; k--)
+            if (k <= o->n && !memcmp(o->buf + o->n - k, st, k)) { best = k; break; }
+    }
+    return best;
+}
+
+int out_push(out_stream *o, const char *s, size_t n) {
+    if (o->stopped) return 1;
+    while (n > 0) {
+        size_t take = sizeof o->buf - o->n;
+        if (take > n) take = n;
+        memcpy(o->buf + o->n, s, take);
+        o->n += take;
+        s += take;
+        n -= take;
+        for (int k = 0; k < o->cfg->n_stops; k++) {
+            const char *st = o->cfg->stops[k];
+            size_t sl = strlen(st);
+            if (!sl || sl > o->n) continue;
+            for (size_t i = 0; i + sl <= o->n; i++)
+                if (!memcmp(o->buf + i, st, sl)) {
+                    fwrite(o->buf, 1, i, o->f);
+                    fflush(o->f);
+                    o->n = 0;
+                    o->stopped = 1;
+                    return 1;
+                }
+        }
+        size_t hold = stop_prefix_len(o);
+        size_t emit = utf8_complete_prefix(o->buf, o->n - hold);
+        /* a full buffer must drain even if a (huge) partial match is pending */
+        if (emit == 0 && o->n == sizeof o->buf) emit = o->n / 2;
+        if (emit) {
+            fwrite(o->buf, 1, emit, o->f);
+            fflush(o->f);
+            memmove(o->buf, o->buf + emit, o->n - emit);
+            o->n -= emit;
+        }
+    }
+    return 0;
+}
+
+void out_flush(out_stream *o) {
+    if (!o->stopped && o->n) fwrite(o->buf, 1, o->n, o->f);
+    o->n = 0;
+    fflush(o->f);
+}
+
+/* ---------------- generation ---------------- */
+
+/* Prefill tokens[from..n) in chunks of the context's batch size. */
+static int prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
+    for (int i = 0; i < n; i += c->n_batch) {
+        int nb = n - i < c->n_batch ? n - i : c->n_batch;
+        if (llama_forward(c, tokens + i, nb, NULL, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
+    const llama_model *m = &e->model;
+    int rc = -1;
+    int32_t *toks = NULL;
+    sampling *smp = NULL;
+    llama_ctx c;
+    memset(&c, 0, sizeof c);
+
+    int n_ctx = cfg->context > 0 ? cfg->context : m->hp.n_ctx_train;
+    if (n_ctx > m->hp.n_ctx_train)
+        fprintf(stderr, "picolm: warning: context %d exceeds the model's training context %d\n", n_ctx, m->hp.n_ctx_train);
+    const int kv = generate_kv_type(cfg->kv_type);
+    if (kv < 0) return fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
+
+    /* 1. tokenize: special tokens only when asked (or in chat mode) */
+    const int special = cfg->special >= 0 ? cfg->special : cfg->chat;
+    const int add_bos = tokenizer_add_bos(e->tok);
+    int n = tokenizer_encode(e->tok, prompt ? prompt : "", len, add_bos, special, NULL, 0);
+    if (n < -1) n = -n;
+    if (n < 0) return fail(err, errlen, "cannot tokenize the prompt");
+    toks = malloc(((size_t)n + 1) * sizeof *toks);
+    if (!toks) return fail(err, errlen, "out of memory");
+    n = tokenizer_encode(e->tok, prompt ? prompt : "", len, add_bos, special, toks, n + 1);
+    if (n < 0) { fail(err, errlen, "cannot tokenize the prompt"); goto done; }
+    if (n == 0) { fail(err, errlen, "empty prompt and the model has no BOS token"); goto done; }
+
+    /* 2. the prompt must leave room for at least one generated token */
+    if (n >= n_ctx) {
+        if (!cfg->truncate) {
+            fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, or --truncate to keep the last tokens)",
+                 n, n_ctx);
+            goto done;
+        }
+        int keep = n_ctx / 2 > 0 ? n_ctx / 2 : 1; /* leave half the context for the reply */
+        int first = add_bos ? 1 : 0;
+        memmove(toks + first, toks + n - (keep - first), (size_t)(keep - first) * sizeof *toks);
+        fprintf(stderr, "picolm: prompt truncated from %d to its last %d tokens (--truncate)\n", n, keep);
+        n = keep;
+    }
+    if (build_ctx(&c, m, n_ctx, cfg->batch, kv, e->pool, err, errlen)) goto done;
+    if (sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
+    if (cfg->verbose) {
+        char desc[512];
+        sampling_describe(smp, desc, sizeof desc);
+        fprintf(stderr, "picolm: sampler: %s\n", desc);
+    }
+
+    /* 3. prefill */
+    double t = now_s();
+    if (prefill(&c, toks, n, err, errlen)) goto done;
+    for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
+    st->prefill_s = now_s() - t;
+    st->n_prompt = n;
+
+    /* 4. decode: sample, stream, feed back */
+    out_stream out;
+    out_init(&out, cfg, stdout);
+    const int32_t eos = tokenizer_eos(e->tok);
+    t = now_s();
+    int budget = cfg->max_tokens;
+    for (int i = 0; i < budget; i++) {
+        int32_t tok;
+        if (sampling_sample(smp, c.logits, budget - i, &tok, err, errlen)) goto done;
+        if (tok == eos && !cfg->ignore_eos) break;
+        sampling_accept(smp, tok);
+        st->n_gen++;
+        size_t pl;
+        const char *piece = tokenizer_piece(e->tok, tok, &pl);
+        if (out_push(&out, piece, pl)) break;
+        if (c.n_past >= c.n_ctx) {
+            fprintf(stderr, "\npicolm: context full (%d tokens)\n", c.n_ctx);
+            break;
+        }
+        if (i + 1 < budget && llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
+    }
+    out_flush(&out);
+    st->decode_s = now_s() - t;
+    generate_rss(&st->rss_anon_kb, &st->rss_file_kb, NULL);
+    fprintf(stderr, "\n\npicolm: load %.2f s | prefill %d tokens %.2f s (%.1f tok/s) | generate %d tokens %.2f s (%.1f tok/s)\n",
+            st->load_s, st->n_prompt, st->prefill_s, st->n_prompt / (st->prefill_s > 0 ? st->prefill_s : 1e-9), st->n_gen,
+            st->decode_s, st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
+    fprintf(stderr, "picolm: backend %s, %d threads | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
+            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), st->rss_anon_kb / 1024.0,
+            (double)llama_kv_bytes_per_token(&m->hp, kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
+    rc = 0;
+done:
+    sampling_free(smp);
+    free_ctx(&c);
+    free(toks);
+    return rc;
+}
+
+/* ---------------- --fit ---------------- */
+
+int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen) {
+    const llama_hparams *hp = &e->model.hp;
+    const int kv = generate_kv_type(cfg->kv_type);
+    if (kv < 0) return fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
+    int n_ctx = cfg->context > 0 ? cfg->context : hp->n_ctx_train;
+    const double MB = 1 << 20;
+    const double weights = (double)e->model.gguf.size;
+    const double kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
+    llama_ctx c;
+    /* measure the buffers with a 1-token context, then scale the KV part */
+    if (build_ctx(&c, &e->model, 1, cfg->batch, kv, e->pool, err, errlen)) return -1;
+    const double bufs = (double)c.anon_bytes - kv_tok * 1 - 0;
+    free_ctx(&c);
+    const double rope = (double)hp->rope_dim * sizeof(float); /* cos+sin per position */
+    const double runtime = 4 * MB; /* code, stacks, plugin tables, allocator slack */
+    fprintf(out, "model        %s\n", cfg->model_path);
+    fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp->n_embd, hp->n_layer, hp->n_head,
+            hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
+    fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", weights / MB);
+    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", kv_tok * n_ctx / MB, cfg->kv_type, n_ctx, kv_tok / 1024);
+    fprintf(out, "RoPE tables  %8.1f MB\n", rope * n_ctx / MB);
+    fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", bufs / MB, cfg->batch);
+    fprintf(out, "runtime      %8.1f MB  (estimate)\n", runtime / MB);
+    const double resident = kv_tok * n_ctx + rope * n_ctx + bufs + runtime;
+    fprintf(out, "resident     %8.1f MB  anonymous, must fit in RAM\n", resident / MB);
+    if (cfg->ram_bytes) {
+        const double ram = (double)cfg->ram_bytes;
+        const double head = ram - resident - weights;
+        fprintf(out, "RAM          %8.1f MB\n", ram / MB);
+        fprintf(out, "headroom     %8.1f MB  after the resident set and the whole model cached%s\n", head / MB,
+                head < 0 ? " (negative: weights will be re-read from storage each token)" : "");
+        double fixed = bufs + runtime;
+        long max_ctx = (long)((ram - fixed) / (kv_tok + rope));
+        if (max_ctx > hp->n_ctx_train) max_ctx = hp->n_ctx_train;
+        if (max_ctx < 0) max_ctx = 0;
+        fprintf(out, "largest context that fits (resident set <= RAM): %ld tokens%s\n", max_ctx,
+                max_ctx >= hp->n_ctx_train ? " (the model's maximum)" : "");
+        long max_ctx_cached = (long)((ram - fixed - weights) / (kv_tok + rope));
+        if (max_ctx_cached > hp->n_ctx_train) max_ctx_cached = hp->n_ctx_train;
+        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_cached > 0 ? max_ctx_cached : 0);
+        if (resident > ram) fprintf(out, "verdict: DOES NOT FIT at context %d\n", n_ctx);
+        else fprintf(out, "verdict: fits at context %d\n", n_ctx);
+    }
+    return 0;
+}

@@ -1,0 +1,151 @@
+/* Differential test against llama.cpp: for every model in $PICOLM_SHARED/models
+   with reference logits, evaluate the reference tokens one position at a
+   time and compare (nRMSE per position, mean KL), check greedy continuations,
+   and check that batched prefill equals token-by-token evaluation.
+   PICOLM_BACKEND selects the backend (default auto). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine.h"
+
+static void *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(sz > 0 ? (size_t)sz : 1);
+    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) { free(p); p = NULL; }
+    fclose(f);
+    *n = (size_t)sz;
+    return p;
+}
+
+typedef struct cmp { double nrmse_max, kl_mean, top1; } cmp;
+
+static cmp compare(const float *ours, const float *ref, int npos, int nv) {
+    cmp r = {0, 0, 0};
+    for (int p = 0; p < npos; p++) {
+        const float *o = ours + (size_t)p * nv, *f = ref + (size_t)p * nv;
+        double mean = 0, var = 0, se = 0;
+        for (int i = 0; i < nv; i++) mean += f[i];
+        mean /= nv;
+        for (int i = 0; i < nv; i++) { var += (f[i] - mean) * (f[i] - mean); se += (double)(o[i] - f[i]) * (o[i] - f[i]); }
+        double nr = sqrt(se / nv) / (sqrt(var / nv) + 1e-12);
+        if (nr > r.nrmse_max || isnan(nr)) r.nrmse_max = isnan(nr) ? INFINITY : nr;
+        double mo = -INFINITY, mf = -INFINITY;
+        int ao = 0, af = 0;
+        for (int i = 0; i < nv; i++) {
+            if (o[i] > mo) { mo = o[i]; ao = i; }
+            if (f[i] > mf) { mf = f[i]; af = i; }
+        }
+        double zo = 0, zf = 0;
+        for (int i = 0; i < nv; i++) { zo += exp(o[i] - mo); zf += exp(f[i] - mf); }
+        double kl = 0;
+        for (int i = 0; i < nv; i++) {
+            double lpf = f[i] - mf - log(zf), lpo = o[i] - mo - log(zo);
+            kl += exp(lpf) * (lpf - lpo);
+        }
+        r.kl_mean += kl / npos;
+        r.top1 += (ao == af) / (double)npos;
+    }
+    return r;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void run_model(const char *shared, const char *name, const char *backend) {
+    char path[1024], tp[1024], lp[1024], gp[1024], err[1024];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, name);
+    snprintf(tp, sizeof tp, "%s/reference/logits/%s.tokens.i32", shared, name);
+    snprintf(lp, sizeof lp, "%s/reference/logits/%s.logits.f32", shared, name);
+    snprintf(gp, sizeof gp, "%s/reference/logits/%s.greedy.i32", shared, name);
+    size_t tn, ln, gn;
+    int32_t *toks = slurp(tp, &tn);
+    float *ref = slurp(lp, &ln);
+    int32_t *greedy = slurp(gp, &gn);
+    if (!toks || !ref || !greedy) { SKIP("%s: reference files missing", name); goto out; }
+    engine_opts o = {.model_path = path, .backend = backend, .threads = 2};
+    engine *e = build_engine(&o, err, sizeof err);
+    CHECK(e != NULL, "%s: loads (%s)", name, e ? "ok" : err);
+    if (!e) goto out;
+    const int n = (int)(tn / 4), nv = e->model.hp.n_vocab, ng = (int)(gn / 4);
+    CHECK(ln == (size_t)n * nv * 4, "%s: reference shape %d x %d", name, n, nv);
+    float *ours = malloc((size_t)n * nv * sizeof(float));
+    llama_ctx c;
+    if (build_ctx(&c, &e->model, n + ng + 1, 16, KV_F16, e->pool, err, sizeof err)) { CHECK(0, "%s: context: %s", name, err); free_engine(e); free(ours); goto out; }
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) ok = !llama_forward(&c, toks + i, 1, ours + (size_t)i * nv, err, sizeof err);
+    CHECK(ok, "%s: evaluates %d positions one at a time", name, n);
+    cmp r = compare(ours, ref, n, nv);
+    const int is_f = strstr(name, "-f32") || strstr(name, "-f16");
+    const double lim = is_f ? 0.01 : strstr(name, "-bf16") ? 0.03 : 0.10;
+    CHECK(r.nrmse_max <= lim, "%s: nRMSE max %.4f <= %.2f", name, r.nrmse_max, lim);
+    CHECK(r.kl_mean <= 1e-3, "%s: mean KL %.2e <= 1e-3 (top-1 agreement %.1f%%)", name, r.kl_mean, r.top1 * 100);
+
+    /* greedy continuation from the reference prompt */
+    int32_t eos = -1;
+    uint32_t ev;
+    if (!gguf_get_u32(&e->model.gguf, "tokenizer.ggml.eos_token_id", &ev)) eos = (int32_t)ev;
+    int same = 0, first_diff = -1;
+    int32_t tok = argmax(c.logits, nv);
+    for (int i = 0; i < ng; i++) {
+        if (tok == greedy[i]) same++;
+        else if (first_diff < 0) first_diff = i;
+        if (tok == eos || first_diff >= 0) break;
+        if (getenv("PICOLM_TEST_DEBUG")) printf("debug: %d: %d\n", i, tok);
+        if (llama_forward(&c, &tok, 1, NULL, err, sizeof err)) break;
+        tok = argmax(c.logits, nv);
+    }
+    if (strstr(name, "tiny-shakespeare-f32") || strstr(name, "tiny-shakespeare-f16") || strstr(name, "tiny-shakespeare-q8_0"))
+        CHECK(first_diff < 0 && same == ng, "%s: greedy continuation identical (%d/%d tokens)", name, same, ng);
+    else
+        printf("info: %s: greedy continuation agrees for the first %d of %d tokens\n", name, same, ng);
+
+    /* batched prefill (chunks of 16) must equal token-by-token evaluation */
+    llama_ctx cb;
+    float *batched = malloc((size_t)n * nv * sizeof(float));
+    if (!build_ctx(&cb, &e->model, n, 16, KV_F16, e->pool, err, sizeof err)) {
+        ok = 1;
+        for (int i = 0; i < n && ok; i += 16) ok = !llama_forward(&cb, toks + i, n - i < 16 ? n - i : 16, batched + (size_t)i * nv, err, sizeof err);
+        cmp rb = compare(batched, ours, n, nv);
+        cmp rr = compare(batched, ref, n, nv);
+        CHECK(ok && rb.nrmse_max <= 1e-3 && rr.nrmse_max <= lim && rr.kl_mean <= 1e-3,
+              "%s: batched prefill (16) vs one-at-a-time nRMSE %.2e, vs reference %.4f / KL %.1e", name, rb.nrmse_max,
+              rr.nrmse_max, rr.kl_mean);
+        free_ctx(&cb);
+    }
+    free(batched);
+    free_ctx(&c);
+    free(ours);
+    free_engine(e);
+out:
+    free(toks);
+    free(ref);
+    free(greedy);
+}
+
+int main(void) {
+    const char *shared = shared_dir("reference logits");
+    if (!shared) return 0;
+    const char *backend = getenv("PICOLM_BACKEND");
+    static const char *models[] = {
+        "tiny-shakespeare-f32", "tiny-shakespeare-f16", "tiny-shakespeare-bf16", "tiny-shakespeare-q8_0",
+        "tiny-shakespeare-q4_0", "tiny-shakespeare-q4_1", "tiny-shakespeare-q5_0", "tiny-shakespeare-q5_1",
+        "tiny-shakespeare-q2_k", "tiny-shakespeare-q3_k", "tiny-shakespeare-q4_k", "tiny-shakespeare-q5_k",
+        "tiny-shakespeare-q6_k", "tiny-shakespeare-q4_k_m", "tiny-shakespeare-iq4_nl", "tiny-shakespeare-iq4_xs",
+        "rand-spm-q8_0", "rand-spm-q4_k_m"};
+    const char *only = getenv("PICOLM_TEST_MODEL"); /* e.g. "q4_k" to run one model */
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+        if (!only || strstr(models[i], only)) run_model(shared, models[i], backend ? backend : "auto");
+    return CHECK_DONE();
+}
