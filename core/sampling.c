@@ -8,7 +8,7 @@
 
 #define MAX_STAGES 16
 
-const char *const SAMPLING_CORE_KEYS[] = {"chain", "sampler_chain", "samplers", "seed", NULL};
+const char *const SAMPLING_CORE_KEYS[] = {"chain", NULL};
 
 /* the typed config fields, passed to every plugin as parameters */
 static const char *const TYPED_KEYS[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty",

@@ -115,35 +115,29 @@ static int begin_value(jstate *s, unsigned c) {
    utf8_ok = 0 forbids non-ASCII bytes (the vocabulary could not finish a
    multi-byte character one byte at a time). */
 static int step(jstate *s, unsigned c, int utf8_ok) {
-    if (s->mode <= M_AFTER) { /* structural modes: whitespace may appear */
+    if (s->mode <= M_AFTER) { /* structural modes: whitespace may appear (only here) */
         if (is_ws(c)) return ++s->ws <= JSON_MAX_WS;
         s->ws = 0;
     }
     switch (s->mode) {
     case M_START:
-        if (is_ws(c)) return 1;
         if (c == '{' || c == '[') return open_container(s, c == '{');
         return 0;
     case M_VALUE:
-        return is_ws(c) || begin_value(s, c);
+        return begin_value(s, c);
     case M_ARR_FIRST:
-        if (is_ws(c)) return 1;
         return c == ']' ? close_container(s, c) : begin_value(s, c);
     case M_OBJ_FIRST:
-        if (is_ws(c)) return 1;
         if (c == '}') return close_container(s, c);
         if (c == '"') { s->mode = M_STR; s->key = 1; return 1; }
         return 0;
     case M_OBJ_KEY:
-        if (is_ws(c)) return 1;
         if (c == '"') { s->mode = M_STR; s->key = 1; return 1; }
         return 0;
     case M_COLON:
-        if (is_ws(c)) return 1;
         if (c == ':') { s->mode = M_VALUE; return 1; }
         return 0;
     case M_AFTER:
-        if (is_ws(c)) return 1;
         if (c == ',') { s->mode = top_is_object(s) ? M_OBJ_KEY : M_VALUE; return 1; }
         return close_container(s, c);
     case M_STR:
