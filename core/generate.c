@@ -125,9 +125,12 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     llama_ctx c;
     memset(&c, 0, sizeof c);
 
+    /* the model cannot attend further than it was trained to: clamp */
     int n_ctx = cfg->context > 0 ? cfg->context : m->hp.n_ctx_train;
-    if (n_ctx > m->hp.n_ctx_train)
-        fprintf(stderr, "picolm: warning: context %d exceeds the model's training context %d\n", n_ctx, m->hp.n_ctx_train);
+    if (n_ctx > m->hp.n_ctx_train) {
+        if (cfg->verbose) fprintf(stderr, "picolm: context %d clamped to the model's %d\n", n_ctx, m->hp.n_ctx_train);
+        n_ctx = m->hp.n_ctx_train;
+    }
     const int kv = generate_kv_type(cfg->kv_type);
     if (kv < 0) return fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
 

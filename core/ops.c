@@ -30,9 +30,10 @@ static inline float round_f16(float x) { return picolm_half_to_float(picolm_floa
 /* y is an f16 accumulator held in floats: both steps round to f16, as
    ggml_vec_scale_f16 followed by ggml_vec_mad_f16 do. */
 void ref_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
-    if (scale != 1.0f)
-        for (int i = 0; i < n; i++) y[i] = round_f16(y[i] * scale);
-    for (int i = 0; i < n; i++) y[i] = round_f16(y[i] + a * picolm_half_to_float(v[i]));
+    for (int i = 0; i < n; i++) {
+        const float yy = scale != 1.0f ? round_f16(y[i] * scale) : y[i];
+        y[i] = round_f16(fmaf(a, picolm_half_to_float(v[i]), yy));
+    }
 }
 
 void ref_swiglu(float *g, const float *u, int n) {

@@ -653,28 +653,21 @@ static float avx2_dot_f32_f16(const float *a, const uint16_t *b, int n) {
     for (; i < n; i++) s += a[i] * picolm_half_to_float(b[i]);
     return s;
 }
+/* f16 accumulator held in floats (see plugin.h): round after each step */
+static inline __m256 x86_round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
 static void avx2_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
     const __m256 vs = _mm256_set1_ps(scale), va = _mm256_set1_ps(a);
     int i = 0;
+    if (scale != 1.0f)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), x86_round_f16(_mm256_mul_ps(_mm256_loadu_ps(y + i), vs))));
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), _mm256_mul_ps(_mm256_loadu_ps(y + i), vs)));
-    for (; i < n; i++) y[i] = y[i] * scale + a * picolm_half_to_float(v[i]);
-}
-static void avx2_rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-        s0 = _mm256_fmadd_ps(a, a, s0);
-        s1 = _mm256_fmadd_ps(b, b, s1);
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), _mm256_loadu_ps(y + i)));
+    for (int j = 0; j < i; j += 8) _mm256_storeu_ps(y + j, x86_round_f16(_mm256_loadu_ps(y + j)));
+    for (; i < n; i++) {
+        const float yy = scale != 1.0f ? picolm_half_to_float(picolm_float_to_half(y[i] * scale)) : y[i];
+        y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
     }
-    float ss = x86_hsum_ps(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) ss += x[i] * x[i];
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    const __m256 vi = _mm256_set1_ps(inv);
-    for (i = 0; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi), _mm256_loadu_ps(w + i)));
-    for (; i < n; i++) o[i] = x[i] * inv * w[i];
 }
 /* expf for 8 lanes, ~1 ulp on [-87, 88] (Cody-Waite reduction + degree-6
    polynomial); saturates to 0 / +inf outside, NaN propagates. */

@@ -229,7 +229,7 @@ HIDDEN const picolm_backend_vtable picolm_avx512_vtable = {
     .n_act_quants = sizeof avx512_act_quants / sizeof avx512_act_quants[0],
     .act_quants = avx512_act_quants,
     .score = avx512_score,
-    .rmsnorm = avx2_rmsnorm,
+    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
     .dot_f32 = avx2_dot_f32,
     .dot_f32_f16 = avx2_dot_f32_f16,
     .scale_axpy_f16 = avx2_scale_axpy_f16,

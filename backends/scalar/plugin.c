@@ -5,12 +5,6 @@
 #include "picolm/fp16.h"
 #include <math.h>
 
-static void scalar_rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = 0; i < n; i++) o[i] = x[i] * inv * w[i];
-}
 /* four partial sums: lets the compiler vectorise and keeps the error low */
 static float scalar_dot_f32(const float *a, const float *b, int n) {
     float s[4] = { 0, 0, 0, 0 };
@@ -28,8 +22,12 @@ static float scalar_dot_f32_f16(const float *a, const uint16_t *b, int n) {
     for (; i < n; i++) s[0] += a[i] * picolm_half_to_float(b[i]);
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
+/* f16 accumulator held in floats (see plugin.h): round after each step */
 static void scalar_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
-    for (int i = 0; i < n; i++) y[i] = y[i] * scale + a * picolm_half_to_float(v[i]);
+    for (int i = 0; i < n; i++) {
+        const float yy = scale != 1.0f ? picolm_half_to_float(picolm_float_to_half(y[i] * scale)) : y[i];
+        y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
+    }
 }
 static void scalar_swiglu(float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
@@ -46,7 +44,7 @@ static const picolm_backend_vtable scalar_vtable = {
     .act_quant_size = sizeof(picolm_act_quant),
     .n_act_quants = 0,
     .act_quants = NULL,
-    .rmsnorm = scalar_rmsnorm,
+    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
     .dot_f32 = scalar_dot_f32,
     .dot_f32_f16 = scalar_dot_f32_f16,
     .scale_axpy_f16 = scalar_scale_axpy_f16,

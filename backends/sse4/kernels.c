@@ -194,14 +194,6 @@ static float sse4_dot_f32(const float *a, const float *b, int n) {
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
-static void sse4_rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
-    const float inv = 1.0f / sqrtf(sse4_dot_f32(x, x, n) / (float)n + eps);
-    const __m128 vi = _mm_set1_ps(inv);
-    int i = 0;
-    for (; i + 4 <= n; i += 4)
-        _mm_storeu_ps(o + i, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vi), _mm_loadu_ps(w + i)));
-    for (; i < n; i++) o[i] = x[i] * inv * w[i];
-}
 
 #define K(T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, sse4_vec_dot_##name, sse4_gemm_##name }
 static const picolm_kernel sse4_kernels[] = {
@@ -216,6 +208,6 @@ __attribute__((visibility("hidden"))) const picolm_backend_vtable picolm_sse4_vt
     .act_quant_size = sizeof(picolm_act_quant),
     .n_act_quants = 0,
     .act_quants = NULL,
-    .rmsnorm = sse4_rmsnorm,
+    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
     .dot_f32 = sse4_dot_f32,
 };
