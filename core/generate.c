@@ -1,6 +1,7 @@
 #include "generate.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -179,11 +180,17 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     out_init(&out, cfg, stdout);
     const int32_t eos = tokenizer_eos(e->tok);
     t = now_s();
-    int budget = cfg->max_tokens;
+    /* -n < 0: until EOS or the context is full */
+    const int budget = cfg->max_tokens < 0 ? INT32_MAX : cfg->max_tokens;
     for (int i = 0; i < budget; i++) {
         int32_t tok;
-        if (sampling_sample(smp, c.logits, budget - i, &tok, err, errlen)) goto done;
-        if (tok == eos && !cfg->ignore_eos) break;
+        /* tokens that can still be printed: the generation budget or the
+           room left in the context, whichever is smaller (--json closes
+           its document within it) */
+        const int32_t room = c.n_ctx - c.n_past + 1;
+        const int32_t left = budget - i < room ? budget - i : room;
+        if (sampling_sample(smp, c.logits, left, &tok, err, errlen)) goto done;
+        if (tok == eos && (!cfg->ignore_eos || cfg->json_mode)) break;
         sampling_accept(smp, tok);
         st->n_gen++;
         size_t pl;

@@ -152,6 +152,9 @@ static int parse_kv(cursor *c, gguf_kv *kv, const gguf_limits *lim, uint64_t idx
     return 0;
 }
 
+/* Format the message first (it may read f), then release f. */
+#define BAD(...) do { fail(__VA_ARGS__); gguf_close(f); return -1; } while (0)
+
 int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *lim, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     if (!lim) lim = &gguf_default_limits;
@@ -176,66 +179,61 @@ int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *l
                     (unsigned long long)nt, (unsigned long long)nkv, size);
     f->kv = calloc(nkv ? nkv : 1, sizeof *f->kv);
     f->tensors = calloc(nt ? nt : 1, sizeof *f->tensors);
-    if (!f->kv || !f->tensors) { gguf_close(f); return fail(err, errlen, "out of memory"); }
+    if (!f->kv || !f->tensors) BAD(err, errlen, "out of memory");
     for (uint64_t i = 0; i < nkv; i++) {
         f->n_kv = i + 1; /* so gguf_close frees what parse_kv allocated */
         if (parse_kv(&c, &f->kv[i], lim, i, err, errlen)) { gguf_close(f); return -1; }
         for (uint64_t j = 0; j < i; j++)
-            if (f->kv[j].key.len == f->kv[i].key.len && !memcmp(f->kv[j].key.ptr, f->kv[i].key.ptr, f->kv[i].key.len)) {
-                fail(err, errlen, "duplicate metadata key '%.*s'", (int)(f->kv[i].key.len > 200 ? 200 : f->kv[i].key.len), f->kv[i].key.ptr);
-                gguf_close(f);
-                return -1;
-            }
+            if (f->kv[j].key.len == f->kv[i].key.len && !memcmp(f->kv[j].key.ptr, f->kv[i].key.ptr, f->kv[i].key.len))
+                BAD(err, errlen, "duplicate metadata key '%.*s'", (int)(f->kv[i].key.len > 200 ? 200 : f->kv[i].key.len), f->kv[i].key.ptr);
     }
     f->n_kv = nkv;
     f->alignment = 32;
     const gguf_kv *al = gguf_find_kv(f, "general.alignment");
     if (al) {
         if (al->type != GGUF_UINT32 || al->v.u == 0 || (al->v.u & (al->v.u - 1)) || al->v.u > (1u << 20)) {
-            gguf_close(f);
-            return fail(err, errlen, "general.alignment must be a power-of-two u32 (<= 1 MiB)");
+            BAD(err, errlen, "general.alignment must be a power-of-two u32 (<= 1 MiB)");
         }
         f->alignment = al->v.u;
     }
     for (uint64_t i = 0; i < nt; i++) {
         gguf_tensor *t = &f->tensors[i];
         int r = rd_str(&c, &t->name, 1024);
-        if (r) { gguf_close(f); return fail(err, errlen, "tensor #%llu: name %s", (unsigned long long)i, r == -1 ? "truncated" : "too long (> 1024 bytes) or overruns the file"); }
+        if (r) BAD(err, errlen, "tensor #%llu: name %s", (unsigned long long)i, r == -1 ? "truncated" : "too long (> 1024 bytes) or overruns the file");
         const int nl = (int)t->name.len;
-        if (rd(&c, &t->n_dims, 4)) { gguf_close(f); return fail(err, errlen, "tensor '%.*s': truncated", nl, t->name.ptr); }
+        if (rd(&c, &t->n_dims, 4)) BAD(err, errlen, "tensor '%.*s': truncated", nl, t->name.ptr);
         if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) {
-            gguf_close(f);
-            return fail(err, errlen, "tensor '%.*s': %u dimensions (supported: 1..%d)", nl, t->name.ptr, t->n_dims, GGUF_MAX_DIMS);
+            BAD(err, errlen, "tensor '%.*s': %u dimensions (supported: 1..%d)", nl, t->name.ptr, t->n_dims, GGUF_MAX_DIMS);
         }
         int64_t nel = 1;
         for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             uint64_t ne;
-            if (rd(&c, &ne, 8)) { gguf_close(f); return fail(err, errlen, "tensor '%.*s': truncated shape", nl, t->name.ptr); }
+            if (rd(&c, &ne, 8)) BAD(err, errlen, "tensor '%.*s': truncated shape", nl, t->name.ptr);
             if (ne == 0 || ne > (uint64_t)lim->max_dim) {
-                gguf_close(f);
-                return fail(err, errlen, "tensor '%.*s': dimension %u is %llu (allowed 1..%lld)", nl, t->name.ptr, d,
+                BAD(err, errlen, "tensor '%.*s': dimension %u is %llu (allowed 1..%lld)", nl, t->name.ptr, d,
                             (unsigned long long)ne, (long long)lim->max_dim);
             }
-            if ((int64_t)ne > INT64_MAX / nel) { gguf_close(f); return fail(err, errlen, "tensor '%.*s': element count overflows", nl, t->name.ptr); }
+            if ((int64_t)ne > INT64_MAX / nel) BAD(err, errlen, "tensor '%.*s': element count overflows", nl, t->name.ptr);
             t->ne[d] = (int64_t)ne;
             nel *= (int64_t)ne;
         }
         t->nelements = nel;
-        if (rd(&c, &t->type, 4) || rd(&c, &t->offset, 8)) { gguf_close(f); return fail(err, errlen, "tensor '%.*s': truncated", nl, t->name.ptr); }
+        if (rd(&c, &t->type, 4) || rd(&c, &t->offset, 8)) BAD(err, errlen, "tensor '%.*s': truncated", nl, t->name.ptr);
         if (t->offset % f->alignment) {
-            gguf_close(f);
-            return fail(err, errlen, "tensor '%.*s': data offset %llu is not a multiple of the alignment %llu", nl, t->name.ptr,
+            BAD(err, errlen, "tensor '%.*s': data offset %llu is not a multiple of the alignment %llu", nl, t->name.ptr,
                         (unsigned long long)t->offset, (unsigned long long)f->alignment);
         }
     }
     f->n_tensors = nt;
     uint64_t off = c.pos;
     off = (off + f->alignment - 1) / f->alignment * f->alignment;
-    if (nt > 0 && off > size) { gguf_close(f); return fail(err, errlen, "file truncated before the tensor data section"); }
+    if (nt > 0 && off > size) BAD(err, errlen, "file truncated before the tensor data section");
     f->data_offset = off;
     return 0;
 }
+
+#undef BAD
 
 typedef struct span { uint64_t start, end; uint64_t idx; } span;
 static int span_cmp(const void *a, const void *b) {
