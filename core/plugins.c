@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "gguf.h"
 #include "ops.h"
 #include "threadpool.h"
 
@@ -411,7 +412,7 @@ void registry_print(const pl_registry *r, const char *chosen, void *stream) {
                 fprintf(out, "             kernels:");
                 for (uint32_t j = 0; j < v->n_kernels; j++) {
                     const picolm_kernel *kk = (const picolm_kernel *)((const char *)v->kernels + (size_t)j * v->kernel_size);
-                    fprintf(out, " %u%s", kk->type_id, kk->gemm ? "+gemm" : "");
+                    fprintf(out, " %s%s", gguf_type_name(kk->type_id), kk->gemm ? "+gemm" : "");
                 }
                 fprintf(out, "%s\n", v->n_kernels ? "" : " (none: reference fallback)");
             }
