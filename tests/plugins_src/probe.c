@@ -48,7 +48,7 @@ static int probe_apply(void *state, picolm_candidates *c, char *err, size_t errl
 static int probe_score(uint64_t f) { (void)f; mark("score"); return 0; }
 static void probe_deq(const void *s, float *d, int64_t n) { (void)s; (void)d; (void)n; mark("dequantize"); }
 
-static const picolm_sampler_vtable sampler_vt = {
+__attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
 #ifdef CASE_SMALLVTABLE
     .struct_size = 4,
 #else
@@ -68,13 +68,13 @@ static const picolm_sampler_vtable sampler_vt = {
 /* a format table whose one entry has an out-of-range type id */
 static const picolm_format bad_formats[1] = {{.type_id = 5000, .name = "BAD", .block_size = 1, .type_size = 4,
                                               .dequantize_row = probe_deq}};
-static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), sizeof(picolm_format), 1, bad_formats};
+__attribute__((unused)) static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), sizeof(picolm_format), 1, bad_formats};
 /* a backend table claiming 3 kernels with no array */
-static const picolm_backend_vtable backend_vt = {.struct_size = sizeof(picolm_backend_vtable),
+__attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct_size = sizeof(picolm_backend_vtable),
                                                  .kernel_size = sizeof(picolm_kernel), .n_kernels = 3,
                                                  .score = probe_score};
 
-static const picolm_plugin desc = {
+__attribute__((unused)) static const picolm_plugin desc = {
 #ifdef CASE_ABI
     .abi_version = PICOLM_ABI_VERSION + 1,
 #else
