@@ -1,0 +1,380 @@
+/* Random-weight model synthesis: see synth.h. */
+#include "synth.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gguf_write.h"
+#include "threadpool.h"
+
+const synth_shape synth_shapes[] = {
+    /* name        dim  layers heads kv   ffn    vocab  ctx */
+    {"tinyllama", 2048, 22, 32, 4, 5632, 32000, 2048},  /* TinyLlama-1.1B */
+    {"tiny", 256, 4, 8, 4, 768, 32000, 512},            /* seconds to make, for tests */
+    {"small", 768, 12, 12, 4, 2048, 32000, 1024},
+    {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096},  /* Llama-2-7B */
+    {NULL, 0, 0, 0, 0, 0, 0, 0},
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Mixes with llama.cpp's per-tensor rule; anything else is a pure type. */
+typedef struct synth_mix {
+    const char *name;
+    uint32_t base;
+    uint32_t ftype; /* LLAMA_FTYPE_* */
+} synth_mix;
+static const synth_mix MIXES[] = {
+    {"Q4_K_M", PICOLM_TYPE_Q4_K, 15},
+    {"Q5_K_M", PICOLM_TYPE_Q5_K, 17},
+};
+
+/* llama.cpp's general.file_type for a pure type (its "mostly T" numbers). */
+static int pure_ftype(uint32_t t) {
+    switch (t) {
+    case PICOLM_TYPE_F32: return 0;
+    case PICOLM_TYPE_F16: return 1;
+    case PICOLM_TYPE_Q4_0: return 2;
+    case PICOLM_TYPE_Q4_1: return 3;
+    case PICOLM_TYPE_Q8_0: return 7;
+    case PICOLM_TYPE_Q5_0: return 8;
+    case PICOLM_TYPE_Q5_1: return 9;
+    case PICOLM_TYPE_Q2_K: return 10;
+    case PICOLM_TYPE_Q3_K: return 11;
+    case PICOLM_TYPE_Q4_K: return 14;
+    case PICOLM_TYPE_Q5_K: return 16;
+    case PICOLM_TYPE_Q6_K: return 18;
+    case PICOLM_TYPE_IQ4_NL: return 25;
+    case PICOLM_TYPE_IQ4_XS: return 30;
+    case PICOLM_TYPE_BF16: return 32;
+    default: return -1;
+    }
+}
+
+int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen) {
+    const char *colon = spec ? strchr(spec, ':') : NULL;
+    if (!colon || colon == spec || !colon[1]) return fail(err, errlen, "synth spec '%s' is not SHAPE:TYPE (e.g. tinyllama:Q4_K_M)", spec ? spec : "");
+    const size_t sl = (size_t)(colon - spec);
+    const synth_shape *s = NULL;
+    for (const synth_shape *p = synth_shapes; p->name; p++)
+        if (strlen(p->name) == sl && !strncasecmp(p->name, spec, sl)) s = p;
+    if (!s) {
+        char names[256] = "";
+        for (const synth_shape *p = synth_shapes; p->name; p++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", p->name);
+        return fail(err, errlen, "unknown synth shape '%.*s' (known: %s)", (int)sl, spec, names);
+    }
+    *shape = *s;
+    if (strlen(colon + 1) >= type_len) return fail(err, errlen, "synth type name too long");
+    size_t i = 0;
+    for (const char *c = colon + 1; *c; c++) type[i++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    type[i] = 0;
+    return 0;
+}
+
+void synth_default_path(const char *spec, char *buf, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    char s[128];
+    size_t i = 0;
+    for (; spec[i] && i + 1 < sizeof s; i++) s[i] = spec[i] == ':' || spec[i] == '/' ? '-' : spec[i];
+    s[i] = 0;
+    snprintf(buf, n, "%s/picolm-synth-%s.gguf", tmp, s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Random rows                                                               */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Approximately N(0, std): the sum of four 16-bit uniforms (Irwin-Hall),
+   centred and scaled; one 64-bit draw per value keeps synthesis fast. */
+static void normal_row(float *x, int64_t n, uint64_t seed, float std) {
+    uint64_t s = seed;
+    const float k = std * 1.7320508f / 65536.0f; /* sqrt(3): var of the sum of 4 U(0,1) is 1/3 */
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t r = splitmix64(&s);
+        const int32_t sum = (int32_t)(r & 0xffff) + (int32_t)((r >> 16) & 0xffff) + (int32_t)((r >> 32) & 0xffff) +
+                            (int32_t)(r >> 48) - 2 * 65536;
+        x[i] = (float)sum * k;
+    }
+}
+
+typedef struct synth_job {
+    uint64_t seed;
+    int64_t cols;
+    picolm_from_float_fn quant; /* NULL: F32 rows written as is */
+    uint8_t *dst;
+    size_t row_bytes;
+    float **scratch;
+} synth_job;
+
+static void synth_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
+    const synth_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        float *x = j->quant ? j->scratch[tid] : (float *)(j->dst + (size_t)r * j->row_bytes);
+        normal_row(x, j->cols, j->seed ^ ((uint64_t)r * 0xD1B54A32D192ED03ull), 0.02f);
+        if (j->quant) j->quant(x, j->dst + (size_t)r * j->row_bytes, j->cols);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metadata helpers (the writer takes reader-style pairs)                    */
+/* ------------------------------------------------------------------------ */
+
+static gguf_str gs(const char *s) { return (gguf_str){strlen(s), s}; }
+
+static int set_f32(gguf_writer *w, const char *key, float v) {
+    gguf_kv kv = {.key = gs(key), .type = GGUF_FLOAT32};
+    kv.v.f = v;
+    return gguf_writer_copy_kv(w, &kv);
+}
+static int set_bool(gguf_writer *w, const char *key, int v) {
+    gguf_kv kv = {.key = gs(key), .type = GGUF_BOOL};
+    kv.v.u = v ? 1 : 0;
+    return gguf_writer_copy_kv(w, &kv);
+}
+static int set_arr(gguf_writer *w, const char *key, uint32_t et, uint64_t n, const void *data, gguf_str *strs) {
+    gguf_kv kv = {.key = gs(key), .type = GGUF_ARRAY};
+    kv.v.arr.type = et;
+    kv.v.arr.n = n;
+    kv.v.arr.data = data;
+    kv.v.arr.strs = strs;
+    return gguf_writer_copy_kv(w, &kv);
+}
+
+/* Minimal SentencePiece-style vocabulary: <unk> <s> </s>, the 256 byte
+   tokens, then filler pieces "▁w<N>" (the bench only needs token ids). */
+static int write_vocab(gguf_writer *w, int n_vocab) {
+    const int n_fixed = 3 + 256;
+    char *text = malloc((size_t)n_vocab * 16);
+    gguf_str *strs = malloc((size_t)n_vocab * sizeof *strs);
+    float *scores = malloc((size_t)n_vocab * sizeof *scores);
+    int32_t *types = malloc((size_t)n_vocab * sizeof *types);
+    int bad = !text || !strs || !scores || !types;
+    for (int i = 0; !bad && i < n_vocab; i++) {
+        char *t = text + (size_t)i * 16;
+        if (i == 0) snprintf(t, 16, "<unk>"), types[i] = 2;
+        else if (i == 1) snprintf(t, 16, "<s>"), types[i] = 3;
+        else if (i == 2) snprintf(t, 16, "</s>"), types[i] = 3;
+        else if (i < n_fixed) snprintf(t, 16, "<0x%02X>", i - 3), types[i] = 6;
+        else snprintf(t, 16, "\xe2\x96\x81w%d", i - n_fixed), types[i] = 1;
+        scores[i] = i < n_fixed ? 0.0f : -(float)(i - n_fixed);
+        strs[i] = gs(t);
+    }
+    bad = bad || gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") ||
+          set_arr(w, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_vocab, NULL, strs) ||
+          set_arr(w, "tokenizer.ggml.scores", GGUF_FLOAT32, (uint64_t)n_vocab, scores, NULL) ||
+          set_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, (uint64_t)n_vocab, types, NULL) ||
+          gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1) || gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2) ||
+          gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0) || set_bool(w, "tokenizer.ggml.add_bos_token", 1) ||
+          set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    free(text);
+    free(strs);
+    free(scores);
+    free(types);
+    return bad ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The model                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct stensor {
+    char name[64];
+    int64_t ne[2];
+    uint32_t n_dims, type;
+    uint64_t nbytes;
+    int norm; /* 1-D, all ones */
+} stensor;
+
+/* llama.cpp's use_more_bits: first and last eighth of the layers, and every third between. */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* fmt holds "%d" for the layer when layer >= 0; rows == 1 makes a norm vector (F32 ones). */
+static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t rows, uint32_t type) {
+    if (layer >= 0) snprintf(t->name, sizeof t->name, fmt, layer);
+    else snprintf(t->name, sizeof t->name, "%s", fmt);
+    t->ne[0] = cols;
+    t->ne[1] = rows;
+    t->n_dims = rows > 1 ? 2 : 1;
+    t->type = type;
+    t->norm = rows == 1;
+}
+
+static uint32_t find_type(const pl_dispatch *d, const char *name) {
+    for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+        const picolm_format *f = d->types[t].fmt;
+        if (f && (f->flags & PICOLM_FMT_WEIGHT) && !strcasecmp(f->name, name)) return t;
+    }
+    return UINT32_MAX;
+}
+
+int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct threadpool *pool, FILE *progress, char *err,
+                size_t errlen) {
+    synth_shape s;
+    char tname[32];
+    if (synth_parse(spec, &s, tname, sizeof tname, err, errlen)) return -1;
+    const synth_mix *mix = NULL;
+    for (size_t i = 0; i < sizeof MIXES / sizeof *MIXES; i++)
+        if (!strcmp(MIXES[i].name, tname)) mix = &MIXES[i];
+    const uint32_t base = mix ? mix->base : find_type(d, tname);
+    if (base == UINT32_MAX) return fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
+    const uint32_t hi = mix ? PICOLM_TYPE_Q6_K : base; /* the mixes' "more bits" type */
+    const uint32_t need[2] = {base, hi};
+    for (int i = 0; i < 2; i++) {
+        const picolm_format *f = d->types[need[i]].fmt;
+        if (!f || (need[i] != PICOLM_TYPE_F32 && !f->quantize_row))
+            return fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(need[i]));
+    }
+    const int hd = s.n_embd / s.n_head, qd = s.n_embd, kvd = hd * s.n_head_kv;
+
+    /* Tensor list in llama.cpp's order (non-layer first, then by layer). */
+    const int n_t = 3 + 9 * s.n_layer;
+    stensor *ts = calloc((size_t)n_t, sizeof *ts);
+    if (!ts) return fail(err, errlen, "out of memory");
+    int k = 0;
+    add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab, base);
+    add_t(&ts[k++], "output_norm.weight", -1, s.n_embd, 1, PICOLM_TYPE_F32);
+    add_t(&ts[k++], "output.weight", -1, s.n_embd, s.n_vocab, hi);
+    for (int l = 0; l < s.n_layer; l++) {
+        const uint32_t more = more_bits(l, s.n_layer) ? hi : base;
+        add_t(&ts[k++], "blk.%d.attn_norm.weight", l, s.n_embd, 1, PICOLM_TYPE_F32);
+        add_t(&ts[k++], "blk.%d.attn_q.weight", l, s.n_embd, qd, base);
+        add_t(&ts[k++], "blk.%d.attn_k.weight", l, s.n_embd, kvd, base);
+        add_t(&ts[k++], "blk.%d.attn_v.weight", l, s.n_embd, kvd, more);
+        add_t(&ts[k++], "blk.%d.attn_output.weight", l, qd, s.n_embd, base);
+        add_t(&ts[k++], "blk.%d.ffn_norm.weight", l, s.n_embd, 1, PICOLM_TYPE_F32);
+        add_t(&ts[k++], "blk.%d.ffn_gate.weight", l, s.n_embd, s.n_ff, base);
+        add_t(&ts[k++], "blk.%d.ffn_up.weight", l, s.n_embd, s.n_ff, base);
+        add_t(&ts[k++], "blk.%d.ffn_down.weight", l, s.n_ff, s.n_embd, more);
+    }
+
+    int rc = -1;
+    gguf_writer *w = gguf_writer_new();
+    FILE *of = NULL;
+    char tmp[4096] = "";
+    uint8_t *buf = NULL;
+    float **scratch = NULL;
+    const int nthr = pool ? threadpool_size(pool) : 1;
+    uint64_t max_bytes = 0, total = 0;
+    int64_t max_cols = 0;
+    if (!w) { fail(err, errlen, "out of memory"); goto done; }
+    for (int i = 0; i < n_t; i++) {
+        const picolm_format *f = d->types[ts[i].type].fmt;
+        if (ts[i].ne[0] % f->block_size) {
+            fail(err, errlen, "%s: row length %lld is not a multiple of %s's block size %u", ts[i].name, (long long)ts[i].ne[0],
+                 f->name, f->block_size);
+            goto done;
+        }
+        ts[i].nbytes = (uint64_t)dispatch_row_size(d, ts[i].type, ts[i].ne[0]) * (uint64_t)ts[i].ne[1];
+        if (ts[i].nbytes > max_bytes) max_bytes = ts[i].nbytes;
+        if (ts[i].ne[0] > max_cols) max_cols = ts[i].ne[0];
+        total += ts[i].nbytes;
+    }
+
+    /* Metadata: what llama.cpp's converter writes for a Llama, plus the vocabulary. */
+    char name[96];
+    snprintf(name, sizeof name, "picolm-synth %s %s (random weights)", s.name, tname);
+    const int ft = mix ? (int)mix->ftype : pure_ftype(base);
+    int bad = gguf_writer_set_str(w, "general.architecture", "llama") || gguf_writer_set_str(w, "general.name", name) ||
+              gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s.n_ctx) ||
+              gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s.n_embd) ||
+              gguf_writer_set_u32(w, "llama.block_count", (uint32_t)s.n_layer) ||
+              gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)s.n_ff) ||
+              gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hd) ||
+              gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)s.n_head) ||
+              gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)s.n_head_kv) ||
+              set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) || set_f32(w, "llama.rope.freq_base", 10000.0f) ||
+              gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)s.n_vocab) ||
+              (ft >= 0 && gguf_writer_set_u32(w, "general.file_type", (uint32_t)ft)) ||
+              gguf_writer_set_u32(w, "general.quantization_version", 2) || write_vocab(w, s.n_vocab);
+    for (int i = 0; !bad && i < n_t; i++)
+        bad = gguf_writer_add_tensor(w, ts[i].name, strlen(ts[i].name), ts[i].n_dims, ts[i].ne, ts[i].type, ts[i].nbytes);
+    if (bad) { fail(err, errlen, "out of memory building the header"); goto done; }
+
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) { fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno)); tmp[0] = 0; goto done; }
+    {
+        const mode_t um = umask(0);
+        umask(um);
+        if (fchmod(fd, 0666 & ~um)) { /* keep 0600: not fatal */ }
+    }
+    of = fdopen(fd, "wb");
+    if (!of) { close(fd); fail(err, errlen, "cannot open %s", tmp); goto done; }
+    if (gguf_writer_write_header(w, of, err, errlen)) goto done;
+    buf = malloc((size_t)max_bytes);
+    scratch = calloc((size_t)nthr, sizeof *scratch);
+    if (!buf || !scratch) { fail(err, errlen, "out of memory"); goto done; }
+    for (int i = 0; i < nthr; i++)
+        if (!(scratch[i] = malloc((size_t)max_cols * sizeof(float)))) { fail(err, errlen, "out of memory"); goto done; }
+
+    if (progress) fprintf(progress, "synth: %s -> %s: %d tensors, %.1f MB, %d thread%s\n", spec, path, n_t, total / 1e6, nthr, nthr == 1 ? "" : "s");
+    const double t0 = now_s();
+    uint64_t done_bytes = 0;
+    for (int i = 0; i < n_t; i++) {
+        const stensor *t = &ts[i];
+        if (t->norm) {
+            float *x = (float *)buf;
+            for (int64_t j = 0; j < t->ne[0]; j++) x[j] = 1.0f;
+        } else {
+            synth_job j = {.seed = 0x5EED0000ull + (uint64_t)i * 0x9E3779B97F4A7C15ull, .cols = t->ne[0],
+                           .quant = t->type == PICOLM_TYPE_F32 ? NULL : d->types[t->type].fmt->quantize_row, .dst = buf,
+                           .row_bytes = dispatch_row_size(d, t->type, t->ne[0]), .scratch = scratch};
+            threadpool_run(pool, t->ne[1], synth_rows, &j);
+        }
+        if (gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
+        done_bytes += t->nbytes;
+        /* progress: the big non-layer tensors and each finished layer */
+        if (progress && (i < 3 ? !t->norm : (i - 3) % 9 == 8)) {
+            char what[64];
+            if (i < 3) snprintf(what, sizeof what, "%s", t->name);
+            else snprintf(what, sizeof what, "layer %d/%d", (i - 3) / 9 + 1, s.n_layer);
+            fprintf(progress, "synth: %-20s %3.0f%%  %7.1f MB  %5.1f s\n", what, 100.0 * done_bytes / total, done_bytes / 1e6,
+                    now_s() - t0);
+        }
+    }
+    if (fflush(of) || fsync(fileno(of))) { fail(err, errlen, "write error on %s: %s", tmp, strerror(errno)); goto done; }
+    if (fclose(of)) { of = NULL; fail(err, errlen, "write error on %s", tmp); goto done; }
+    of = NULL;
+    if (rename(tmp, path)) { fail(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno)); goto done; }
+    tmp[0] = 0;
+    if (progress) fprintf(progress, "synth: wrote %s (%.1f MB) in %.1f s\n", path, gguf_writer_file_size(w) / 1e6, now_s() - t0);
+    rc = 0;
+done:
+    if (of) fclose(of);
+    if (tmp[0]) unlink(tmp);
+    if (scratch)
+        for (int i = 0; i < nthr; i++) free(scratch[i]);
+    free(scratch);
+    free(buf);
+    gguf_writer_free(w);
+    free(ts);
+    return rc;
+}

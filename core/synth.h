@@ -1,0 +1,43 @@
+/*
+ * Random-weight model synthesis: writes a real Llama GGUF of a named shape
+ * ("tinyllama", "tiny", ...) and weight type (any weight format a loaded
+ * format plugin can quantize to, or the Q4_K_M / Q5_K_M mixes with
+ * llama.cpp's per-tensor rule), with a minimal SentencePiece-style
+ * vocabulary (<unk>, <s>, </s>, 256 byte tokens, filler) so the file loads
+ * in picolm and llama.cpp alike.  Weights are N(0, 0.02) (norms 1), which
+ * keeps activations finite like a trained model's.  Deterministic: the same
+ * spec gives the same bytes whatever the thread count.
+ */
+#ifndef PICOLM_SYNTH_H
+#define PICOLM_SYNTH_H
+#include <stddef.h>
+#include <stdio.h>
+
+#include "plugins.h"
+
+struct threadpool;
+
+typedef struct synth_shape {
+    const char *name;
+    int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+} synth_shape;
+
+/* The built-in shapes, terminated by an entry with name == NULL. */
+extern const synth_shape synth_shapes[];
+
+/* Parse "SHAPE:TYPE" (e.g. "tinyllama:Q4_K_M"): the shape, and the type
+   name canonicalised into type (upper case).  0, or -1 with a message. */
+int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen);
+
+/* Default output path for a spec: /tmp/picolm-synth-SHAPE-TYPE.gguf (or
+   $TMPDIR).  Writes into buf. */
+void synth_default_path(const char *spec, char *buf, size_t n);
+
+/* Write the model to path (through a temporary file renamed into place).
+   d supplies the format plugins' quantizers; pool (may be NULL) runs the
+   rows in parallel; progress (may be NULL) gets one line per few tensors.
+   0, or -1 with a message in err. */
+int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct threadpool *pool, FILE *progress,
+                char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,745 @@
+/*
+ * picolm-bench: every requested backend, in one process, on the same model.
+ * Per (backend, thread count): batched prefill tok/s, decode tok/s (mean and
+ * stddev over reps, EOS ignored), the weight bandwidth decoding achieves
+ * against the machine's read bandwidth measured in the same run (the memory
+ * roofline of decode), and RssAnon during generation.  --micro times each
+ * format x backend vec_dot kernel alone.  --synth makes a random-weight
+ * model of a given shape and type first (core/synth.c).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "cpu.h"
+#include "generate.h"
+#include "model.h"
+#include "plugins.h"
+#include "synth.h"
+#include "threadpool.h"
+
+#define MAX_LIST 32
+
+enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_SVG };
+
+typedef struct opts {
+    const char *model, *synth, *out, *plugin_dir;
+    const char *backends[MAX_LIST];
+    int n_backends;
+    int threads[MAX_LIST];
+    int n_threads;
+    int n_prompt, n_gen, reps, format, micro, ctx, batch, kv_type, bw_mib, micro_mib;
+    double micro_s;
+} opts;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *o) {
+    fprintf(o,
+            "usage: picolm-bench MODEL [options]\n"
+            "       picolm-bench --synth SHAPE:TYPE [--out FILE] [options]\n"
+            "Runs every requested backend in one process on the same model and reports, per backend and\n"
+            "thread count: prefill tok/s, decode tok/s (mean +- stddev over reps, EOS ignored), the weight\n"
+            "bandwidth decoding achieves (GB/s) and its fraction of the machine's read bandwidth (measured in\n"
+            "this run with the same thread count), and RssAnon during generation.\n"
+            "options:\n"
+            "  --backends LIST   comma-separated backend names; 'reference' = no backend (format plugins'\n"
+            "                    portable code); default: reference and every backend this CPU can run\n"
+            "  --threads LIST    comma-separated thread counts (default: all online CPUs)\n"
+            "  -p N              prompt tokens (random ids, fixed seed) for prefill (default 128; 0 = none)\n"
+            "  -n N              tokens to decode per rep (default 64; 0 = none)\n"
+            "  -r REPS           repetitions (default 3)\n"
+            "  -c CTX            context (default: the model's, at most 2048)\n"
+            "  --batch N         prefill tokens per forward pass (default 64, as picolm's default.ini)\n"
+            "  --kv-type T       f16 (default) or q8_0\n"
+            "  --ignore-eos      accepted for symmetry with picolm: the bench always ignores EOS\n"
+            "  --format F        md (default), csv, json or svg (a grouped bar chart)\n"
+            "  --micro           kernel throughput instead: per weight format x backend, GB/s of weights\n"
+            "                    through vec_dot, single thread, over a random matrix larger than L2\n"
+            "  --micro-mib N     size of that matrix in MiB (default 8)\n"
+            "  --synth SHAPE:TYPE  synthesise a random-weight model first (shapes: ");
+    for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
+    fprintf(o,
+            ";\n"
+            "                    TYPE: Q4_K_M, Q5_K_M or any weight format, e.g. Q8_0); reused if the file exists\n"
+            "  --out FILE        where --synth writes (default $TMPDIR/picolm-synth-SHAPE-TYPE.gguf)\n"
+            "  --bw-mib N        buffer of the bandwidth measurement in MiB (default 1024)\n"
+            "  --plugin-dir DIR  extra plugin directory searched first\n"
+            "  -h, --help        this text\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (errno || e == s || *e || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void mean_std(const double *x, int n, double *mean, double *std) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = n ? s / n : 0;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *std = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Read bandwidth: every thread streams its own slice of a buffer much        */
+/* larger than the LLC; best of a few passes.                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct bw_job {
+    const uint64_t *buf;
+    int64_t n_words;
+    uint64_t sums[256];
+} bw_job;
+
+static void bw_worker(void *ctx, int64_t begin, int64_t end, int tid) {
+    bw_job *j = ctx;
+    const uint64_t *p = j->buf;
+    uint64_t a[8] = {0};
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += p[i + k];
+    for (; i < end; i++) a[0] += p[i];
+    j->sums[tid & 255] += a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+/* GB/s (1e9 bytes) of the best of `passes` reads of a bytes-sized buffer. */
+static double measure_bw(threadpool *pool, size_t bytes, int passes) {
+    uint64_t *buf = malloc(bytes);
+    if (!buf) return 0;
+    memset(buf, 1, bytes); /* fault the pages in: only reading is timed */
+    bw_job *j = calloc(1, sizeof *j);
+    if (!j) { free(buf); return 0; }
+    j->buf = buf;
+    j->n_words = (int64_t)(bytes / 8);
+    double best = 0;
+    for (int p = 0; p < passes; p++) {
+        const double t0 = now_s();
+        threadpool_run(pool, j->n_words, bw_worker, j);
+        const double dt = now_s() - t0;
+        if (dt > 0 && bytes / dt / 1e9 > best) best = bytes / dt / 1e9;
+    }
+    volatile uint64_t sink = 0;
+    for (int i = 0; i < 256; i++) sink += j->sums[i];
+    (void)sink;
+    free(j);
+    free(buf);
+    return best;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct result {
+    char backend[64];
+    int threads;
+    int prefill_tokens, decode_tokens, reps, n_ctx, n_batch;
+    double prefill_tps, prefill_tps_std, decode_tps, decode_tps_std;
+    double gbps, mem_bw_gbps, roofline;
+    double rss_anon_mb, rss_file_mb, kv_mb, ctx_mb;
+} result;
+
+typedef struct micro_result {
+    char format[32], backend[64], from[64];
+    double gbps;
+} micro_result;
+
+/* A grouped bar chart: groups on x, one bar per series, values in vals[g * ns + s]. */
+static void svg_chart(FILE *o, const char *title, const char *ylabel, char (*groups)[64], int ng, char (*series)[64], int ns,
+                      const double *vals, const char *note) {
+    static const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
+    const int bar = 14, gap = 16, ml = 70, mr = 20, mt = 50, mb = 90, plot_h = 320;
+    const int gw = ns * bar + gap, W = ml + mr + (ng > 0 ? ng : 1) * gw + 150, H = mt + plot_h + mb;
+    double vmax = 0;
+    for (int i = 0; i < ng * ns; i++)
+        if (vals[i] > vmax) vmax = vals[i];
+    /* a "nice" axis maximum: 1, 2 or 5 times a power of ten, 5 ticks */
+    double step = 1;
+    if (vmax > 0) {
+        const double raw = vmax / 5, p10 = pow(10, floor(log10(raw))), m = raw / p10;
+        step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p10;
+    }
+    const double ymax = step * 5;
+    fprintf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
+    fprintf(o, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(o, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">%s</text>\n", ml, title);
+    if (note) fprintf(o, "<text x=\"%d\" y=\"40\" font-size=\"11\" fill=\"#555\">%s</text>\n", ml, note);
+    for (int t = 0; t <= 5; t++) {
+        const double y = mt + plot_h - plot_h * t / 5.0;
+        fprintf(o, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ml, y, ml + ng * gw, y);
+        fprintf(o, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ml - 6, y + 4, step * t);
+    }
+    fprintf(o, "<text transform=\"translate(18,%d) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", mt + plot_h / 2, ylabel);
+    for (int g = 0; g < ng; g++) {
+        const int x0 = ml + g * gw + gap / 2;
+        for (int s = 0; s < ns; s++) {
+            const double v = vals[g * ns + s];
+            const double h = v > 0 ? plot_h * v / ymax : 0;
+            fprintf(o, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s %s: %.3g</title></rect>\n",
+                    x0 + s * bar, mt + plot_h - h, bar - 1, h, colors[s % 8], groups[g], series[s], v);
+        }
+        const int cx = x0 + ns * bar / 2;
+        fprintf(o, "<text transform=\"translate(%d,%d) rotate(-40)\" text-anchor=\"end\">%s</text>\n", cx, mt + plot_h + 16, groups[g]);
+    }
+    fprintf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ml, mt + plot_h, ml + ng * gw, mt + plot_h);
+    fprintf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ml, mt, ml, mt + plot_h);
+    const int lx = ml + ng * gw + 20;
+    for (int s = 0; s < ns; s++) {
+        fprintf(o, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n", lx, mt + s * 20, colors[s % 8]);
+        fprintf(o, "<text x=\"%d\" y=\"%d\">%s</text>\n", lx + 18, mt + s * 20 + 11, series[s]);
+    }
+    fprintf(o, "</svg>\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* One (backend, threads) run                                                */
+/* ------------------------------------------------------------------------ */
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static int prefill(llama_ctx *c, const int32_t *t, int n, char *err, size_t errlen) {
+    for (int i = 0; i < n; i += c->n_batch) {
+        const int nb = n - i < c->n_batch ? n - i : c->n_batch;
+        if (llama_forward(c, t + i, nb, NULL, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+static int run_one(const opts *o, const char *path, const pl_registry *reg, const char *bname, threadpool *pool, double bw,
+                   result *res, char *err, size_t errlen) {
+    pl_dispatch *d = calloc(1, sizeof *d); /* large: heap */
+    llama_model m;
+    llama_ctx c;
+    int have_m = 0, have_c = 0, rc = -1;
+    int32_t *prompt = NULL;
+    double *pre = NULL, *dec = NULL;
+    memset(&c, 0, sizeof c);
+    if (!d) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (registry_dispatch(reg, bname, d, err, errlen)) goto done;
+    if (build_model(&m, path, d, NULL, err, errlen)) goto done;
+    have_m = 1;
+    int n_ctx = o->ctx > 0 ? o->ctx : (m.hp.n_ctx_train < 2048 ? m.hp.n_ctx_train : 2048);
+    if (n_ctx > m.hp.n_ctx_train) n_ctx = m.hp.n_ctx_train;
+    if (o->n_prompt + o->n_gen > n_ctx) {
+        snprintf(err, errlen, "-p %d + -n %d tokens exceed the context of %d (-c)", o->n_prompt, o->n_gen, n_ctx);
+        goto done;
+    }
+    const int batch = o->batch > 0 ? o->batch : 64;
+    if (build_ctx(&c, &m, n_ctx, batch, o->kv_type, pool, err, errlen)) goto done;
+    have_c = 1;
+    const int nv = m.hp.n_vocab;
+    prompt = malloc(((size_t)o->n_prompt + 1) * sizeof *prompt);
+    pre = calloc((size_t)o->reps, sizeof *pre);
+    dec = calloc((size_t)o->reps, sizeof *dec);
+    if (!prompt || !pre || !dec) { snprintf(err, errlen, "out of memory"); goto done; }
+    /* Random prompt ids, the same for every backend; skip the first 3 (specials). */
+    uint64_t s = 0x1234567ull;
+    for (int i = 0; i < o->n_prompt; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        prompt[i] = nv > 3 ? 3 + (int32_t)((s >> 33) % (uint64_t)(nv - 3)) : 0;
+    }
+    /* Warm-up: one token faults the mapping in and wakes the pool. */
+    int32_t t0 = nv > 1 ? 1 : 0;
+    if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
+    size_t peak_anon = 0, file_kb = 0;
+    for (int r = 0; r < o->reps; r++) {
+        c.n_past = 0; /* the cache is overwritten from position 0 */
+        double a = now_s();
+        if (o->n_prompt && prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
+        double b = now_s();
+        pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
+        int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
+        a = now_s();
+        for (int i = 0; i < o->n_gen; i++) {
+            if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
+            tok = argmax(c.logits, nv); /* greedy, EOS or not */
+        }
+        b = now_s();
+        dec[r] = o->n_gen ? o->n_gen / (b - a) : 0;
+        size_t anon = 0, fk = 0;
+        generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
+        if (anon > peak_anon) peak_anon = anon;
+        if (fk > file_kb) file_kb = fk;
+    }
+    memset(res, 0, sizeof *res);
+    snprintf(res->backend, sizeof res->backend, "%s", bname);
+    res->threads = threadpool_size(pool);
+    res->prefill_tokens = o->n_prompt;
+    res->decode_tokens = o->n_gen;
+    res->reps = o->reps;
+    res->n_ctx = n_ctx;
+    res->n_batch = c.n_batch;
+    mean_std(pre, o->reps, &res->prefill_tps, &res->prefill_tps_std);
+    mean_std(dec, o->reps, &res->decode_tps, &res->decode_tps_std);
+    /* weights read per decoded token: every matrix once (weight_bytes) plus one token_embd row */
+    const double bytes_tok = (double)m.weight_bytes + (double)m.tok_embd.row_bytes;
+    res->gbps = res->decode_tps * bytes_tok / 1e9;
+    res->mem_bw_gbps = bw;
+    res->roofline = bw > 0 ? res->gbps / bw : 0;
+    res->rss_anon_mb = peak_anon / 1024.0;
+    res->rss_file_mb = file_kb / 1024.0;
+    res->kv_mb = (double)llama_kv_bytes_per_token(&m.hp, o->kv_type) * n_ctx / (1 << 20);
+    res->ctx_mb = c.anon_bytes / (double)(1 << 20);
+    rc = 0;
+done:
+    if (have_c) free_ctx(&c);
+    if (have_m) free_model(&m);
+    free(prompt);
+    free(pre);
+    free(dec);
+    free(d);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* --micro: vec_dot throughput per format x backend                           */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 11;
+}
+static float rng_normal(uint64_t *s) { /* Box-Muller; setup only */
+    const double u = (rng_next(s) + 1.0) / 9007199254740993.0, v = rng_next(s) / 9007199254740992.0;
+    return (float)(sqrt(-2 * log(u)) * cos(2 * M_PI * v));
+}
+
+static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, int *n_out, char *err, size_t errlen) {
+    const int64_t cols = 4096;
+    pl_dispatch *ref = calloc(1, sizeof *ref), *d = calloc(1, sizeof *d);
+    int cap = 64, n = 0, rc = -1;
+    micro_result *res = malloc((size_t)cap * sizeof *res);
+    float *x = malloc((size_t)cols * sizeof(float)), *y = malloc((size_t)cols * sizeof(float));
+    uint8_t *mat = NULL, *act = NULL;
+    if (!ref || !d || !res || !x || !y) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (registry_dispatch(reg, "reference", ref, err, errlen)) goto done;
+    uint64_t s = 42;
+    for (int64_t i = 0; i < cols; i++) y[i] = rng_normal(&s);
+    const size_t want = (size_t)(o->micro_mib > 0 ? o->micro_mib : 8) << 20;
+    for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+        const picolm_format *f = ref->types[t].fmt;
+        if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row || cols % f->block_size) continue;
+        const size_t rb = dispatch_row_size(ref, t, cols);
+        const int64_t rows = (int64_t)((want + rb - 1) / rb);
+        free(mat);
+        mat = malloc((size_t)rows * rb);
+        if (!mat) { snprintf(err, errlen, "out of memory"); goto done; }
+        /* 32 distinct random rows, tiled: the content does not change the timing, the size does */
+        const int distinct = rows < 32 ? (int)rows : 32;
+        for (int r = 0; r < distinct; r++) {
+            for (int64_t i = 0; i < cols; i++) x[i] = 0.02f * rng_normal(&s);
+            f->quantize_row(x, mat + (size_t)r * rb, cols);
+        }
+        for (int64_t r = distinct; r < rows; r++) memcpy(mat + (size_t)r * rb, mat + (size_t)(r % distinct) * rb, rb);
+        for (int b = 0; b < o->n_backends; b++) {
+            if (registry_dispatch(reg, o->backends[b], d, err, errlen)) goto done;
+            const pl_type *ty = &d->types[t];
+            if (!ty->vec_dot || !ty->act_quant) continue;
+            free(act);
+            act = malloc(dispatch_row_size(d, ty->vec_dot_type, cols) + 64);
+            if (!act) { snprintf(err, errlen, "out of memory"); goto done; }
+            ty->act_quant(y, act, cols);
+            double best = 0;
+            volatile float sink = 0;
+            for (int pass = 0; pass < 3; pass++) {
+                int64_t iters = 0;
+                const double a = now_s();
+                double el;
+                do {
+                    float acc = 0, v;
+                    for (int64_t r = 0; r < rows; r++) {
+                        ty->vec_dot(cols, &v, mat + (size_t)r * rb, act);
+                        acc += v;
+                    }
+                    sink += acc;
+                    iters++;
+                    el = now_s() - a;
+                } while (el < o->micro_s);
+                const double gb = (double)iters * rows * rb / el / 1e9;
+                if (gb > best) best = gb;
+            }
+            (void)sink;
+            if (n == cap) {
+                micro_result *nr = realloc(res, (size_t)(cap *= 2) * sizeof *res);
+                if (!nr) { snprintf(err, errlen, "out of memory"); goto done; }
+                res = nr;
+            }
+            micro_result *mr = &res[n++];
+            snprintf(mr->format, sizeof mr->format, "%s", f->name);
+            snprintf(mr->backend, sizeof mr->backend, "%s", o->backends[b]);
+            snprintf(mr->from, sizeof mr->from, "%s", ty->kernel_from ? ty->kernel_from : "reference");
+            mr->gbps = best;
+            fprintf(stderr, "picolm-bench: micro %-7s %-10s %7.2f GB/s (kernel: %s)\n", mr->format, mr->backend, best, mr->from);
+        }
+    }
+    *out = res;
+    *n_out = n;
+    res = NULL;
+    rc = 0;
+done:
+    free(res);
+    free(ref);
+    free(d);
+    free(x);
+    free(y);
+    free(mat);
+    free(act);
+    return rc;
+}
+
+static void print_micro(const opts *o, const micro_result *r, int n, FILE *f) {
+    /* distinct formats in order of appearance */
+    char fmts[64][64];
+    int nf = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int k = 0; k < nf; k++) seen |= !strcmp(fmts[k], r[i].format);
+        if (!seen && nf < 64) snprintf(fmts[nf++], 64, "%s", r[i].format);
+    }
+    if (o->format == OUT_JSON) {
+        fprintf(f, "[\n");
+        for (int i = 0; i < n; i++)
+            fprintf(f, "  {\"format\": \"%s\", \"backend\": \"%s\", \"kernel_from\": \"%s\", \"threads\": 1, \"gbps\": %.4f}%s\n",
+                    r[i].format, r[i].backend, r[i].from, r[i].gbps, i + 1 < n ? "," : "");
+        fprintf(f, "]\n");
+    } else if (o->format == OUT_CSV) {
+        fprintf(f, "format,backend,kernel_from,threads,gbps\n");
+        for (int i = 0; i < n; i++) fprintf(f, "%s,%s,%s,1,%.4f\n", r[i].format, r[i].backend, r[i].from, r[i].gbps);
+    } else if (o->format == OUT_SVG) {
+        char (*series)[64] = calloc((size_t)o->n_backends, 64);
+        double *v = calloc((size_t)nf * (size_t)o->n_backends + 1, sizeof *v);
+        if (!series || !v) { free(series); free(v); return; }
+        for (int b = 0; b < o->n_backends; b++) snprintf(series[b], 64, "%s", o->backends[b]);
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < nf; g++)
+                for (int b = 0; b < o->n_backends; b++)
+                    if (!strcmp(fmts[g], r[i].format) && !strcmp(o->backends[b], r[i].backend)) v[g * o->n_backends + b] = r[i].gbps;
+        char note[160], cpu[96];
+        cpu_model_name(cpu, sizeof cpu);
+        snprintf(note, sizeof note, "%s; 1 thread; vec_dot over a %d MiB random matrix of 4096-wide rows", cpu, o->micro_mib);
+        svg_chart(f, "picolm kernel throughput (GB/s of weights)", "GB/s", fmts, nf, series, o->n_backends, v, note);
+        free(series);
+        free(v);
+    } else {
+        fprintf(f, "| format |");
+        for (int b = 0; b < o->n_backends; b++) fprintf(f, " %s |", o->backends[b]);
+        fprintf(f, "\n|---|");
+        for (int b = 0; b < o->n_backends; b++) fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (int g = 0; g < nf; g++) {
+            fprintf(f, "| %s |", fmts[g]);
+            for (int b = 0; b < o->n_backends; b++) {
+                const micro_result *m = NULL;
+                for (int i = 0; i < n; i++)
+                    if (!strcmp(fmts[g], r[i].format) && !strcmp(o->backends[b], r[i].backend)) m = &r[i];
+                if (!m) fprintf(f, " - |");
+                else fprintf(f, " %.2f%s |", m->gbps, strcmp(m->from, m->backend) && strcmp(m->backend, "reference") ? "*" : "");
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\nGB/s of weight bytes through vec_dot, 1 thread, %d MiB matrix. * = no kernel in that backend "
+                   "(the format plugin's reference vec_dot ran).\n", o->micro_mib);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output of the main bench                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A JSON string literal of s (quotes, backslashes and control bytes escaped). */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void print_results(const opts *o, const char *path, const result *r, int n, FILE *f, const char *model_desc) {
+    if (o->format == OUT_JSON) {
+        fprintf(f, "[\n");
+        for (int i = 0; i < n; i++) {
+            const result *x = &r[i];
+            fprintf(f, "  {\"model\": ");
+            json_str(f, path);
+            fprintf(f,
+                    ", \"backend\": \"%s\", \"threads\": %d, \"n_ctx\": %d, \"n_batch\": %d, \"reps\": %d, "
+                    "\"prefill_tokens\": %d, \"prefill_tps\": %.3f, \"prefill_tps_std\": %.3f, "
+                    "\"decode_tokens\": %d, \"decode_tps\": %.3f, \"decode_tps_std\": %.3f, "
+                    "\"gbps\": %.3f, \"mem_bw_gbps\": %.3f, \"roofline_fraction\": %.4f, "
+                    "\"peak_rss_anon_mb\": %.2f, \"rss_file_mb\": %.2f, \"kv_mb\": %.2f, \"ctx_buffers_mb\": %.2f}%s\n",
+                    x->backend, x->threads, x->n_ctx, x->n_batch, x->reps, x->prefill_tokens, x->prefill_tps,
+                    x->prefill_tps_std, x->decode_tokens, x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps, x->roofline,
+                    x->rss_anon_mb, x->rss_file_mb, x->kv_mb, x->ctx_mb, i + 1 < n ? "," : "");
+        }
+        fprintf(f, "]\n");
+    } else if (o->format == OUT_CSV) {
+        fprintf(f, "backend,threads,n_ctx,n_batch,reps,prefill_tokens,prefill_tps,prefill_tps_std,decode_tokens,decode_tps,"
+                   "decode_tps_std,gbps,mem_bw_gbps,roofline_fraction,peak_rss_anon_mb,rss_file_mb,kv_mb,ctx_buffers_mb\n");
+        for (int i = 0; i < n; i++) {
+            const result *x = &r[i];
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f\n", x->backend, x->threads,
+                    x->n_ctx, x->n_batch, x->reps, x->prefill_tokens, x->prefill_tps, x->prefill_tps_std, x->decode_tokens,
+                    x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps, x->roofline, x->rss_anon_mb, x->rss_file_mb,
+                    x->kv_mb, x->ctx_mb);
+        }
+    } else if (o->format == OUT_SVG) {
+        char(*groups)[64] = calloc((size_t)o->n_backends, 64);
+        char(*series)[64] = calloc((size_t)o->n_threads, 64);
+        double *v = calloc((size_t)o->n_backends * (size_t)o->n_threads + 1, sizeof *v);
+        if (!groups || !series || !v) { free(groups); free(series); free(v); return; }
+        for (int b = 0; b < o->n_backends; b++) snprintf(groups[b], 64, "%s", o->backends[b]);
+        for (int t = 0; t < o->n_threads; t++) snprintf(series[t], 64, "%d thread%s", o->threads[t], o->threads[t] == 1 ? "" : "s");
+        for (int i = 0; i < n; i++)
+            for (int b = 0; b < o->n_backends; b++)
+                for (int t = 0; t < o->n_threads; t++)
+                    if (!strcmp(r[i].backend, o->backends[b]) && r[i].threads == o->threads[t]) v[b * o->n_threads + t] = r[i].decode_tps;
+        svg_chart(f, "picolm decode speed (tok/s)", "tok/s", groups, o->n_backends, series, o->n_threads, v, model_desc);
+        free(groups);
+        free(series);
+        free(v);
+    } else {
+        fprintf(f, "model: %s\n%s\n\n", path, model_desc);
+        fprintf(f, "| backend | threads | prefill tok/s | decode tok/s | GB/s | mem GB/s | roofline | RssAnon MB | KV MB |\n");
+        fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < n; i++) {
+            const result *x = &r[i];
+            fprintf(f, "| %s | %d | %.1f ± %.1f | %.2f ± %.2f | %.2f | %.2f | %.0f%% | %.1f | %.1f |\n", x->backend, x->threads,
+                    x->prefill_tps, x->prefill_tps_std, x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps,
+                    100 * x->roofline, x->rss_anon_mb, x->kv_mb);
+        }
+        if (n)
+            fprintf(f, "\n-p %d (batch %d) -n %d -r %d, context %d. GB/s = weight bytes read per decoded token x tok/s; "
+                       "mem GB/s = best streaming read of a %d MiB buffer with the same threads, this run; "
+                       "roofline = GB/s / mem GB/s. RssAnon sampled during generation.\n",
+                    r[0].prefill_tokens, r[0].n_batch, r[0].decode_tokens, r[0].reps, r[0].n_ctx, o->bw_mib);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int split_list(char *s, const char **out, int max) {
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (*t) {
+            if (n == max) return -1;
+            out[n++] = t;
+        }
+    return n;
+}
+
+typedef struct bk {
+    const char *name;
+    int score;
+} bk;
+static int cmp_bk(const void *a, const void *b) {
+    const bk *x = a, *y = b;
+    return x->score != y->score ? (x->score < y->score ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+int main(int argc, char **argv) {
+    opts o = {.n_prompt = 128, .n_gen = 64, .reps = 3, .format = OUT_MD, .kv_type = KV_F16, .batch = 64, .bw_mib = 1024,
+              .micro_mib = 8, .micro_s = 0.1};
+    char *blist = NULL, *tlist = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
+        if (!strcmp(a, "--ignore-eos")) continue;
+        if (a[0] == '-' && a[1]) {
+            if (i + 1 >= argc) { fprintf(stderr, "picolm-bench: %s needs a value\n", a); return 2; }
+            const char *v = argv[++i];
+            int bad = 0;
+            if (!strcmp(a, "--backends")) blist = strdup(v);
+            else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) tlist = strdup(v);
+            else if (!strcmp(a, "-p")) bad = parse_int(v, 0, 1 << 20, &o.n_prompt);
+            else if (!strcmp(a, "-n")) bad = parse_int(v, 0, 1 << 20, &o.n_gen);
+            else if (!strcmp(a, "-r")) bad = parse_int(v, 1, 1000, &o.reps);
+            else if (!strcmp(a, "-c")) bad = parse_int(v, 1, 1 << 22, &o.ctx);
+            else if (!strcmp(a, "--batch")) bad = parse_int(v, 1, 65536, &o.batch);
+            else if (!strcmp(a, "--bw-mib")) bad = parse_int(v, 16, 1 << 20, &o.bw_mib);
+            else if (!strcmp(a, "--micro-mib")) bad = parse_int(v, 1, 1 << 16, &o.micro_mib);
+            else if (!strcmp(a, "--synth")) o.synth = v;
+            else if (!strcmp(a, "--out")) o.out = v;
+            else if (!strcmp(a, "--plugin-dir")) o.plugin_dir = v;
+            else if (!strcmp(a, "--kv-type")) {
+                if ((o.kv_type = generate_kv_type(v)) < 0) { fprintf(stderr, "picolm-bench: --kv-type must be f16 or q8_0\n"); return 2; }
+            } else if (!strcmp(a, "--format")) {
+                if (!strcmp(v, "md")) o.format = OUT_MD;
+                else if (!strcmp(v, "csv")) o.format = OUT_CSV;
+                else if (!strcmp(v, "json")) o.format = OUT_JSON;
+                else if (!strcmp(v, "svg")) o.format = OUT_SVG;
+                else { fprintf(stderr, "picolm-bench: --format must be md, csv, json or svg\n"); return 2; }
+            } else { fprintf(stderr, "picolm-bench: unknown option %s (see --help)\n", a); return 2; }
+            if (bad) { fprintf(stderr, "picolm-bench: bad value '%s' for %s\n", v, a); return 2; }
+            continue;
+        }
+        if (o.model) { fprintf(stderr, "picolm-bench: more than one model given\n"); return 2; }
+        o.model = a;
+    }
+    if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
+    if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
+
+#ifdef __GLIBC__
+    /* Freed context buffers go straight back to the OS, so each backend's
+       RssAnon is its own, not the high-water mark of an earlier one. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 256 * 1024);
+#endif
+    char err[2048];
+    pl_registry reg;
+    if (registry_load(&reg, o.plugin_dir, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); return 1; }
+    int rc = 1;
+    result *res = NULL;
+    micro_result *mres = NULL;
+    int n_res = 0, n_mres = 0;
+    threadpool *pool = NULL;
+
+    /* Backends: the list, or reference + every accepted backend (lowest score first). */
+    if (blist) {
+        o.n_backends = split_list(blist, o.backends, MAX_LIST);
+        if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); goto out; }
+    } else {
+        bk all[MAX_LIST];
+        int na = 0;
+        for (int i = 0; i < reg.n && na < MAX_LIST; i++)
+            if (reg.items[i].ok && reg.items[i].kind == PICOLM_KIND_BACKEND) all[na++] = (bk){reg.items[i].name, reg.items[i].score};
+        qsort(all, (size_t)na, sizeof *all, cmp_bk);
+        o.backends[o.n_backends++] = "reference";
+        for (int i = 0; i < na && o.n_backends < MAX_LIST; i++) o.backends[o.n_backends++] = all[i].name;
+    }
+    {   /* each name must resolve now: a clear error before any long run */
+        pl_dispatch *d = calloc(1, sizeof *d);
+        if (!d) goto out;
+        for (int b = 0; b < o.n_backends; b++)
+            if (registry_dispatch(&reg, o.backends[b], d, err, sizeof err)) {
+                fprintf(stderr, "picolm-bench: %s\n", err);
+                free(d);
+                goto out;
+            }
+        free(d);
+    }
+    if (tlist) {
+        const char *tt[MAX_LIST];
+        o.n_threads = split_list(tlist, tt, MAX_LIST);
+        if (o.n_threads <= 0) { fprintf(stderr, "picolm-bench: --threads: bad list\n"); goto out; }
+        for (int i = 0; i < o.n_threads; i++)
+            if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); goto out; }
+    } else {
+        o.threads[o.n_threads++] = cpu_count_online();
+    }
+
+    if (o.micro) {
+        if (run_micro(&o, &reg, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
+        print_micro(&o, mres, n_mres, stdout);
+        rc = 0;
+        goto out;
+    }
+
+    /* --synth: make (or reuse) the model file */
+    char synth_path[4096];
+    const char *path = o.model;
+    if (o.synth) {
+        if (o.out) snprintf(synth_path, sizeof synth_path, "%s", o.out);
+        else synth_default_path(o.synth, synth_path, sizeof synth_path);
+        path = synth_path;
+        struct stat st;
+        if (!stat(path, &st)) {
+            fprintf(stderr, "picolm-bench: reusing %s (delete it to synthesise again)\n", path);
+        } else {
+            pl_dispatch *d = calloc(1, sizeof *d);
+            threadpool *sp = threadpool_create(0);
+            registry_set_pool(&reg, sp);
+            int bad = !d || !sp || registry_dispatch(&reg, "reference", d, err, sizeof err) ||
+                      synth_write(o.synth, path, d, sp, stderr, err, sizeof err);
+            registry_set_pool(&reg, NULL);
+            threadpool_destroy(sp);
+            free(d);
+            if (bad) { fprintf(stderr, "picolm-bench: --synth %s: %s\n", o.synth, err); goto out; }
+        }
+    }
+
+    res = calloc((size_t)o.n_backends * (size_t)o.n_threads, sizeof *res);
+    if (!res) goto out;
+    char cpu[96], desc[512];
+    cpu_model_name(cpu, sizeof cpu);
+    struct stat st;
+    const double fsize = stat(path, &st) ? 0 : st.st_size / 1e6;
+    for (int t = 0; t < o.n_threads; t++) {
+        pool = threadpool_create(o.threads[t]);
+        if (!pool) { fprintf(stderr, "picolm-bench: cannot start %d threads\n", o.threads[t]); goto out; }
+        registry_set_pool(&reg, pool);
+        /* bandwidth before and after this thread count's runs: the best of both */
+        double bw = measure_bw(pool, (size_t)o.bw_mib << 20, 5);
+        fprintf(stderr, "picolm-bench: %d thread%s: read bandwidth %.2f GB/s\n", o.threads[t], o.threads[t] == 1 ? "" : "s", bw);
+        const int first = n_res;
+        for (int b = 0; b < o.n_backends; b++) {
+            if (run_one(&o, path, &reg, o.backends[b], pool, bw, &res[n_res], err, sizeof err)) {
+                fprintf(stderr, "picolm-bench: %s, %d threads: %s\n", o.backends[b], o.threads[t], err);
+                goto out;
+            }
+            const result *x = &res[n_res++];
+            fprintf(stderr, "picolm-bench: %-10s %d thr: prefill %8.2f tok/s | decode %7.2f ± %.2f tok/s | %6.2f GB/s | RssAnon %.1f MB\n",
+                    x->backend, x->threads, x->prefill_tps, x->decode_tps, x->decode_tps_std, x->gbps, x->rss_anon_mb);
+        }
+        const double bw2 = measure_bw(pool, (size_t)o.bw_mib << 20, 3);
+        if (bw2 > bw) {
+            fprintf(stderr, "picolm-bench: %d thread%s: read bandwidth after the runs %.2f GB/s (used)\n", o.threads[t],
+                    o.threads[t] == 1 ? "" : "s", bw2);
+            for (int i = first; i < n_res; i++) {
+                res[i].mem_bw_gbps = bw2;
+                res[i].roofline = res[i].gbps / bw2;
+            }
+        }
+        registry_set_pool(&reg, NULL);
+        threadpool_destroy(pool);
+        pool = NULL;
+    }
+    snprintf(desc, sizeof desc, "%s, %.1f MB; CPU %s; kv %s", o.synth ? o.synth : "model", fsize, cpu,
+             o.kv_type == KV_Q8_0 ? "q8_0" : "f16");
+    print_results(&o, path, res, n_res, stdout, desc);
+    rc = 0;
+out:
+    if (pool) {
+        registry_set_pool(&reg, NULL);
+        threadpool_destroy(pool);
+    }
+    free(res);
+    free(mres);
+    free(blist);
+    free(tlist);
+    registry_free(&reg);
+    return rc;
+}
