@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kvcache.h"
 #include "sampling.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -109,8 +110,8 @@ void out_flush(out_stream *o) {
 
 /* ---------------- generation ---------------- */
 
-/* Prefill tokens[from..n) in chunks of the context's batch size. */
-static int prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
+int generate_prefill_plain(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
+    if (n > c->n_ctx - c->n_past) return fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
     for (int i = 0; i < n; i += c->n_batch) {
         int nb = n - i < c->n_batch ? n - i : c->n_batch;
         if (llama_forward(c, tokens + i, nb, NULL, err, errlen)) return -1;
@@ -118,33 +119,142 @@ static int prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t
     return 0;
 }
 
-int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
-    const llama_model *m = &e->model;
-    int rc = -1;
-    int32_t *toks = NULL;
-    sampling *smp = NULL;
-    llama_ctx c;
-    memset(&c, 0, sizeof c);
+int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos, int special, int32_t **out, int *n,
+                      char *err, size_t errlen) {
+    *out = NULL;
+    *n = 0;
+    if (len > ((size_t)256 << 20)) return fail(err, errlen, "the prompt is too long (%zu bytes; the limit is 256 MiB)", len);
+    /* 4 * len + 4 always fits (tokenizer.h) */
+    const size_t cap = 4 * len + 4 + (add_bos ? 1 : 0);
+    if (cap > INT32_MAX) return fail(err, errlen, "the prompt is too long");
+    int32_t *t = malloc(cap * sizeof *t);
+    if (!t) return fail(err, errlen, "out of memory");
+    int k = tokenizer_encode(e->tok, text ? text : "", len, add_bos, special, t, (int)cap);
+    if (k < 0) {
+        free(t);
+        return fail(err, errlen, "cannot tokenize the prompt");
+    }
+    *out = t;
+    *n = k;
+    return 0;
+}
 
+int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, const int32_t *toks, int n, gen_stats *st,
+                     char *err, size_t errlen) {
+    (void)e;
+    st->n_reused = 0;
+    if (c->n_past != 0) return fail(err, errlen, "internal: prefill into a non-empty context");
+    const char *path = cfg->cache_path;
+    if (path[0]) {
+        kvcache_id id;
+        kvcache_view v;
+        void *map;
+        size_t msz;
+        char msg[512];
+        kvcache_id_of(c, &id);
+        int r = kvcache_load_file(path, &id, &v, &map, &msz, msg, sizeof msg);
+        if (r < 0) {
+            fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
+        } else if (r == 1) {
+            if (cfg->verbose) fprintf(stderr, "picolm: cache: %s does not exist yet\n", path);
+        } else {
+            int common = kvcache_common_prefix(&v, toks, n);
+            if (common >= n) common = n - 1; /* re-evaluate one token: its logits start the reply */
+            if (common > 0 && kvcache_restore(c, &v, common, msg, sizeof msg)) {
+                fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
+                common = 0;
+                c->n_past = 0;
+            }
+            st->n_reused = common;
+            fprintf(stderr, "picolm: cache: reused %d of %d prompt tokens\n", common, n);
+            kvcache_view_free(&v);
+            kvcache_unmap(map, msz);
+        }
+    }
+    if (generate_prefill_plain(c, toks + c->n_past, n - c->n_past, err, errlen)) return -1;
+    if (path[0]) {
+        char msg[1200];
+        if (kvcache_save(path, c, toks, n, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
+        else if (cfg->verbose) fprintf(stderr, "picolm: cache: saved %d tokens to %s\n", n, path);
+    }
+    return 0;
+}
+
+int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sampling *smp, out_stream *out,
+                    const gen_decode_args *a, gen_stats *st, int *end, char *err, size_t errlen) {
+    const int32_t eos = tokenizer_eos(e->tok);
+    *end = GEN_END_BUDGET;
+    /* -n < 0: until EOS or the context is full */
+    const int budget = cfg->max_tokens < 0 ? INT32_MAX : cfg->max_tokens;
+    for (int i = 0; i < budget; i++) {
+        int32_t tok;
+        /* tokens that can still be printed: the generation budget or the
+           room left in the context, whichever is smaller (--json closes
+           its document within it) */
+        const int32_t room = c->n_ctx - c->n_past + 1;
+        const int32_t left = budget - i < room ? budget - i : room;
+        if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
+        if (tok == eos && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
+        int is_end = 0;
+        for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
+        if (is_end) { *end = GEN_END_EOS; break; }
+        sampling_accept(smp, tok);
+        st->n_gen++;
+        size_t pl;
+        const char *piece = tokenizer_piece(e->tok, tok, &pl);
+        const int stopped = out_push(out, piece, pl);
+        if (c->n_past >= c->n_ctx) { *end = GEN_END_CTX; break; }
+        if (stopped) *end = GEN_END_STOP;
+        const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
+        if (feed) {
+            if (llama_forward(c, &tok, 1, NULL, err, errlen)) return -1;
+            if (a && a->hist && *a->n_hist < a->hist_cap) a->hist[(*a->n_hist)++] = tok;
+        }
+        if (stopped) break;
+    }
+    return 0;
+}
+
+int generate_n_ctx(const engine *e, const picolm_config *cfg) {
+    const llama_model *m = &e->model;
     /* the model cannot attend further than it was trained to: clamp */
     int n_ctx = cfg->context > 0 ? cfg->context : m->hp.n_ctx_train;
     if (n_ctx > m->hp.n_ctx_train) {
         if (cfg->verbose) fprintf(stderr, "picolm: context %d clamped to the model's %d\n", n_ctx, m->hp.n_ctx_train);
         n_ctx = m->hp.n_ctx_train;
     }
+    return n_ctx;
+}
+
+void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_stats *st, int n_ctx) {
+    const int kv = generate_kv_type(cfg->kv_type);
+    fprintf(stderr, "\n\npicolm: load %.2f s | prefill %d tokens %.2f s (%.1f tok/s)", st->load_s, st->n_prompt - st->n_reused,
+            st->prefill_s, (st->n_prompt - st->n_reused) / (st->prefill_s > 0 ? st->prefill_s : 1e-9));
+    if (st->n_reused) fprintf(stderr, " + %d from the cache", st->n_reused);
+    fprintf(stderr, " | generate %d tokens %.2f s (%.1f tok/s)\n", st->n_gen, st->decode_s,
+            st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
+    fprintf(stderr, "picolm: backend %s, %d threads | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
+            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), st->rss_anon_kb / 1024.0,
+            (double)llama_kv_bytes_per_token(&e->model.hp, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
+}
+
+int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
+    const llama_model *m = &e->model;
+    int rc = -1;
+    int32_t *toks = NULL, *hist = NULL;
+    sampling *smp = NULL;
+    llama_ctx c;
+    memset(&c, 0, sizeof c);
+
+    const int n_ctx = generate_n_ctx(e, cfg);
     const int kv = generate_kv_type(cfg->kv_type);
     if (kv < 0) return fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
 
     /* 1. tokenize: special tokens only when asked (or in chat mode) */
     const int special = cfg->special >= 0 ? cfg->special : cfg->chat;
     const int add_bos = tokenizer_add_bos(e->tok);
-    int n = tokenizer_encode(e->tok, prompt ? prompt : "", len, add_bos, special, NULL, 0);
-    if (n < -1) n = -n;
-    if (n < 0) return fail(err, errlen, "cannot tokenize the prompt");
-    toks = malloc(((size_t)n + 1) * sizeof *toks);
-    if (!toks) return fail(err, errlen, "out of memory");
-    n = tokenizer_encode(e->tok, prompt ? prompt : "", len, add_bos, special, toks, n + 1);
-    if (n < 0) { fail(err, errlen, "cannot tokenize the prompt"); goto done; }
+    int n;
+    if (generate_tokenize(e, prompt, len, add_bos, special, &toks, &n, err, errlen)) return -1;
     if (n == 0) { fail(err, errlen, "empty prompt and the model has no BOS token"); goto done; }
 
     /* 2. the prompt must leave room for at least one generated token */
@@ -168,54 +278,46 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
         fprintf(stderr, "picolm: sampler: %s\n", desc);
     }
 
-    /* 3. prefill */
+    /* 3. prefill (reusing a cached prefix with --cache) */
     double t = now_s();
-    if (prefill(&c, toks, n, err, errlen)) goto done;
+    if (generate_prefill(e, cfg, &c, toks, n, st, err, errlen)) goto done;
     for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
     st->prefill_s = now_s() - t;
     st->n_prompt = n;
 
     /* 4. decode: sample, stream, feed back */
+    int n_hist = 0;
+    gen_decode_args a = {0};
+    if (cfg->cache_path[0]) {
+        /* remember the evaluated tokens so the cache can cover the reply too */
+        hist = malloc((size_t)c.n_ctx * sizeof *hist);
+        if (!hist) { fail(err, errlen, "out of memory"); goto done; }
+        memcpy(hist, toks, (size_t)n * sizeof *hist);
+        n_hist = n;
+        a.hist = hist;
+        a.n_hist = &n_hist;
+        a.hist_cap = c.n_ctx;
+    }
     out_stream out;
     out_init(&out, cfg, stdout);
-    const int32_t eos = tokenizer_eos(e->tok);
     t = now_s();
-    /* -n < 0: until EOS or the context is full */
-    const int budget = cfg->max_tokens < 0 ? INT32_MAX : cfg->max_tokens;
-    for (int i = 0; i < budget; i++) {
-        int32_t tok;
-        /* tokens that can still be printed: the generation budget or the
-           room left in the context, whichever is smaller (--json closes
-           its document within it) */
-        const int32_t room = c.n_ctx - c.n_past + 1;
-        const int32_t left = budget - i < room ? budget - i : room;
-        if (sampling_sample(smp, c.logits, left, &tok, err, errlen)) goto done;
-        if (tok == eos && (!cfg->ignore_eos || cfg->json_mode)) break;
-        sampling_accept(smp, tok);
-        st->n_gen++;
-        size_t pl;
-        const char *piece = tokenizer_piece(e->tok, tok, &pl);
-        if (out_push(&out, piece, pl)) break;
-        if (c.n_past >= c.n_ctx) {
-            fprintf(stderr, "\npicolm: context full (%d tokens)\n", c.n_ctx);
-            break;
-        }
-        if (i + 1 < budget && llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
-    }
+    int end;
+    if (generate_decode(e, cfg, &c, smp, &out, &a, st, &end, err, errlen)) goto done;
     out_flush(&out);
+    if (end == GEN_END_CTX) fprintf(stderr, "\npicolm: context full (%d tokens)\n", c.n_ctx);
     st->decode_s = now_s() - t;
+    if (hist && n_hist > n && n_hist == c.n_past) {
+        char msg[1200];
+        if (kvcache_save(cfg->cache_path, &c, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
+    }
     generate_rss(&st->rss_anon_kb, &st->rss_file_kb, NULL);
-    fprintf(stderr, "\n\npicolm: load %.2f s | prefill %d tokens %.2f s (%.1f tok/s) | generate %d tokens %.2f s (%.1f tok/s)\n",
-            st->load_s, st->n_prompt, st->prefill_s, st->n_prompt / (st->prefill_s > 0 ? st->prefill_s : 1e-9), st->n_gen,
-            st->decode_s, st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
-    fprintf(stderr, "picolm: backend %s, %d threads | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
-            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), st->rss_anon_kb / 1024.0,
-            (double)llama_kv_bytes_per_token(&m->hp, kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
+    generate_print_stats(e, cfg, st, n_ctx);
     rc = 0;
 done:
     sampling_free(smp);
     free_ctx(&c);
     free(toks);
+    free(hist);
     return rc;
 }
 

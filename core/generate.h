@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "sampling.h"
 
 typedef struct gen_stats {
     double load_s, prefill_s, decode_s;
@@ -18,16 +19,6 @@ typedef struct gen_stats {
 /* Run one generation; writes the continuation to stdout as it is produced
    and timings to stderr.  Returns 0, or non-zero with a message in err. */
 int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen);
-
-/* --fit: print the memory plan for cfg->context (and the largest context
-   that fits in cfg->ram_bytes). */
-int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen);
-
-/* KV-cache element type from the config string ("f16" / "q8_0"), -1 if bad. */
-int generate_kv_type(const char *name);
-
-/* Resident memory of this process from /proc/self/status (kB; 0 if unknown). */
-void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb);
 
 /* Streaming output with stop strings: holds back bytes that could still
    become a stop string or complete a UTF-8 character. */
@@ -42,5 +33,57 @@ void out_init(out_stream *o, const picolm_config *cfg, FILE *f);
 /* Append bytes; returns 1 once a stop string was seen (output cut before it). */
 int out_push(out_stream *o, const char *s, size_t n);
 void out_flush(out_stream *o);
+
+/* ---- the pieces generate_run is made of (the chat mode reuses them) ---- */
+
+/* Tokenize text into a malloc'd array (*out, *n).  0 or -1 with a message. */
+int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos, int special, int32_t **out, int *n,
+                      char *err, size_t errlen);
+
+/* Evaluate toks[0..n) into an empty context c (c->n_past == 0).  With
+   cfg->cache_path set: reuse the longest prefix the cache file shares with
+   toks (at least the last token is always evaluated, so logits exist),
+   report it on stderr, prefill the rest, then save toks to the file.  A
+   cache file that cannot be used is ignored with a warning.
+   st->n_reused receives the number of reused tokens. */
+int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, const int32_t *toks, int n, gen_stats *st,
+                     char *err, size_t errlen);
+
+/* Prefill toks[0..n) at c->n_past in batches (no cache). */
+int generate_prefill_plain(llama_ctx *c, const int32_t *toks, int n, char *err, size_t errlen);
+
+enum gen_end { GEN_END_BUDGET = 0, GEN_END_EOS, GEN_END_STOP, GEN_END_CTX };
+
+typedef struct gen_decode_args {
+    const int32_t *end_ids;  /* tokens that end the reply like EOS (not printed, not evaluated) */
+    int n_end_ids;
+    int feed_last;           /* also evaluate the last printed token (chat: the next turn follows it) */
+    int32_t *hist;           /* optional: every evaluated token is appended here ... */
+    int *n_hist;             /* ... at *n_hist, up to hist_cap */
+    int hist_cap;
+} gen_decode_args;
+
+/* Sample, stream to out and feed back until the budget (cfg->max_tokens),
+   EOS / an end id, a stop string or a full context.  *end = GEN_END_*.
+   st->n_gen counts the printed tokens.  0 or -1 with a message. */
+int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sampling *smp, out_stream *out,
+                    const gen_decode_args *a, gen_stats *st, int *end, char *err, size_t errlen);
+
+/* Context size for cfg (clamped to the model's training context). */
+int generate_n_ctx(const engine *e, const picolm_config *cfg);
+
+/* The closing statistics lines on stderr. */
+void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_stats *st, int n_ctx);
+
+/* --fit: print the memory plan for cfg->context (and the largest context
+   that fits in cfg->ram_bytes). */
+int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen);
+
+/* KV-cache element type from the config string ("f16" / "q8_0"), -1 if bad. */
+int generate_kv_type(const char *name);
+
+/* Resident memory of this process from /proc/self/status (kB; 0 if unknown). */
+void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb);
+
 
 #endif

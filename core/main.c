@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "config.h"
 #include "engine.h"
 #include "generate.h"
@@ -41,6 +43,33 @@ static char *read_stdin(size_t *len) {
     return buf;
 }
 
+/* --chat: one reply to the whole prompt, or a conversation on a terminal. */
+static int run_chat(engine *e, const picolm_config *cfg, int interactive, const char *msg, size_t len, double load_s) {
+    char err[2048];
+    chat_session s;
+    if (chat_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
+    int rc;
+    if (interactive) {
+        rc = chat_interactive(&s, stdin, stdout, stderr) ? 1 : 0;
+    } else {
+        /* a trailing newline of piped input is not part of the message */
+        while (len && (msg[len - 1] == '\n' || msg[len - 1] == '\r')) len--;
+        int r = chat_turn(&s, msg, len, stdout, err, sizeof err);
+        if (r) fprintf(stderr, "picolm: %s\n", err);
+        rc = r ? 1 : 0;
+        if (!r) {
+            fputc('\n', stdout);
+            fflush(stdout);
+            if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", s.c.n_ctx);
+            s.st.load_s = load_s;
+            generate_rss(&s.st.rss_anon_kb, &s.st.rss_file_kb, NULL);
+            generate_print_stats(e, cfg, &s.st, s.c.n_ctx);
+        }
+    }
+    chat_close(&s);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     picolm_config cfg;
     char err[2048];
@@ -55,6 +84,10 @@ int main(int argc, char **argv) {
     if (cfg.show_version) { printf("picolm %s (plugin ABI %u)\n", PICOLM_VERSION, PICOLM_ABI_VERSION); return 0; }
     if (cfg.dump_config) { config_dump(&cfg, stdout); return 0; }
 
+    if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
+        fprintf(stderr, "picolm: unknown chat template '%s' (known: auto, zephyr, chatml, llama2)\n(see picolm --help)\n", cfg.chat_template);
+        return 2;
+    }
     engine_opts o = {.model_path = cfg.list_plugins ? NULL : cfg.model_path, .plugin_dir = cfg.plugin_dir,
                      .backend = cfg.backend, .threads = cfg.threads, .tokenizer = 1};
     if (!cfg.list_plugins && !cfg.model_path) {
@@ -89,15 +122,21 @@ int main(int argc, char **argv) {
     size_t plen = 0;
     char *stdin_prompt = NULL;
     const char *prompt = cfg.prompt;
+    /* --chat on a terminal without -p: an interactive conversation */
+    const int interactive = cfg.chat && !prompt && isatty(0);
     if (prompt) {
         plen = strlen(prompt);
-    } else {
-        if (isatty(0) && !cfg.chat) fprintf(stderr, "picolm: reading the prompt from stdin (end with Ctrl-D)\n");
-        if (!isatty(0) || !cfg.chat) {
-            stdin_prompt = read_stdin(&plen);
-            if (!stdin_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); free_engine(e); return 1; }
-            prompt = stdin_prompt;
-        }
+    } else if (!interactive) {
+        if (isatty(0)) fprintf(stderr, "picolm: reading the prompt from stdin (end with Ctrl-D)\n");
+        stdin_prompt = read_stdin(&plen);
+        if (!stdin_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); free_engine(e); return 1; }
+        prompt = stdin_prompt;
+    }
+    if (cfg.chat) {
+        int rc = run_chat(e, &cfg, interactive, prompt, plen, now_s() - t0);
+        free(stdin_prompt);
+        free_engine(e);
+        return rc;
     }
     gen_stats st = {0};
     st.load_s = now_s() - t0;

@@ -1,0 +1,82 @@
+/*
+ * KV-cache persistence (--cache FILE): save the K/V rows of an evaluated
+ * prompt, and on a later run reuse the longest common token prefix.
+ *
+ * File layout (little-endian, version 1):
+ *   0  char[8]  "PICOLMKV"
+ *   8  u32      format version (KVCACHE_VERSION)
+ *  12  u32      KV type (enum kv_type)
+ *  16  u64      model file size
+ *  24  u64      model hash: FNV-1a 64 of the GGUF bytes [0, data_offset)
+ *               (header, metadata, tensor table)
+ *  32  u32      n_layer
+ *  36  u32      kv_dim (n_head_kv * head_dim)
+ *  40  u32      row_bytes (bytes of one K or V row)
+ *  44  u32      n_vocab
+ *  48  u32      context the file was written with (informative)
+ *  52  u32      n_tokens
+ *  56  i32      tokens[n_tokens]
+ *      then per layer: K rows [n_tokens][row_bytes], V rows [n_tokens][row_bytes]
+ *      u64      FNV-1a 64 of every byte before it
+ * Nothing in a file is trusted: every size is checked against the buffer
+ * size and the expected model shape before use.
+ */
+#ifndef PICOLM_KVCACHE_H
+#define PICOLM_KVCACHE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define KVCACHE_MAGIC "PICOLMKV"
+#define KVCACHE_VERSION 1u
+#define KVCACHE_HEADER_BYTES 56u
+
+/* What identifies the cache a model/context can use. */
+typedef struct kvcache_id {
+    uint64_t model_size, model_hash;
+    uint32_t kv_type, n_layer, kv_dim, row_bytes, n_vocab;
+} kvcache_id;
+
+/* A parsed file: tokens copied out, K/V rows still in the caller's buffer. */
+typedef struct kvcache_view {
+    kvcache_id id;
+    uint32_t n_ctx_saved;
+    uint32_t n_tokens;
+    int32_t *tokens;         /* malloc'd, n_tokens entries */
+    const uint8_t *kv;       /* first K row of layer 0, inside the buffer */
+} kvcache_view;
+
+uint64_t kvcache_fnv1a(const void *data, size_t n, uint64_t h);
+#define KVCACHE_FNV_OFFSET 0xcbf29ce484222325ull
+
+/* The identity of (model, ctx): hashes the model's header bytes. */
+void kvcache_id_of(const llama_ctx *c, kvcache_id *id);
+
+/* Parse a cache file image.  expect == NULL: structural checks only (the
+   fuzzing entry point); otherwise also refuse a file whose version, model,
+   KV type or shape differs, naming the mismatch in err.  Returns 0 and fills
+   *v (free with kvcache_view_free), or -1 with a message; never reads
+   outside [buf, buf + size). */
+int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen);
+void kvcache_view_free(kvcache_view *v);
+
+/* Common prefix length of the cached tokens and toks[0..n). */
+int kvcache_common_prefix(const kvcache_view *v, const int32_t *toks, int n);
+
+/* Copy positions [0, n_use) into c (n_use <= v->n_tokens, <= c->n_ctx) and set
+   c->n_past = n_use.  0 or -1 with a message. */
+int kvcache_restore(llama_ctx *c, const kvcache_view *v, int n_use, char *err, size_t errlen);
+
+/* Write positions [0, n) of c with their tokens to path atomically (a
+   temporary file in the same directory, then rename). */
+int kvcache_save(const char *path, const llama_ctx *c, const int32_t *toks, int n, char *err, size_t errlen);
+
+/* Map a file and parse it against expect; the mapping is returned in *map and *map_size
+   (release with kvcache_unmap after the view is used).  Returns 0, 1 when the
+   file does not exist (no message), or -1 with a message. */
+int kvcache_load_file(const char *path, const kvcache_id *expect, kvcache_view *v, void **map, size_t *map_size, char *err,
+                      size_t errlen);
+void kvcache_unmap(void *map, size_t map_size);
+
+#endif
