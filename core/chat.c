@@ -183,6 +183,8 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     }
     if (build_ctx(&s->c, &e->model, generate_n_ctx(e, cfg), cfg->batch, kv, e->pool, err, errlen)) goto bad;
     if (sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
+    s->hist = malloc((size_t)s->c.n_ctx * sizeof *s->hist);
+    if (!s->hist) { fail(err, errlen, "out of memory"); goto bad; }
     return 0;
 bad:
     chat_close(s);
@@ -193,11 +195,13 @@ void chat_close(chat_session *s) {
     sampling_free(s->smp);
     free_ctx(&s->c);
     free(s->cfg);
+    free(s->hist);
     memset(s, 0, sizeof *s);
 }
 
 void chat_reset(chat_session *s) {
     s->c.n_past = 0;
+    s->n_hist = 0;
     s->turns = 0;
     if (s->smp) sampling_reset(s->smp);
 }
@@ -230,6 +234,8 @@ int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *er
     else rc = generate_prefill_plain(&s->c, toks, n, err, errlen);
     if (rc) { free(toks); return -1; }
     for (int i = 0; i < n; i++) sampling_accept(s->smp, toks[i]);
+    memcpy(s->hist + s->n_hist, toks, (size_t)n * sizeof *toks);
+    s->n_hist += n;
     free(toks);
     s->st.prefill_s = now_s() - t;
     s->st.n_prompt = n;
@@ -237,7 +243,8 @@ int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *er
     out_stream o;
     out_init(&o, s->cfg, out);
     /* feed_last: the next turn continues after the reply's last token */
-    gen_decode_args a = {.end_ids = s->end_ids, .n_end_ids = s->n_end_ids, .feed_last = 1};
+    gen_decode_args a = {.end_ids = s->end_ids, .n_end_ids = s->n_end_ids, .feed_last = 1,
+                         .hist = s->hist, .n_hist = &s->n_hist, .hist_cap = s->c.n_ctx};
     t = now_s();
     rc = generate_decode(e, s->cfg, &s->c, s->smp, &o, &a, &s->st, &s->last_end, err, errlen);
     out_flush(&o);

@@ -47,6 +47,8 @@ typedef struct chat_session {
     char bos[64], eos[64];
     int32_t end_ids[4];          /* tokens that end a reply besides EOS */
     int n_end_ids;
+    int32_t *hist;               /* the tokens in the KV cache, in order */
+    int n_hist;                  /* == c.n_past */
     int turns;                   /* completed turns since the last reset */
     int last_end;                /* GEN_END_* of the last reply */
     gen_stats st;                /* of the last turn */

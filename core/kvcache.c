@@ -97,11 +97,12 @@ int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, 
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
     if (!toks) return fail(err, errlen, "out of memory");
     for (uint32_t i = 0; i < n_tok; i++) {
-        toks[i] = (int32_t)rd32(p + KVCACHE_HEADER_BYTES + 4 * (size_t)i);
-        if (toks[i] < 0 || (uint32_t)toks[i] >= (id.n_vocab ? id.n_vocab : 1)) {
+        const int32_t t = (int32_t)rd32(p + KVCACHE_HEADER_BYTES + 4 * (size_t)i);
+        if (t < 0 || (uint32_t)t >= id.n_vocab) {
             free(toks);
-            return fail(err, errlen, "token %u is %d, outside the vocabulary of %u", i, toks[i], id.n_vocab);
+            return fail(err, errlen, "token %u is %d, outside the vocabulary of %u", i, t, id.n_vocab);
         }
+        toks[i] = t;
     }
     v->id = id;
     v->n_ctx_saved = n_ctx;
