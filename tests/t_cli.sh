@@ -1,0 +1,137 @@
+#!/bin/sh
+# The picolm CLI end to end: help, prompt sources, greedy reference text,
+# streaming, where output goes, exit codes, context overflow, --truncate,
+# --stop, --special, --dump-config round trip, --list-plugins.
+# Exit codes: 0 ok, 1 runtime failure (model, prompt), 2 usage error.
+BUILD=${PICOLM_BUILD:-build}
+SHARED=${PICOLM_SHARED:-../shared}
+BIN=$BUILD/bin/picolm
+MODEL=models/tiny-shakespeare-q8_0.gguf
+if [ ! -x "$BIN" ]; then echo "SKIP: t_cli: $BIN not built"; exit 0; fi
+if [ ! -f "$MODEL" ]; then echo "SKIP: t_cli: $MODEL absent"; exit 0; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; }
+# ok COND-EXIT-STATUS MESSAGE... (call as: [ test ]; ok "message")
+ok() { if [ $? -eq 0 ]; then pass "$@"; else fail "$@"; fi; }
+# run ARGS...: stdout -> $tmp/out, stderr -> $tmp/err, status -> $rc
+run() { "$BIN" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
+brief() { head -c 300 "$1" | tr '\n' ' '; }
+
+# --- --help documents every flag, exits 0 --------------------------------
+"$BIN" --help >"$tmp/help" 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && [ -s "$tmp/help" ] && [ ! -s "$tmp/err" ]; ok "--help exits 0 and prints to stdout"
+# every option of config.c's table except aliases (help text "")
+flags=$(sed -n '/static const cli_opt opts\[\]/,/^};/p' core/config.c | grep -v '""},' |
+        sed -n 's/^ *{"\([a-z0-9-]*\)", .*/\1/p')
+missing=
+for f in $flags; do grep -q -- "--$f\b" "$tmp/help" || missing="$missing --$f"; done
+[ -n "$flags" ] && [ -z "$missing" ]; ok "--help documents all $(echo $flags | wc -w) flags${missing:+ (missing:$missing)}"
+for f in -p -n -t -k -s -c -j; do grep -q -- "$f, --" "$tmp/help" || missing="$missing $f"; done
+[ -z "$missing" ]; ok "--help shows the picoLM short flags -p -n -t -k -s -c -j"
+run --version; [ $rc -eq 0 ] && grep -q '^picolm ' "$tmp/out"; ok "--version exits 0"
+
+# --- exit codes and messages ----------------------------------------------
+run "$tmp/no-such-model.gguf" -p hi
+[ $rc -eq 1 ] && grep -q "no-such-model.gguf" "$tmp/err" && [ ! -s "$tmp/out" ]; ok "a missing model: exit 1 naming the file (rc $rc: $(brief "$tmp/err"))"
+run "$MODEL" --no-such-flag -p hi
+[ $rc -eq 2 ] && grep -q -- "--no-such-flag" "$tmp/err"; ok "an unknown flag: exit 2 naming it (rc $rc)"
+run "$MODEL" -n abc -p hi
+[ $rc -eq 2 ] && grep -q "abc" "$tmp/err"; ok "a bad value: exit 2 (rc $rc: $(brief "$tmp/err"))"
+run "$MODEL" -p hi -n
+[ $rc -eq 2 ]; ok "a flag without its value: exit 2"
+run
+[ $rc -eq 2 ] && grep -q "usage" "$tmp/err"; ok "no model: exit 2 with the usage line"
+run "$MODEL" --chat --chat-template nosuch -p hi
+[ $rc -eq 2 ] && grep -q "nosuch" "$tmp/err"; ok "an unknown chat template: exit 2 (rc $rc)"
+
+# --- prompt sources; stats on stderr ---------------------------------------
+"$BIN" "$MODEL" -j 1 -t 0 -n 20 -p "ROMEO:" >"$tmp/p" 2>"$tmp/perr"; rc1=$?
+printf 'ROMEO:' | "$BIN" "$MODEL" -j 1 -t 0 -n 20 >"$tmp/s" 2>"$tmp/serr"; rc2=$?
+[ $rc1 -eq 0 ] && [ -s "$tmp/p" ]; ok "-p generates (rc $rc1, $(wc -c <"$tmp/p") bytes)"
+[ $rc2 -eq 0 ] && cmp -s "$tmp/p" "$tmp/s"; ok "a prompt on stdin gives the same text as -p"
+! grep -q -e 'picolm:' -e 'tok/s' "$tmp/p" && grep -q 'tok/s' "$tmp/perr"; ok "statistics go to stderr, not stdout"
+"$BIN" "$MODEL" -j 1 -t 0 -n 20 -p "ROMEO:" >"$tmp/p2" 2>/dev/null
+cmp -s "$tmp/p" "$tmp/p2"; ok "-t 0 is deterministic"
+"$BIN" "$MODEL" -j 1 -t 0.9 -s 5 -n 30 -p "ROMEO:" >"$tmp/a" 2>/dev/null
+"$BIN" "$MODEL" -j 1 -t 0.9 -s 5 -n 30 -p "ROMEO:" >"$tmp/b" 2>/dev/null
+"$BIN" "$MODEL" -j 1 -t 0.9 -s 6 -n 30 -p "ROMEO:" >"$tmp/c" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && ! cmp -s "$tmp/a" "$tmp/c"; ok "sampling: same seed same text, another seed another text"
+
+# --- greedy continuation = llama.cpp's reference text ----------------------
+REF=$SHARED/reference/logits
+if [ -f "$REF/tiny-shakespeare-q8_0.greedy.txt" ]; then
+    "$BIN" "$MODEL" -t 0 -n 48 <"$REF/tiny-shakespeare.prompt.txt" >"$tmp/g" 2>"$tmp/gerr"; rc=$?
+    n=$(wc -c <"$REF/tiny-shakespeare-q8_0.greedy.txt")
+    [ $rc -eq 0 ] && head -c "$n" "$tmp/g" | cmp -s - "$REF/tiny-shakespeare-q8_0.greedy.txt"
+    ok "-t 0 -n 48 on the reference prompt begins with llama.cpp's greedy text ($n bytes)"
+    grep -q "prefill 205 tokens" "$tmp/gerr"; ok "the reference prompt is 205 tokens (BOS added)"
+
+    # --stop, across token boundaries: the text is cut before it
+    run "$MODEL" -t 0 -n 48 --stop "GRUMIO" -p "$(cat "$REF/tiny-shakespeare.prompt.txt")"
+    printf "ride your father's face,\nAnd you shall be yours, I'll pardon him.\n\n" >"$tmp/want"
+    [ $rc -eq 0 ] && cmp -s "$tmp/out" "$tmp/want"; ok "--stop GRUMIO cuts the output right before it ('$(brief "$tmp/out")')"
+    run "$MODEL" -t 0 -n 48 --stop "zzz" --stop "him.
+
+G" -p "$(cat "$REF/tiny-shakespeare.prompt.txt")"
+    printf "ride your father's face,\nAnd you shall be yours, I'll pardon " >"$tmp/want"
+    [ $rc -eq 0 ] && cmp -s "$tmp/out" "$tmp/want"; ok "a second --stop spanning several tokens and lines works"
+    run "$MODEL" -t 0 -n 48 --stop "no such text" -p "$(cat "$REF/tiny-shakespeare.prompt.txt")"
+    head -c "$n" "$tmp/out" | cmp -s - "$REF/tiny-shakespeare-q8_0.greedy.txt"; ok "a stop string that never occurs changes nothing"
+else
+    echo "SKIP: t_cli: reference text absent ($REF)"
+fi
+
+# --- context overflow -------------------------------------------------------
+LONG="ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun."
+run "$MODEL" -c 16 -n 5 -p "$LONG"
+[ $rc -ne 0 ] && grep -q -- "--truncate" "$tmp/err" && [ ! -s "$tmp/out" ]; ok "a prompt longer than -c 16 fails, pointing at --truncate (rc $rc: $(brief "$tmp/err"))"
+run "$MODEL" -c 16 -n 5 -t 0 --truncate -p "$LONG"
+[ $rc -eq 0 ] && grep -q "truncated from" "$tmp/err" && [ -s "$tmp/out" ]; ok "--truncate keeps the last tokens and says so ($(grep truncated "$tmp/err"))"
+
+# --- special tokens -----------------------------------------------------------
+cnt() { sed -n 's/.*prefill \([0-9]*\) tokens.*/\1/p' "$tmp/err"; }
+run "$MODEL" -n 1 -p "ROMEO:"; base=$(cnt)
+run "$MODEL" -n 1 --special -p "<s>ROMEO:"; sp=$(cnt)
+run "$MODEL" -n 1 --no-special -p "<s>ROMEO:"; nosp=$(cnt)
+run "$MODEL" -n 1 -p "<s>ROMEO:"; dflt=$(cnt)
+[ -n "$base" ] && [ "$sp" = $((base + 1)) ]; ok "--special: '<s>' in the prompt is one token ($sp = $base + 1)"
+[ -n "$nosp" ] && [ "$nosp" -gt "$sp" ] && [ "$dflt" = "$nosp" ]; ok "--no-special (the default outside chat): '<s>' is plain text ($nosp tokens)"
+
+# --- streaming: text appears while the process still runs -------------------
+SLOW=$SHARED/models/rand-spm-q8_0.gguf
+if [ -f "$SLOW" ]; then
+    "$BIN" "$SLOW" -j 1 --backend scalar -n 60 --ignore-eos -t 0.8 -p "Hello" >"$tmp/stream" 2>/dev/null &
+    pid=$!
+    seen=; alive_empty=0
+    i=0
+    while [ $i -lt 400 ]; do
+        if ! kill -0 $pid 2>/dev/null; then break; fi
+        if [ -s "$tmp/stream" ]; then
+            kill -0 $pid 2>/dev/null && seen=1 && break
+        else
+            alive_empty=$((alive_empty + 1))
+        fi
+        sleep 0.02; i=$((i + 1))
+    done
+    wait $pid
+    if [ -n "$seen" ]; then pass "streaming: output is visible before the process ends"
+    elif [ $alive_empty -lt 5 ]; then echo "SKIP: t_cli: streaming: the run ended too fast to observe"
+    else fail "streaming: no output until the process ended"; fi
+fi
+
+# --- --dump-config round trip -------------------------------------------------
+run --dump-config -t 0.25 -n 7 --stop "a;b" --stop " two words " --system "Be \"brief\"" --kv-type q8_0
+cp "$tmp/out" "$tmp/c1.ini"
+run --config "$tmp/c1.ini" --dump-config
+grep -v '^; read from' "$tmp/out" >"$tmp/c2.ini"
+[ $rc -eq 0 ] && cmp -s "$tmp/c1.ini" "$tmp/c2.ini" && grep -q "temperature = 0.25" "$tmp/c1.ini"
+ok "--dump-config round-trips through --config (stops, quotes, sampler keys)"
+
+# --- --list-plugins -------------------------------------------------------------
+run --list-plugins
+[ $rc -eq 0 ] && grep -q '^backends:' "$tmp/out" && grep -q '^formats:' "$tmp/out" && grep -qi 'sampler' "$tmp/out" && grep -q CHOSEN "$tmp/out"
+ok "--list-plugins lists backends, formats and samplers"
+exit 0
