@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvcache.h"
 #include "sampling.h"
@@ -306,7 +307,8 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     out_flush(&out);
     if (end == GEN_END_CTX) fprintf(stderr, "\npicolm: context full (%d tokens)\n", c.n_ctx);
     st->decode_s = now_s() - t;
-    if (hist && n_hist > n && n_hist == c.n_past) {
+    /* extend the cache with the reply (unless the first save failed: no file) */
+    if (hist && n_hist > n && n_hist == c.n_past && access(cfg->cache_path, F_OK) == 0) {
         char msg[1200];
         if (kvcache_save(cfg->cache_path, &c, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
     }
