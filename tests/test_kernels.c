@@ -179,16 +179,17 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     if (!k->gemm) return;
     /* gemm: nr x nc tiles with padded strides and a sentinel-filled dst */
     const int64_t n = bs == 1 ? 259 : bs * 3;
-    const int64_t nrs[] = { 1, 3, 5, 6 }, ncs[] = { 1, 2, 3, 5, 7, 9 };
+    /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their tail */
+    const int64_t nrs[] = { 1, 3, 5, 6, 16, 37 }, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
     const size_t ws = row_bytes(fw, n) + 64 + 2, as = row_bytes(fa, n) + 96 + 6;
-    const int64_t maxr = 6, maxc = 9;
+    const int64_t maxr = 37, maxc = 17;
     char *W = calloc(maxr, ws), *A = calloc(maxc, as);
     float *xf = malloc(n * sizeof *xf);
     for (int64_t r = 0; r < maxr; r++) { fill(xf, n); fw->quantize_row(xf, W + r * ws, n); }
     for (int64_t c = 0; c < maxc; c++) { fill(xf, n); fa->quantize_row(xf, A + c * as, n); }
     ok = 1;
     worst = 0;
-    for (int ri = 0; ri < 4; ri++) for (int ci = 0; ci < 6; ci++) {
+    for (int ri = 0; ri < 6; ri++) for (int ci = 0; ci < 7; ci++) {
         const int64_t nr = nrs[ri], nc = ncs[ci];
         const size_t ds = (size_t)nr + 3;
         float *dst = malloc(sizeof(float) * ds * (nc + 1));
@@ -213,7 +214,7 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
         }
         free(dst);
     }
-    CHECK(ok, "%s %s gemm tiles (nr 1..6 x nc 1..9, padded strides; worst rel err %.2g)", bname, fw->name, worst);
+    CHECK(ok, "%s %s gemm tiles (nr 1..37 x nc 1..17, padded strides; worst rel err %.2g)", bname, fw->name, worst);
     free(W); free(A); free(xf);
 }
 

@@ -502,6 +502,12 @@ X86_FLOAT_NC(avx2_bf16_nc, x86_load_bf16, x86_s_bf16)
 /* ======================================================================== */
 /* gemm: weight row outer (it stays in L1 while the activation columns,
    4 at a time, stream past it); row strides in bytes */
+/* gemm: rows in blocks of X86_GEMM_RB (about 36 KB of Q4_K at 2048 columns,
+   L1/L2-resident) with the activation columns, 4 at a time, swept over each
+   block: the 4 activation rows stay in L1 while the block's weight rows are
+   re-read from L1/L2, instead of every column being re-read from L2 for every
+   weight row (activation rows are ~8x the bytes of Q4_K weight rows). */
+#define X86_GEMM_RB 32
 #define X86_WRAP(pfx, name, NCFN)                                                           \
     static void pfx##_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {  \
         const void *ys[1] = { y };                                                         \
@@ -510,24 +516,30 @@ X86_FLOAT_NC(avx2_bf16_nc, x86_load_bf16, x86_s_bf16)
     static void pfx##_gemm_##name(int64_t n, int64_t nr, int64_t nc, const void *w,         \
                                   size_t ws, const void *a, size_t as, float *dst,         \
                                   size_t ds) {                                             \
-        for (int64_t r = 0; r < nr; r++) {                                                 \
-            const void *x = (const char *)w + r * ws;                                      \
+        for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                 \
+            const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;              \
             int64_t c = 0;                                                                 \
             for (; c + 4 <= nc; c += 4) {                                                  \
                 const void *ys[4];                                                         \
-                float o[4];                                                                \
                 for (int k = 0; k < 4; k++) ys[k] = (const char *)a + (c + k) * as;        \
-                NCFN(n, x, ys, o, 4);                                                      \
-                for (int k = 0; k < 4; k++) dst[(c + k) * ds + r] = o[k];                  \
+                for (int64_t r = r0; r < r1; r++) {                                        \
+                    float o[4];                                                            \
+                    NCFN(n, (const char *)w + r * ws, ys, o, 4);                           \
+                    for (int k = 0; k < 4; k++) dst[(c + k) * ds + r] = o[k];              \
+                }                                                                          \
             }                                                                              \
-            const void *ys[3];                                                             \
-            float o[3];                                                                    \
             const int64_t m = nc - c;                                                      \
+            if (!m) continue;                                                              \
+            const void *ys[3];                                                             \
             for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c + k) * as;            \
-            if (m == 3) NCFN(n, x, ys, o, 3);                                              \
-            else if (m == 2) NCFN(n, x, ys, o, 2);                                         \
-            else if (m == 1) NCFN(n, x, ys, o, 1);                                         \
-            for (int k = 0; k < m; k++) dst[(c + k) * ds + r] = o[k];                      \
+            for (int64_t r = r0; r < r1; r++) {                                            \
+                const void *x = (const char *)w + r * ws;                                  \
+                float o[3];                                                                \
+                if (m == 3) NCFN(n, x, ys, o, 3);                                          \
+                else if (m == 2) NCFN(n, x, ys, o, 2);                                     \
+                else NCFN(n, x, ys, o, 1);                                                 \
+                for (int k = 0; k < m; k++) dst[(c + k) * ds + r] = o[k];                  \
+            }                                                                              \
         }                                                                                  \
     }
 

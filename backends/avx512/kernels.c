@@ -172,12 +172,222 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
     Q8_0_512_BODY(dot_u8s8_vnni)
 }
 
+/* ======================================================================== */
+/* Prefill gemm over packed 16-row panels (VNNI)                              */
+/* ======================================================================== */
+/* The per-row kernels above spend 2 instructions per 64 MACs (maddubs, then
+   a madd with the sub-block scales) because a lane only ever holds 2-4
+   products of one sub-block.  Here 16 weight rows are first unpacked into a
+   panel where 32-bit lane r of vector k holds 4 consecutive quants (u8) of
+   row r: vpdpbusd with 4 broadcast activation bytes then accumulates a whole
+   sub-block per row lane, and the scale is applied once per sub-block (cvt +
+   fma) for 16 rows at a time.  The panel (a few KB on the stack, per call)
+   is reused by every activation column, so the unpacking cost is paid once
+   per 16 rows x superblock, not per column; this is GEMM packing as in
+   BLAS, not a copy of the model.  Used when the tile has enough columns. */
+#define PANEL_ROWS 16
+#define PANEL_SB 4        /* superblocks per panel chunk: ~21 KB, L1-resident */
+#define PANEL_MIN_NC 4    /* fewer columns: the per-row kernels */
+#define PANEL_NC 4        /* activation columns per register tile */
+
+typedef struct panel {
+    uint8_t q[64][64];    /* [4-element group k][row r: 4 bytes] */
+    float sc[16][16];     /* [sub-block][row]: Q4_K 8 sub-blocks of 32, Q6_K 16 of 16 */
+    int32_t mp[8][16];    /* [pair t][row]: int16 pairs for vpdpwssd against the
+                             activation sub-block sums: Q4_K mins (4 pairs),
+                             Q6_K scales (8 pairs, for the -32 offset) */
+    float d[16], dmin[16];
+} panel;
+
+/* rows' 256 quants (u8, element order) -> the panel's dword-transposed q */
+AI void panel_transpose(panel *P, const uint8_t (*u)[256], int nrows) {
+    for (int r = 0; r < nrows; r++) {
+        const uint32_t *src = (const uint32_t *)u[r];
+        for (int k = 0; k < 64; k++) memcpy(&P->q[k][4 * r], &src[k], 4);
+    }
+    for (int r = nrows; r < PANEL_ROWS; r++) for (int k = 0; k < 64; k++) memset(&P->q[k][4 * r], 0, 4);
+}
+
+static void pack_q4_K(panel *P, const block_q4_K *x0, size_t ws, int nrows, int64_t i) {
+    uint8_t u[PANEL_ROWS][256] __attribute__((aligned(64)));
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    memset(P->sc, 0, sizeof P->sc);
+    memset(P->mp, 0, sizeof P->mp);
+    memset(P->d, 0, sizeof P->d);
+    memset(P->dmin, 0, sizeof P->dmin);
+    for (int r = 0; r < nrows; r++) {
+        const block_q4_K *x = (const block_q4_K *)((const char *)x0 + r * ws) + i;
+        uint32_t utmp[4];
+        x86_k4_scales(x->scales, utmp);
+        const uint8_t *sc = (const uint8_t *)utmp, *mn = sc + 8;
+        for (int s = 0; s < 8; s++) P->sc[s][r] = sc[s];
+        for (int t = 0; t < 4; t++) P->mp[t][r] = (int32_t)((uint32_t)mn[2 * t] | ((uint32_t)mn[2 * t + 1] << 16));
+        P->d[r] = x86_h2f(x->d);
+        P->dmin[r] = x86_h2f(x->dmin);
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+            _mm256_store_si256((__m256i *)(u[r] + 64 * j), _mm256_and_si256(v, m4));
+            _mm256_store_si256((__m256i *)(u[r] + 64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+    }
+    panel_transpose(P, (const uint8_t (*)[256])u, nrows);
+}
+
+static void pack_q6_K(panel *P, const block_q6_K *x0, size_t ws, int nrows, int64_t i) {
+    uint8_t u[PANEL_ROWS][256] __attribute__((aligned(64)));
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    memset(P->sc, 0, sizeof P->sc);
+    memset(P->mp, 0, sizeof P->mp);
+    memset(P->d, 0, sizeof P->d);
+    for (int r = 0; r < nrows; r++) {
+        const block_q6_K *x = (const block_q6_K *)((const char *)x0 + r * ws) + i;
+        for (int s = 0; s < 16; s++) P->sc[s][r] = x->scales[s];
+        for (int t = 0; t < 8; t++)
+            P->mp[t][r] = (int32_t)((uint32_t)(uint16_t)x->scales[2 * t] | ((uint32_t)(uint16_t)x->scales[2 * t + 1] << 16));
+        P->d[r] = x86_h2f(x->d);
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+            uint8_t *o = u[r] + 128 * h;
+            _mm256_store_si256((__m256i *)(o + 0), _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)));
+            _mm256_store_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)));
+            _mm256_store_si256((__m256i *)(o + 64), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)));
+            _mm256_store_si256((__m256i *)(o + 96), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)));
+        }
+    }
+    panel_transpose(P, (const uint8_t (*)[256])u, nrows);
+}
+
+AI __m512i bcast32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* acc[c] += the 16 rows' dot products over nsb panels, activation columns y[c] */
+AI void panel_q4_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc, const int NC) {
+    for (int b = 0; b < nsb; b++) {
+        const panel *p = P + b;
+        __m512 fs[PANEL_NC];
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_setzero_ps();
+        for (int s = 0; s < 8; s++) {
+            __m512i ai[PANEL_NC];
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m512i w = _mm512_load_si512((const void *)p->q[8 * s + k]);
+                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 32 * s + 4 * k));
+            }
+            const __m512 sc = _mm512_load_ps(p->sc[s]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[c]), sc, fs[c]);
+        }
+        const __m512 D = _mm512_load_ps(p->d), DM = _mm512_load_ps(p->dmin);
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+            /* sub-block sums of the activations, as int16 pairs (s 2t, 2t+1) */
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)y[c][b].bsums);
+            int32_t pr[8];
+            _mm256_storeu_si256((__m256i *)pr, _mm256_hadd_epi16(bs, bs));
+            __m512i mi = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_load_si512((const void *)p->mp[0]), _mm512_set1_epi32(pr[0]));
+            mi = _mm512_dpwssd_epi32(mi, _mm512_load_si512((const void *)p->mp[1]), _mm512_set1_epi32(pr[1]));
+            mi = _mm512_dpwssd_epi32(mi, _mm512_load_si512((const void *)p->mp[2]), _mm512_set1_epi32(pr[4]));
+            mi = _mm512_dpwssd_epi32(mi, _mm512_load_si512((const void *)p->mp[3]), _mm512_set1_epi32(pr[5]));
+            const __m512 v = _mm512_fmsub_ps(D, fs[c], _mm512_mul_ps(DM, _mm512_cvtepi32_ps(mi)));
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(y[c][b].d), v, acc[c]);
+        }
+    }
+}
+
+AI void panel_q6_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc, const int NC) {
+    for (int b = 0; b < nsb; b++) {
+        const panel *p = P + b;
+        __m512 fs[PANEL_NC];
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_setzero_ps();
+        for (int s = 0; s < 16; s++) {
+            __m512i ai[PANEL_NC];
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i w = _mm512_load_si512((const void *)p->q[4 * s + k]);
+                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 16 * s + 4 * k));
+            }
+            const __m512 sc = _mm512_load_ps(p->sc[s]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[c]), sc, fs[c]);
+        }
+        const __m512 D = _mm512_load_ps(p->d);
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+            /* the -32 offset: 32 * sum_s scale_s * bsum_s, bsums already int16 pairs */
+            __m512i oi = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t++) oi = _mm512_dpwssd_epi32(oi, _mm512_load_si512((const void *)p->mp[t]), bcast32(y[c][b].bsums + 2 * t));
+            const __m512 v = _mm512_mul_ps(D, _mm512_fmadd_ps(_mm512_cvtepi32_ps(oi), _mm512_set1_ps(-32.0f), fs[c]));
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(y[c][b].d), v, acc[c]);
+        }
+    }
+}
+
+typedef void (*panel_pack_fn)(panel *P, const void *x0, size_t ws, int nrows, int64_t i);
+typedef void (*panel_cols_fn)(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc);
+
+/* dst[c * ds + r] for rows [0, nr) (nr <= 16) of the row group at w */
+static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst, size_t ds,
+                       panel_pack_fn pack, const panel_cols_fn *cols) {
+    panel P[PANEL_SB] __attribute__((aligned(64)));
+    const int64_t nb = n / QK_K;
+    const __mmask16 m = (__mmask16)((1u << nr) - 1);
+    for (int64_t i0 = 0; i0 < nb; i0 += PANEL_SB) {
+        const int nsb = (int)(nb - i0 < PANEL_SB ? nb - i0 : PANEL_SB);
+        for (int b = 0; b < nsb; b++) pack(&P[b], w, ws, nr, i0 + b);
+        for (int64_t c = 0; c < nc; c += PANEL_NC) {
+            const int k = (int)(nc - c < PANEL_NC ? nc - c : PANEL_NC);
+            const block_q8_K *y[PANEL_NC];
+            __m512 acc[PANEL_NC];
+            for (int j = 0; j < k; j++) {
+                y[j] = (const block_q8_K *)((const char *)a + (c + j) * as) + i0;
+                acc[j] = i0 ? _mm512_maskz_loadu_ps(m, dst + (c + j) * ds) : _mm512_setzero_ps();
+            }
+            cols[k - 1](P, nsb, y, acc);
+            for (int j = 0; j < k; j++) _mm512_mask_storeu_ps(dst + (c + j) * ds, m, acc[j]);
+        }
+    }
+}
+
+#define PANEL_COLS(name)                                                                                         \
+    static void name##_c1(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 1); } \
+    static void name##_c2(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 2); } \
+    static void name##_c3(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 3); } \
+    static void name##_c4(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 4); } \
+    static const panel_cols_fn name##_tab[PANEL_NC] = { name##_c1, name##_c2, name##_c3, name##_c4 };
+PANEL_COLS(panel_q4_K_cols)
+PANEL_COLS(panel_q6_K_cols)
+
+static void pack_q4_K_v(panel *P, const void *x0, size_t ws, int nrows, int64_t i) { pack_q4_K(P, x0, ws, nrows, i); }
+static void pack_q6_K_v(panel *P, const void *x0, size_t ws, int nrows, int64_t i) { pack_q6_K(P, x0, ws, nrows, i); }
+
+/* ---- row kernels (vec_dot, and gemm for few columns) --------------------- */
 X86_WRAP(avx512, q4_K, avx512_q4_K_nc)
 X86_WRAP(avx512, q6_K, avx512_q6_K_nc)
 X86_WRAP(avx512, q8_0, avx512_q8_0_nc)
 X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
 X86_WRAP(avx512_vnni, q4_K, avx512vnni_q4_K_nc)
 X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
+
+/* VNNI gemm: panels of 16 rows when there are enough columns */
+static void avx512_vnni_gemm_q4_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
+                                        float *dst, size_t ds) {
+    if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q4_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
+    for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
+        const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, pack_q4_K_v, panel_q4_K_cols_tab);
+    }
+}
+static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
+                                        float *dst, size_t ds) {
+    if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q6_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
+    for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
+        const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, pack_q6_K_v, panel_q6_K_cols_tab);
+    }
+}
 X86_WRAP(avx2, q4_0, avx2_q4_0_nc)
 X86_WRAP(avx2, q4_1, avx2_q4_1_nc)
 X86_WRAP(avx2, q5_0, avx2_q5_0_nc)
@@ -213,9 +423,9 @@ int avx512_score(uint64_t cpu_features);
 HIDDEN void avx512_select(uint64_t cpu_features) {
     const int vnni = (cpu_features & PICOLM_CPU_AVX512VNNI) != 0;
     avx512_kernels[0].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K : avx512_vec_dot_q4_K;
-    avx512_kernels[0].gemm = vnni ? avx512_vnni_gemm_q4_K : avx512_gemm_q4_K;
+    avx512_kernels[0].gemm = vnni ? avx512_vnni_gemm_q4_K_panel : avx512_gemm_q4_K;
     avx512_kernels[1].vec_dot = vnni ? avx512_vnni_vec_dot_q6_K : avx512_vec_dot_q6_K;
-    avx512_kernels[1].gemm = vnni ? avx512_vnni_gemm_q6_K : avx512_gemm_q6_K;
+    avx512_kernels[1].gemm = vnni ? avx512_vnni_gemm_q6_K_panel : avx512_gemm_q6_K;
     avx512_kernels[2].vec_dot = vnni ? avx512_vnni_vec_dot_q8_0 : avx512_vec_dot_q8_0;
     avx512_kernels[2].gemm = vnni ? avx512_vnni_gemm_q8_0 : avx512_gemm_q8_0;
 }
