@@ -199,18 +199,38 @@ typedef struct panel {
     float d[16], dmin[16];
 } panel;
 
-/* rows' 256 quants (u8, element order) -> the panel's dword-transposed q */
-AI void panel_transpose(panel *P, const uint8_t (*u)[256], int nrows) {
-    for (int r = 0; r < nrows; r++) {
-        const uint32_t *src = (const uint32_t *)u[r];
-        for (int k = 0; k < 64; k++) memcpy(&P->q[k][4 * r], &src[k], 4);
+/* 16x16 dword transpose: in r[row] (dword k = quants 4k..4k+3 of a 64-quant
+   group), out r[k] (dword row).  Two unpack stages, then 128-bit lanes. */
+AI void tr16x16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
-    for (int r = nrows; r < PANEL_ROWS; r++) for (int k = 0; k < 64; k++) memset(&P->q[k][4 * r], 0, 4);
+    __m512i u[16]; /* u[4i + j], lane L: column 4L + j, rows 4i..4i+3 */
+    for (int i = 0; i < 4; i++) {
+        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), b = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+        const __m512i c = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        r[j] = _mm512_shuffle_i32x4(a, b, 0x88);
+        r[4 + j] = _mm512_shuffle_i32x4(a, b, 0xDD);
+        r[8 + j] = _mm512_shuffle_i32x4(c, d, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(c, d, 0xDD);
+    }
+}
+
+/* Q4_K group g (elements 64g..64g+63): low nibbles of qs[32g..], then high */
+AI __m512i q4_K_group(const block_q4_K *x, int g) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * g)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0xF));
 }
 
 static void pack_q4_K(panel *P, const block_q4_K *x0, size_t ws, int nrows, int64_t i) {
-    uint8_t u[PANEL_ROWS][256] __attribute__((aligned(64)));
-    const __m256i m4 = _mm256_set1_epi8(0xF);
     memset(P->sc, 0, sizeof P->sc);
     memset(P->mp, 0, sizeof P->mp);
     memset(P->d, 0, sizeof P->d);
@@ -224,18 +244,32 @@ static void pack_q4_K(panel *P, const block_q4_K *x0, size_t ws, int nrows, int6
         for (int t = 0; t < 4; t++) P->mp[t][r] = (int32_t)((uint32_t)mn[2 * t] | ((uint32_t)mn[2 * t + 1] << 16));
         P->d[r] = x86_h2f(x->d);
         P->dmin[r] = x86_h2f(x->dmin);
-        for (int j = 0; j < 4; j++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
-            _mm256_store_si256((__m256i *)(u[r] + 64 * j), _mm256_and_si256(v, m4));
-            _mm256_store_si256((__m256i *)(u[r] + 64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
     }
-    panel_transpose(P, (const uint8_t (*)[256])u, nrows);
+    for (int g = 0; g < 4; g++) {
+        __m512i v[16];
+        for (int r = 0; r < 16; r++)
+            v[r] = r < nrows ? q4_K_group((const block_q4_K *)((const char *)x0 + r * ws) + i, g) : _mm512_setzero_si512();
+        tr16x16(v);
+        for (int k = 0; k < 16; k++) _mm512_store_si512((void *)P->q[16 * g + k], v[k]);
+    }
+}
+
+/* Q6_K group g (elements 64g..64g+63) as u8 0..63 */
+AI __m512i q6_K_group(const block_q6_K *x, int g) {
+    const int h = g >> 1;
+    const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    const __m512i L = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
+    const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+    if (!(g & 1)) {
+        const __m512i sh = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
+        return _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, sh), m30));
+    }
+    const __m512i sh = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh), m30));
 }
 
 static void pack_q6_K(panel *P, const block_q6_K *x0, size_t ws, int nrows, int64_t i) {
-    uint8_t u[PANEL_ROWS][256] __attribute__((aligned(64)));
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
     memset(P->sc, 0, sizeof P->sc);
     memset(P->mp, 0, sizeof P->mp);
     memset(P->d, 0, sizeof P->d);
@@ -245,18 +279,14 @@ static void pack_q6_K(panel *P, const block_q6_K *x0, size_t ws, int nrows, int6
         for (int t = 0; t < 8; t++)
             P->mp[t][r] = (int32_t)((uint32_t)(uint16_t)x->scales[2 * t] | ((uint32_t)(uint16_t)x->scales[2 * t + 1] << 16));
         P->d[r] = x86_h2f(x->d);
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-            uint8_t *o = u[r] + 128 * h;
-            _mm256_store_si256((__m256i *)(o + 0), _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)));
-            _mm256_store_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)));
-            _mm256_store_si256((__m256i *)(o + 64), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)));
-            _mm256_store_si256((__m256i *)(o + 96), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)));
-        }
     }
-    panel_transpose(P, (const uint8_t (*)[256])u, nrows);
+    for (int g = 0; g < 4; g++) {
+        __m512i v[16];
+        for (int r = 0; r < 16; r++)
+            v[r] = r < nrows ? q6_K_group((const block_q6_K *)((const char *)x0 + r * ws) + i, g) : _mm512_setzero_si512();
+        tr16x16(v);
+        for (int k = 0; k < 16; k++) _mm512_store_si512((void *)P->q[16 * g + k], v[k]);
+    }
 }
 
 AI __m512i bcast32(const void *p) {
@@ -329,13 +359,28 @@ typedef void (*panel_pack_fn)(panel *P, const void *x0, size_t ws, int nrows, in
 typedef void (*panel_cols_fn)(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc);
 
 /* dst[c * ds + r] for rows [0, nr) (nr <= 16) of the row group at w */
+/* Prefetch rows [0, nrows) of w, bytes [b0, b1) of each: the packer reads 16
+   rows at once, more streams than the hardware prefetcher follows, and
+   otherwise stalls on DRAM for each of them. */
+AI void prefetch_rows(const void *w, size_t ws, int nrows, size_t b0, size_t b1) {
+    for (int r = 0; r < nrows; r++)
+        for (size_t o = b0 & ~(size_t)63; o < b1; o += 64) _mm_prefetch((const char *)w + r * ws + o, _MM_HINT_T0);
+}
+
+/* next_rows: rows of the following group (0 = none), prefetched during the last chunk */
 static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst, size_t ds,
-                       panel_pack_fn pack, const panel_cols_fn *cols) {
+                       size_t bsz, int next_rows, panel_pack_fn pack, const panel_cols_fn *cols) {
     panel P[PANEL_SB] __attribute__((aligned(64)));
     const int64_t nb = n / QK_K;
     const __mmask16 m = (__mmask16)((1u << nr) - 1);
     for (int64_t i0 = 0; i0 < nb; i0 += PANEL_SB) {
         const int nsb = (int)(nb - i0 < PANEL_SB ? nb - i0 : PANEL_SB);
+        if (i0 + PANEL_SB < nb) {
+            const int64_t e = i0 + 2 * PANEL_SB < nb ? i0 + 2 * PANEL_SB : nb;
+            prefetch_rows(w, ws, nr, (size_t)(i0 + PANEL_SB) * bsz, (size_t)e * bsz);
+        } else if (next_rows) {
+            prefetch_rows((const char *)w + PANEL_ROWS * ws, ws, next_rows, 0, (size_t)(nb < PANEL_SB ? nb : PANEL_SB) * bsz);
+        }
         for (int b = 0; b < nsb; b++) pack(&P[b], w, ws, nr, i0 + b);
         for (int64_t c = 0; c < nc; c += PANEL_NC) {
             const int k = (int)(nc - c < PANEL_NC ? nc - c : PANEL_NC);
@@ -375,17 +420,23 @@ X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
 static void avx512_vnni_gemm_q4_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
     if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q4_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
+    prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q4_K));
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
         const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
-        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, pack_q4_K_v, panel_q4_K_cols_tab);
+        const int64_t rn = nr - r - PANEL_ROWS;
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, sizeof(block_q4_K), rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
+                   pack_q4_K_v, panel_q4_K_cols_tab);
     }
 }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
     if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q6_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
+    prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q6_K));
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
         const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
-        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, pack_q6_K_v, panel_q6_K_cols_tab);
+        const int64_t rn = nr - r - PANEL_ROWS;
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, sizeof(block_q6_K), rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
+                   pack_q6_K_v, panel_q6_K_cols_tab);
     }
 }
 X86_WRAP(avx2, q4_0, avx2_q4_0_nc)
