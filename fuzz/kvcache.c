@@ -1,0 +1,69 @@
+/* libFuzzer harness: the KV-cache file loader (kvcache_load_buffer), then
+   kvcache_common_prefix and kvcache_restore into a context of the file's
+   own shape.  First byte: bit 0 = patch the trailing FNV-1a checksum so
+   mutations get past it; bit 1 = expect the identity the header claims
+   (else structural checks only).  Checked: an accepted view's K/V rows lie
+   inside the buffer and restore copies only what the context holds. */
+#include "common.h"
+#include "kvcache.h"
+
+static volatile uint8_t sink;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    const uint8_t flags = data[0];
+    size_t n = size - 1;
+    uint8_t *buf = malloc(n ? n : 1); /* exact size: ASan sees any over-read */
+    memcpy(buf, data + 1, n);
+    if ((flags & 1) && n >= 8) {
+        uint64_t h = kvcache_fnv1a(buf, n - 8, KVCACHE_FNV_OFFSET);
+        memcpy(buf + n - 8, &h, 8);
+    }
+    kvcache_id want;
+    memset(&want, 0, sizeof want);
+    if (n >= KVCACHE_HEADER_BYTES) {
+        memcpy(&want.kv_type, buf + 12, 4);
+        memcpy(&want.model_size, buf + 16, 8);
+        memcpy(&want.model_hash, buf + 24, 8);
+        memcpy(&want.n_layer, buf + 32, 4);
+        memcpy(&want.kv_dim, buf + 36, 4);
+        memcpy(&want.row_bytes, buf + 40, 4);
+        memcpy(&want.n_vocab, buf + 44, 4);
+    }
+    kvcache_view v;
+    char err[512] = "";
+    if (kvcache_load_buffer(buf, n, (flags & 2) ? &want : NULL, &v, err, sizeof err)) {
+        FUZZ_ASSERT(err[0], "refused without a message");
+        free(buf);
+        return 0;
+    }
+    const uint64_t rows = (uint64_t)v.id.n_layer * 2 * v.n_tokens;
+    FUZZ_ASSERT(v.kv >= buf && (uint64_t)(v.kv - buf) + rows * v.id.row_bytes <= n, "K/V rows outside the buffer");
+    for (uint32_t i = 0; i < v.n_tokens; i++) sink ^= (uint8_t)v.tokens[i];
+    int32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int p = kvcache_common_prefix(&v, toks, 8);
+    FUZZ_ASSERT(p >= 0 && p <= 8 && (uint32_t)p <= v.n_tokens, "common prefix %d", p);
+    /* restore into a context of the file's shape when it is small */
+    const size_t n_ctx = v.n_tokens + 1;
+    const uint64_t bytes = (uint64_t)v.id.n_layer * n_ctx * v.id.row_bytes;
+    if (v.id.n_layer > 0 && v.id.n_layer <= 4096 && bytes <= (1u << 24)) {
+        static llama_model m;
+        memset(&m, 0, sizeof m);
+        m.hp.n_layer = (int)v.id.n_layer;
+        llama_ctx c;
+        memset(&c, 0, sizeof c);
+        c.m = &m;
+        c.n_ctx = (int)n_ctx;
+        c.kv_row_bytes = v.id.row_bytes;
+        c.k_cache = malloc(bytes ? bytes : 1);
+        c.v_cache = malloc(bytes ? bytes : 1);
+        if (!kvcache_restore(&c, &v, (int)v.n_tokens, err, sizeof err))
+            FUZZ_ASSERT(c.n_past == (int)v.n_tokens, "n_past %d", c.n_past);
+        FUZZ_ASSERT(kvcache_restore(&c, &v, (int)v.n_tokens + 1, err, sizeof err) != 0, "restored more than the file holds");
+        free(c.k_cache);
+        free(c.v_cache);
+    }
+    kvcache_view_free(&v);
+    free(buf);
+    return 0;
+}
