@@ -132,14 +132,51 @@ typedef struct synth_job {
     uint8_t *dst;
     size_t row_bytes;
     float **scratch;
+    /* block pool (fast mode): rows are random picks of pre-quantized blocks */
+    const uint8_t *pool;
+    int64_t pool_blocks;
+    size_t block_bytes;
 } synth_job;
 
 static void synth_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     const synth_job *j = ctx;
     for (int64_t r = r0; r < r1; r++) {
-        float *x = j->quant ? j->scratch[tid] : (float *)(j->dst + (size_t)r * j->row_bytes);
-        normal_row(x, j->cols, j->seed ^ ((uint64_t)r * 0xD1B54A32D192ED03ull), 0.02f);
-        if (j->quant) j->quant(x, j->dst + (size_t)r * j->row_bytes, j->cols);
+        uint8_t *row = j->dst + (size_t)r * j->row_bytes;
+        const uint64_t seed = j->seed ^ ((uint64_t)r * 0xD1B54A32D192ED03ull);
+        if (j->pool) {
+            uint64_t s = seed;
+            const size_t nb = j->row_bytes / j->block_bytes;
+            for (size_t b = 0; b < nb; b++)
+                memcpy(row + b * j->block_bytes, j->pool + (size_t)(splitmix64(&s) % (uint64_t)j->pool_blocks) * j->block_bytes,
+                       j->block_bytes);
+            continue;
+        }
+        float *x = j->quant ? j->scratch[tid] : (float *)row;
+        normal_row(x, j->cols, seed, 0.02f);
+        if (j->quant) j->quant(x, row, j->cols);
+    }
+}
+
+/* Fast mode: quantize n_blocks blocks of N(0, 0.02) values once per type
+   (in parallel, 256 blocks a task); matrices are then assembled from random
+   picks of these blocks.  Every block is a genuine output of the format's
+   quantizer, so the file is as valid, as large and as fast to run as a fully
+   random one; only the values repeat. */
+typedef struct pool_job {
+    const picolm_format *f;
+    uint8_t *dst;
+    float **scratch;
+    uint64_t seed;
+} pool_job;
+
+#define POOL_CHUNK 256 /* blocks per task */
+
+static void pool_rows(void *ctx, int64_t c0, int64_t c1, int tid) {
+    const pool_job *j = ctx;
+    const int64_t n = (int64_t)j->f->block_size * POOL_CHUNK;
+    for (int64_t c = c0; c < c1; c++) {
+        normal_row(j->scratch[tid], n, j->seed ^ ((uint64_t)c * 0xD1B54A32D192ED03ull), 0.02f);
+        j->f->quantize_row(j->scratch[tid], j->dst + (size_t)c * POOL_CHUNK * j->f->type_size, n);
     }
 }
 
@@ -235,8 +272,10 @@ static uint32_t find_type(const pl_dispatch *d, const char *name) {
     return UINT32_MAX;
 }
 
-int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct threadpool *pool, FILE *progress, char *err,
-                size_t errlen) {
+#define POOL_BLOCKS (64 * POOL_CHUNK)
+
+int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct threadpool *pool, int exact, FILE *progress,
+                char *err, size_t errlen) {
     synth_shape s;
     char tname[32];
     if (synth_parse(spec, &s, tname, sizeof tname, err, errlen)) return -1;
@@ -279,7 +318,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     gguf_writer *w = gguf_writer_new();
     FILE *of = NULL;
     char tmp[4096] = "";
-    uint8_t *buf = NULL;
+    uint8_t *buf = NULL, *pools[2] = {NULL, NULL};
     float **scratch = NULL;
     const int nthr = pool ? threadpool_size(pool) : 1;
     uint64_t max_bytes = 0, total = 0;
@@ -333,9 +372,22 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     scratch = calloc((size_t)nthr, sizeof *scratch);
     if (!buf || !scratch) { fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < nthr; i++)
-        if (!(scratch[i] = malloc((size_t)max_cols * sizeof(float)))) { fail(err, errlen, "out of memory"); goto done; }
+        if (!(scratch[i] = malloc((size_t)(max_cols > 256 * POOL_CHUNK ? max_cols : 256 * POOL_CHUNK) * sizeof(float)))) {
+            fail(err, errlen, "out of memory");
+            goto done;
+        }
+    /* block pools for the quantized types (not for F32/F16/BF16: cheap to make exactly) */
+    for (int i = 0; !exact && i < 2; i++) {
+        const picolm_format *f = d->types[need[i]].fmt;
+        if (f->block_size < 32 || f->block_size > 256 || (i == 1 && need[1] == need[0])) continue;
+        if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { fail(err, errlen, "out of memory"); goto done; }
+        pool_job pj = {f, pools[i], scratch, 0xB10C0000ull + need[i]};
+        threadpool_run(pool, POOL_BLOCKS / POOL_CHUNK, pool_rows, &pj);
+    }
 
-    if (progress) fprintf(progress, "synth: %s -> %s: %d tensors, %.1f MB, %d thread%s\n", spec, path, n_t, total / 1e6, nthr, nthr == 1 ? "" : "s");
+    if (progress)
+        fprintf(progress, "synth: %s -> %s: %d tensors, %.1f MB, %d thread%s%s\n", spec, path, n_t, total / 1e6, nthr,
+                nthr == 1 ? "" : "s", exact ? ", every row quantized" : "");
     const double t0 = now_s();
     uint64_t done_bytes = 0;
     for (int i = 0; i < n_t; i++) {
@@ -344,9 +396,12 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             float *x = (float *)buf;
             for (int64_t j = 0; j < t->ne[0]; j++) x[j] = 1.0f;
         } else {
+            const picolm_format *f = d->types[t->type].fmt;
+            const uint8_t *bp = t->type == need[0] ? pools[0] : t->type == need[1] ? (pools[1] ? pools[1] : pools[0]) : NULL;
             synth_job j = {.seed = 0x5EED0000ull + (uint64_t)i * 0x9E3779B97F4A7C15ull, .cols = t->ne[0],
-                           .quant = t->type == PICOLM_TYPE_F32 ? NULL : d->types[t->type].fmt->quantize_row, .dst = buf,
-                           .row_bytes = dispatch_row_size(d, t->type, t->ne[0]), .scratch = scratch};
+                           .quant = t->type == PICOLM_TYPE_F32 ? NULL : f->quantize_row, .dst = buf,
+                           .row_bytes = dispatch_row_size(d, t->type, t->ne[0]), .scratch = scratch,
+                           .pool = bp, .pool_blocks = POOL_BLOCKS, .block_bytes = f->type_size};
             threadpool_run(pool, t->ne[1], synth_rows, &j);
         }
         if (gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
@@ -373,6 +428,8 @@ done:
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);
+    free(pools[0]);
+    free(pools[1]);
     free(buf);
     gguf_writer_free(w);
     free(ts);

@@ -38,7 +38,7 @@ typedef struct opts {
     int n_backends;
     int threads[MAX_LIST];
     int n_threads;
-    int n_prompt, n_gen, reps, format, micro, ctx, batch, kv_type, bw_mib, micro_mib;
+    int n_prompt, n_gen, reps, format, micro, synth_exact, ctx, batch, kv_type, bw_mib, micro_mib;
     double micro_s;
 } opts;
 
@@ -76,6 +76,8 @@ static void usage(FILE *o) {
     fprintf(o,
             ";\n"
             "                    TYPE: Q4_K_M, Q5_K_M or any weight format, e.g. Q8_0); reused if the file exists\n"
+            "  --synth-exact     quantize every row (slow) instead of assembling rows from a pool of\n"
+            "                    16384 quantized random blocks per type (same size and speed, values repeat)\n"
             "  --out FILE        where --synth writes (default $TMPDIR/picolm-synth-SHAPE-TYPE.gguf)\n"
             "  --bw-mib N        buffer of the bandwidth measurement in MiB (default 1024)\n"
             "  --plugin-dir DIR  extra plugin directory searched first\n"
@@ -168,29 +170,31 @@ typedef struct micro_result {
 } micro_result;
 
 /* A grouped bar chart: groups on x, one bar per series, values in vals[g * ns + s]. */
+/* dim (may be NULL): bars drawn faded (e.g. a backend without its own kernel for that format). */
 static void svg_chart(FILE *o, const char *title, const char *ylabel, char (*groups)[64], int ng, char (*series)[64], int ns,
-                      const double *vals, const char *note) {
+                      const double *vals, const unsigned char *dim, const char *note) {
     static const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
-    const int bar = 14, gap = 16, ml = 70, mr = 20, mt = 50, mb = 90, plot_h = 320;
+    const int bar = 14, gap = 16, ml = 70, mr = 20, mt = 50, mb = 60, plot_h = 320;
     const int gw = ns * bar + gap, W = ml + mr + (ng > 0 ? ng : 1) * gw + 150, H = mt + plot_h + mb;
     double vmax = 0;
     for (int i = 0; i < ng * ns; i++)
         if (vals[i] > vmax) vmax = vals[i];
-    /* a "nice" axis maximum: 1, 2 or 5 times a power of ten, 5 ticks */
+    /* a "nice" tick step (1, 2, 2.5 or 5 times a power of ten), at most 6 ticks */
     double step = 1;
     if (vmax > 0) {
         const double raw = vmax / 5, p10 = pow(10, floor(log10(raw))), m = raw / p10;
-        step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p10;
+        step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10) * p10;
     }
-    const double ymax = step * 5;
+    const int nticks = vmax > 0 ? (int)ceil(vmax / step - 1e-9) : 1;
+    const double ymax = step * nticks;
     fprintf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     fprintf(o, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
     fprintf(o, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">%s</text>\n", ml, title);
     if (note) fprintf(o, "<text x=\"%d\" y=\"40\" font-size=\"11\" fill=\"#555\">%s</text>\n", ml, note);
-    for (int t = 0; t <= 5; t++) {
-        const double y = mt + plot_h - plot_h * t / 5.0;
+    for (int t = 0; t <= nticks; t++) {
+        const double y = mt + plot_h - plot_h * t / (double)nticks;
         fprintf(o, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ml, y, ml + ng * gw, y);
         fprintf(o, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ml - 6, y + 4, step * t);
     }
@@ -200,11 +204,16 @@ static void svg_chart(FILE *o, const char *title, const char *ylabel, char (*gro
         for (int s = 0; s < ns; s++) {
             const double v = vals[g * ns + s];
             const double h = v > 0 ? plot_h * v / ymax : 0;
-            fprintf(o, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s %s: %.3g</title></rect>\n",
-                    x0 + s * bar, mt + plot_h - h, bar - 1, h, colors[s % 8], groups[g], series[s], v);
+            const int faded = dim && dim[g * ns + s];
+            fprintf(o, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"%s><title>%s %s: %.3g%s</title></rect>\n",
+                    x0 + s * bar, mt + plot_h - h, bar - 1, h, colors[s % 8], faded ? " fill-opacity=\"0.35\"" : "", groups[g],
+                    series[s], v, faded ? " (reference fallback)" : "");
         }
         const int cx = x0 + ns * bar / 2;
-        fprintf(o, "<text transform=\"translate(%d,%d) rotate(-40)\" text-anchor=\"end\">%s</text>\n", cx, mt + plot_h + 16, groups[g]);
+        if ((int)strlen(groups[g]) * 7 < gw)
+            fprintf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", cx, mt + plot_h + 18, groups[g]);
+        else
+            fprintf(o, "<text transform=\"translate(%d,%d) rotate(-30)\" text-anchor=\"end\">%s</text>\n", cx, mt + plot_h + 14, groups[g]);
     }
     fprintf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ml, mt + plot_h, ml + ng * gw, mt + plot_h);
     fprintf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ml, mt, ml, mt + plot_h);
@@ -438,16 +447,22 @@ static void print_micro(const opts *o, const micro_result *r, int n, FILE *f) {
     } else if (o->format == OUT_SVG) {
         char (*series)[64] = calloc((size_t)o->n_backends, 64);
         double *v = calloc((size_t)nf * (size_t)o->n_backends + 1, sizeof *v);
-        if (!series || !v) { free(series); free(v); return; }
+        unsigned char *dim = calloc((size_t)nf * (size_t)o->n_backends + 1, 1);
+        if (!series || !v || !dim) { free(series); free(v); free(dim); return; }
         for (int b = 0; b < o->n_backends; b++) snprintf(series[b], 64, "%s", o->backends[b]);
         for (int i = 0; i < n; i++)
             for (int g = 0; g < nf; g++)
                 for (int b = 0; b < o->n_backends; b++)
-                    if (!strcmp(fmts[g], r[i].format) && !strcmp(o->backends[b], r[i].backend)) v[g * o->n_backends + b] = r[i].gbps;
+                    if (!strcmp(fmts[g], r[i].format) && !strcmp(o->backends[b], r[i].backend)) {
+                        v[g * o->n_backends + b] = r[i].gbps;
+                        dim[g * o->n_backends + b] = strcmp(r[i].from, r[i].backend) && strcmp(r[i].backend, "reference");
+                    }
         char note[160], cpu[96];
         cpu_model_name(cpu, sizeof cpu);
-        snprintf(note, sizeof note, "%s; 1 thread; vec_dot over a %d MiB random matrix of 4096-wide rows", cpu, o->micro_mib);
-        svg_chart(f, "picolm kernel throughput (GB/s of weights)", "GB/s", fmts, nf, series, o->n_backends, v, note);
+        snprintf(note, sizeof note, "%s; 1 thread; vec_dot over a %d MiB random matrix of 4096-wide rows; faded = reference fallback",
+                 cpu, o->micro_mib);
+        svg_chart(f, "picolm kernel throughput (GB/s of weights)", "GB/s", fmts, nf, series, o->n_backends, v, dim, note);
+        free(dim);
         free(series);
         free(v);
     } else {
@@ -526,7 +541,7 @@ static void print_results(const opts *o, const char *path, const result *r, int 
             for (int b = 0; b < o->n_backends; b++)
                 for (int t = 0; t < o->n_threads; t++)
                     if (!strcmp(r[i].backend, o->backends[b]) && r[i].threads == o->threads[t]) v[b * o->n_threads + t] = r[i].decode_tps;
-        svg_chart(f, "picolm decode speed (tok/s)", "tok/s", groups, o->n_backends, series, o->n_threads, v, model_desc);
+        svg_chart(f, "picolm decode speed (tok/s)", "tok/s", groups, o->n_backends, series, o->n_threads, v, NULL, model_desc);
         free(groups);
         free(series);
         free(v);
@@ -578,6 +593,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) continue;
+        if (!strcmp(a, "--synth-exact")) { o.synth_exact = 1; continue; }
         if (a[0] == '-' && a[1]) {
             if (i + 1 >= argc) { fprintf(stderr, "picolm-bench: %s needs a value\n", a); return 2; }
             const char *v = argv[++i];
@@ -683,7 +699,7 @@ int main(int argc, char **argv) {
             threadpool *sp = threadpool_create(0);
             registry_set_pool(&reg, sp);
             int bad = !d || !sp || registry_dispatch(&reg, "reference", d, err, sizeof err) ||
-                      synth_write(o.synth, path, d, sp, stderr, err, sizeof err);
+                      synth_write(o.synth, path, d, sp, o.synth_exact, stderr, err, sizeof err);
             registry_set_pool(&reg, NULL);
             threadpool_destroy(sp);
             free(d);
