@@ -34,6 +34,8 @@ enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_SVG };
 
 typedef struct opts {
     const char *model, *synth, *out, *plugin_dir;
+    const char *formats[MAX_LIST]; /* --micro: only these formats (none = all) */
+    int n_formats;
     const char *backends[MAX_LIST];
     int n_backends;
     int threads[MAX_LIST];
@@ -71,6 +73,8 @@ static void usage(FILE *o) {
             "  --micro           kernel throughput instead: per weight format x backend, GB/s of weights\n"
             "                    through vec_dot, single thread, over a random matrix larger than L2\n"
             "  --micro-mib N     size of that matrix in MiB (default 8)\n"
+            "  --micro-ms N      time per measurement in ms, best of 3 (default 100)\n"
+            "  --formats LIST    --micro: only these weight formats (e.g. Q4_K,Q6_K,Q8_0)\n"
             "  --synth SHAPE:TYPE  synthesise a random-weight model first (shapes: ");
     for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
     fprintf(o,
@@ -358,6 +362,9 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
     for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
         const picolm_format *f = ref->types[t].fmt;
         if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row || cols % f->block_size) continue;
+        int wanted = !o->n_formats;
+        for (int i = 0; i < o->n_formats; i++) wanted |= !strcasecmp(o->formats[i], f->name);
+        if (!wanted) continue;
         const size_t rb = dispatch_row_size(ref, t, cols);
         const int64_t rows = (int64_t)((want + rb - 1) / rb);
         free(mat);
@@ -457,7 +464,7 @@ static void print_micro(const opts *o, const micro_result *r, int n, FILE *f) {
                         v[g * o->n_backends + b] = r[i].gbps;
                         dim[g * o->n_backends + b] = strcmp(r[i].from, r[i].backend) && strcmp(r[i].backend, "reference");
                     }
-        char note[160], cpu[96];
+        char note[320], cpu[96];
         cpu_model_name(cpu, sizeof cpu);
         snprintf(note, sizeof note, "%s; 1 thread; vec_dot over a %d MiB random matrix of 4096-wide rows; faded = reference fallback",
                  cpu, o->micro_mib);
@@ -587,7 +594,8 @@ static int cmp_bk(const void *a, const void *b) {
 int main(int argc, char **argv) {
     opts o = {.n_prompt = 128, .n_gen = 64, .reps = 3, .format = OUT_MD, .kv_type = KV_F16, .batch = 64, .bw_mib = 1024,
               .micro_mib = 8, .micro_s = 0.1};
-    char *blist = NULL, *tlist = NULL;
+    char *blist = NULL, *tlist = NULL, *flist = NULL;
+    int micro_ms = 100;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -607,6 +615,8 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--batch")) bad = parse_int(v, 1, 65536, &o.batch);
             else if (!strcmp(a, "--bw-mib")) bad = parse_int(v, 16, 1 << 20, &o.bw_mib);
             else if (!strcmp(a, "--micro-mib")) bad = parse_int(v, 1, 1 << 16, &o.micro_mib);
+            else if (!strcmp(a, "--micro-ms")) bad = parse_int(v, 1, 100000, &micro_ms);
+            else if (!strcmp(a, "--formats")) flist = strdup(v);
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
             else if (!strcmp(a, "--plugin-dir")) o.plugin_dir = v;
@@ -626,6 +636,11 @@ int main(int argc, char **argv) {
         o.model = a;
     }
     if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
+    o.micro_s = micro_ms / 1000.0;
+    if (flist && (o.n_formats = split_list(flist, o.formats, MAX_LIST)) <= 0) {
+        fprintf(stderr, "picolm-bench: --formats: bad list\n");
+        return 2;
+    }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
 
 #ifdef __GLIBC__
@@ -679,6 +694,7 @@ int main(int argc, char **argv) {
 
     if (o.micro) {
         if (run_micro(&o, &reg, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
+        if (!n_mres) { fprintf(stderr, "picolm-bench: --micro: no weight format with a quantizer matched\n"); goto out; }
         print_micro(&o, mres, n_mres, stdout);
         rc = 0;
         goto out;
@@ -696,7 +712,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "picolm-bench: reusing %s (delete it to synthesise again)\n", path);
         } else {
             pl_dispatch *d = calloc(1, sizeof *d);
-            threadpool *sp = threadpool_create(0);
+            int nt = 0; /* the largest requested thread count (the output does not depend on it) */
+            for (int i = 0; i < o.n_threads; i++) nt = o.threads[i] > nt ? o.threads[i] : nt;
+            threadpool *sp = threadpool_create(nt);
             registry_set_pool(&reg, sp);
             int bad = !d || !sp || registry_dispatch(&reg, "reference", d, err, sizeof err) ||
                       synth_write(o.synth, path, d, sp, o.synth_exact, stderr, err, sizeof err);
@@ -756,6 +774,7 @@ out:
     free(mres);
     free(blist);
     free(tlist);
+    free(flist);
     registry_free(&reg);
     return rc;
 }
