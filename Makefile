@@ -48,7 +48,7 @@ SAMPLER_SO = $(SAMPLERS:%=$(BUILD)/plugins/sampler-%.so)
 BACKEND_SO = $(BACKENDS:%=$(BUILD)/plugins/backend-%.so)
 TOOL_BIN   = $(TOOLS:%=$(BUILD)/bin/picolm-%)
 TEST_BIN   = $(TESTS:%=$(BUILD)/tests/%)
-HEADERS    = $(wildcard include/picolm/*.h core/*.h formats/*.h backends/*.h)
+HEADERS    = $(wildcard include/picolm/*.h core/*.h formats/*.h backends/*.h backends/*/*.h plugins/*.h)
 
 all: $(BUILD)/bin/picolm $(TOOL_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
 

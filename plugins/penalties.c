@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "picolm/plugin.h"
+#include "sampler_common.h"
 
 typedef struct pen_state {
     float repeat, freq, presence;
@@ -24,34 +25,8 @@ typedef struct pen_state {
     int64_t n_seen;     /* tokens in the window (fast path when 0) */
 } pen_state;
 
-static const char *find_param(const picolm_sampler_init *in, const char *key) {
-    const char *v = NULL; /* the last occurrence wins */
-    for (int i = 0; in->params && i < in->n_params; i++)
-        if (in->params[i].key && in->params[i].value && !strcmp(in->params[i].key, key)) v = in->params[i].value;
-    return v;
-}
 
-static int param_float(const picolm_sampler_init *in, const char *key, float *out, char *err, size_t errlen) {
-    const char *v = find_param(in, key);
-    if (!v) return 0;
-    char *end;
-    const double d = strtod(v, &end);
-    while (isspace((unsigned char)*end)) end++;
-    if (end == v || *end || !isfinite(d)) { snprintf(err, errlen, "%s: '%s' is not a number", key, v); return 1; }
-    *out = (float)d;
-    return 0;
-}
 
-static int param_int(const picolm_sampler_init *in, const char *key, int32_t *out, char *err, size_t errlen) {
-    const char *v = find_param(in, key);
-    if (!v) return 0;
-    char *end;
-    const long l = strtol(v, &end, 10);
-    while (isspace((unsigned char)*end)) end++;
-    if (end == v || *end || l < -1 || l > (1L << 24)) { snprintf(err, errlen, "%s: '%s' is not an integer >= -1", key, v); return 1; }
-    *out = (int32_t)l;
-    return 0;
-}
 
 static void pen_destroy(void *state) {
     pen_state *s = state;
@@ -65,14 +40,15 @@ static int pen_create(const picolm_sampler_init *init, void **state, char *err, 
     pen_state *s = calloc(1, sizeof *s);
     if (!s) { snprintf(err, errlen, "penalties: out of memory"); return 1; }
     s->repeat = 1.0f;
-    s->last_n = 64;
+    long last_n = 64;
     if (param_float(init, "repeat_penalty", &s->repeat, err, errlen) ||
         param_float(init, "freq_penalty", &s->freq, err, errlen) ||
         param_float(init, "presence_penalty", &s->presence, err, errlen) ||
-        param_int(init, "penalty_last_n", &s->last_n, err, errlen)) {
+        param_int(init, "penalty_last_n", -1, 1L << 24, &last_n, err, errlen)) {
         pen_destroy(s);
         return 1;
     }
+    s->last_n = (int32_t)last_n;
     if (s->repeat <= 0) { snprintf(err, errlen, "repeat_penalty: %g must be > 0", (double)s->repeat); pen_destroy(s); return 1; }
     if (!init->vocab || init->vocab->n_vocab <= 0) { snprintf(err, errlen, "penalties: no vocabulary"); pen_destroy(s); return 1; }
     s->n_vocab = init->vocab->n_vocab;

@@ -7,25 +7,9 @@
 #include <string.h>
 
 #include "picolm/plugin.h"
+#include "sampler_common.h"
 
-/* The last occurrence wins: the core appends the effective value last. */
-static const char *find_param(const picolm_sampler_init *in, const char *key) {
-    const char *v = NULL;
-    for (int i = 0; in->params && i < in->n_params; i++)
-        if (in->params[i].key && in->params[i].value && !strcmp(in->params[i].key, key)) v = in->params[i].value;
-    return v;
-}
 
-static int param_float(const picolm_sampler_init *in, const char *key, float *out, char *err, size_t errlen) {
-    const char *v = find_param(in, key);
-    if (!v) return 0;
-    char *end;
-    const double d = strtod(v, &end);
-    while (isspace((unsigned char)*end)) end++;
-    if (end == v || *end || !isfinite(d)) { snprintf(err, errlen, "%s: '%s' is not a number", key, v); return 1; }
-    *out = (float)d;
-    return 0;
-}
 
 static int temp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
     float t = 1.0f;

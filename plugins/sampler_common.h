@@ -1,0 +1,101 @@
+/* Helpers shared by the in-tree sampler plugins (header-only: each plugin is
+   its own shared object and links nothing but libc/libm). */
+#ifndef PICOLM_SAMPLER_COMMON_H
+#define PICOLM_SAMPLER_COMMON_H
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "picolm/plugin.h"
+
+/* ---- parameters: the last occurrence wins (the core appends the
+   effective value last) ---- */
+
+static inline const char *find_param(const picolm_sampler_init *in, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; in->params && i < in->n_params; i++)
+        if (in->params[i].key && in->params[i].value && !strcmp(in->params[i].key, key)) v = in->params[i].value;
+    return v;
+}
+
+/* Leaves *out alone when the key is absent; 1 + message when malformed. */
+static inline int param_float(const picolm_sampler_init *in, const char *key, float *out, char *err, size_t errlen) {
+    const char *v = find_param(in, key);
+    if (!v) return 0;
+    char *end;
+    const double d = strtod(v, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || !isfinite(d)) { snprintf(err, errlen, "%s: '%s' is not a number", key, v); return 1; }
+    *out = (float)d;
+    return 0;
+}
+
+static inline int param_int(const picolm_sampler_init *in, const char *key, long lo, long hi, long *out, char *err, size_t errlen) {
+    const char *v = find_param(in, key);
+    if (!v) return 0;
+    char *end;
+    const long l = strtol(v, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || l < lo || l > hi) { snprintf(err, errlen, "%s: '%s' is not an integer >= %ld", key, v, lo); return 1; }
+    *out = l;
+    return 0;
+}
+
+/* ---- candidate ordering ---- */
+
+/* Total order: higher logit first, then lower id; NaN ranks as -inf. */
+static inline int better(const picolm_token_data *a, const picolm_token_data *b) {
+    float x = a->logit, y = b->logit;
+    if (x != x) x = -INFINITY;
+    if (y != y) y = -INFINITY;
+    return x > y || (x == y && a->id < b->id);
+}
+
+static inline void swap_td(picolm_token_data *a, picolm_token_data *b) {
+    picolm_token_data t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearrange d[0..n) so that d[0..k) holds the k best (in any order). */
+static inline void select_best(picolm_token_data *d, size_t n, size_t k) {
+    size_t lo = 0, hi = n;
+    while (k > lo && k < hi && hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        /* median of three to d[last] */
+        if (better(&d[mid], &d[lo])) swap_td(&d[mid], &d[lo]);
+        if (better(&d[last], &d[lo])) swap_td(&d[last], &d[lo]);
+        if (better(&d[mid], &d[last])) swap_td(&d[mid], &d[last]);
+        size_t store = lo;
+        for (size_t i = lo; i < last; i++)
+            if (better(&d[i], &d[last])) swap_td(&d[i], &d[store++]);
+        swap_td(&d[store], &d[last]);
+        /* d[lo..store) beat the pivot, now at d[store] */
+        if (k <= store) hi = store;
+        else lo = store + 1;
+    }
+}
+
+/* Heap sort, best first. */
+static inline void sift_worst_root(picolm_token_data *d, size_t i, size_t n) {
+    for (;;) {
+        size_t w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && better(&d[w], &d[l])) w = l; /* root holds the worst */
+        if (r < n && better(&d[w], &d[r])) w = r;
+        if (w == i) return;
+        swap_td(&d[i], &d[w]);
+        i = w;
+    }
+}
+
+static inline void sort_best_first(picolm_token_data *d, size_t n) {
+    if (n < 2) return;
+    for (size_t i = n / 2; i-- > 0;) sift_worst_root(d, i, n);
+    for (size_t end = n - 1; end > 0; end--) {
+        swap_td(&d[0], &d[end]);
+        sift_worst_root(d, 0, end);
+    }
+}
+#endif
