@@ -13,7 +13,8 @@
  * - act_quants byte-equal to the reference quantize_row (incl. rounding ties);
  * - primitives vs plain C;
  * - INFO lines: single-thread weight throughput (GB/s) per kernel, on a
- *   matrix larger than L2 (8 MiB) and one larger than a typical L3 (64 MiB);
+ *   matrix larger than L2 (8 MiB) and one larger than a typical L3 (64 MiB),
+ *   gemm with 4 and 64 activation columns (prefill);
  *   Q4_K/Q6_K/Q8_0 only.  PICOLM_BENCH=0 skips them, PICOLM_BENCH=2 times
  *   every format, longer.  Informational: the machine may be shared.
  */
@@ -178,44 +179,46 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
 
     if (!k->gemm) return;
     /* gemm: nr x nc tiles with padded strides and a sentinel-filled dst */
-    const int64_t n = bs == 1 ? 259 : bs * 3;
-    /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their tail */
-    const int64_t nrs[] = { 1, 3, 5, 6, 16, 37 }, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
-    const size_t ws = row_bytes(fw, n) + 64 + 2, as = row_bytes(fa, n) + 96 + 6;
-    const int64_t maxr = 37, maxc = 17;
-    char *W = calloc(maxr, ws), *A = calloc(maxc, as);
-    float *xf = malloc(n * sizeof *xf);
-    for (int64_t r = 0; r < maxr; r++) { fill(xf, n); fw->quantize_row(xf, W + r * ws, n); }
-    for (int64_t c = 0; c < maxc; c++) { fill(xf, n); fa->quantize_row(xf, A + c * as, n); }
-    ok = 1;
-    worst = 0;
-    for (int ri = 0; ri < 6; ri++) for (int ci = 0; ci < 7; ci++) {
-        const int64_t nr = nrs[ri], nc = ncs[ci];
-        const size_t ds = (size_t)nr + 3;
-        float *dst = malloc(sizeof(float) * ds * (nc + 1));
-        for (size_t i = 0; i < ds * (nc + 1); i++) dst[i] = -12345.0f;
-        k->gemm(n, nr, nc, W, ws, A, as, dst, ds);
-        for (int64_t c = 0; c <= nc; c++) for (int64_t r = 0; r < (int64_t)ds; r++) {
-            const float got = dst[c * ds + r];
-            if (c == nc || r >= nr) {
-                if (got != -12345.0f) { if (ok) printf("# %s %s gemm %lldx%lld wrote outside the tile\n", bname, fw->name, (long long)nr, (long long)nc); ok = 0; }
-                continue;
+    /* row lengths: 1 block, 3, and 9 (more than two 4-superblock panel chunks) */
+    for (int ni = 0; ni < 3; ni++) {
+        const int64_t n = bs == 1 ? 259 * (ni + 1) : bs * (ni == 0 ? 1 : ni == 1 ? 3 : 9);
+        /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their tail */
+        const int64_t nrs[] = { 1, 3, 5, 6, 16, 37 }, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
+        const size_t ws = row_bytes(fw, n) + 64 + 2, as = row_bytes(fa, n) + 96 + 6;
+        const int64_t maxr = 37, maxc = 17;
+        char *W = calloc(maxr, ws), *A = calloc(maxc, as);
+        float *xf = malloc(n * sizeof *xf);
+        for (int64_t r = 0; r < maxr; r++) { fill(xf, n); fw->quantize_row(xf, W + r * ws, n); }
+        for (int64_t c = 0; c < maxc; c++) { fill(xf, n); fa->quantize_row(xf, A + c * as, n); }
+        if (ni == 0) { ok = 1; worst = 0; }
+        for (int ri = 0; ri < 6; ri++) for (int ci = 0; ci < 7; ci++) {
+            const int64_t nr = nrs[ri], nc = ncs[ci];
+            const size_t ds = (size_t)nr + 3;
+            float *dst = malloc(sizeof(float) * ds * (nc + 1));
+            for (size_t i = 0; i < ds * (nc + 1); i++) dst[i] = -12345.0f;
+            k->gemm(n, nr, nc, W, ws, A, as, dst, ds);
+            for (int64_t c = 0; c <= nc; c++) for (int64_t r = 0; r < (int64_t)ds; r++) {
+                const float got = dst[c * ds + r];
+                if (c == nc || r >= nr) {
+                    if (got != -12345.0f) { if (ok) printf("# %s %s gemm %lldx%lld wrote outside the tile\n", bname, fw->name, (long long)nr, (long long)nc); ok = 0; }
+                    continue;
+                }
+                float want = 0;
+                fw->vec_dot(n, &want, W + r * ws, A + c * as);
+                const double mag = dot_magnitude(fw, W + r * ws, fa, A + c * as, n);
+                const double err = fabs((double)got - want) / (mag > 0 ? mag : 1);
+                if (err > worst) worst = err;
+                if (!(err <= REL_TOL)) {
+                    if (ok) printf("# %s %s gemm %lldx%lld [%lld,%lld]: got %.9g want %.9g\n", bname, fw->name,
+                                   (long long)nr, (long long)nc, (long long)r, (long long)c, got, want);
+                    ok = 0;
+                }
             }
-            float want = 0;
-            fw->vec_dot(n, &want, W + r * ws, A + c * as);
-            const double mag = dot_magnitude(fw, W + r * ws, fa, A + c * as, n);
-            const double err = fabs((double)got - want) / (mag > 0 ? mag : 1);
-            if (err > worst) worst = err;
-            if (!(err <= REL_TOL)) {
-                if (ok) printf("# %s %s gemm %lldx%lld [%lld,%lld]: got %.9g want %.9g\n", bname, fw->name,
-                               (long long)nr, (long long)nc, (long long)r, (long long)c, got, want);
-                ok = 0;
-            }
+            free(dst);
         }
-        free(dst);
+        free(W); free(A); free(xf);
     }
-    CHECK(ok, "%s %s gemm tiles (nr 1..37 x nc 1..17, padded strides; worst rel err %.2g)", bname, fw->name, worst);
-    free(W); free(A); free(xf);
+    CHECK(ok, "%s %s gemm tiles (nr 1..37 x nc 1..17, 3 lengths, padded strides; worst rel err %.2g)", bname, fw->name, worst);
 }
 
 /* single-thread throughput over a weight matrix of about `bytes` (one
@@ -225,6 +228,7 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
 static char *bench_buf;
 static size_t bench_cap;
 static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
+    /* use_gemm = number of activation columns (0: vec_dot per row) */
     const picolm_format *fw = fmt_by_type[k->type_id], *fa = fmt_by_type[k->vec_dot_type];
     const int64_t bs = fw->block_size > fa->block_size ? fw->block_size : fa->block_size;
     const int64_t n = (4096 / bs) * bs; /* a TinyLlama-ish row */
@@ -243,7 +247,7 @@ static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
         if (r < 8) { fill(xf, n); fw->quantize_row(xf, W + r * rb, n); }
         else memcpy(W + r * rb, W + (r % 8) * rb, rb);
     }
-    const int ncols = use_gemm ? 4 : 1;
+    const int ncols = use_gemm ? use_gemm : 1;
     const size_t arb = row_bytes(fa, n);
     char *A = malloc(arb * ncols);
     for (int c = 0; c < ncols; c++) { fill(xf, n); fa->quantize_row(xf, A + c * arb, n); }
@@ -452,9 +456,10 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
         const picolm_format *fa = k->vec_dot_type < PICOLM_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
         if (!fw || !fa || !fw->quantize_row || !fa->quantize_row || !k->vec_dot) continue;
         const double l3 = bench_kernel(k, 8u << 20, 0), mem = bench_kernel(k, 64u << 20, 0);
-        const double g = k->gemm ? bench_kernel(k, 8u << 20, 1) : 0;
+        const double g = k->gemm ? bench_kernel(k, 8u << 20, 4) : 0, g64 = k->gemm ? bench_kernel(k, 8u << 20, 64) : 0;
         printf("INFO: %-16s %-6s vec_dot %6.1f GB/s (8 MiB weights) %6.1f GB/s (64 MiB)", label, fw->name, l3, mem);
-        if (k->gemm) printf("  gemm 4 cols %6.1f GB/s/col (8 MiB)", g);
+        /* per column: the weight bandwidth one prompt token costs in prefill */
+        if (k->gemm) printf("  gemm 4 cols %6.1f, 64 cols %6.1f GB/s/col (8 MiB)", g, g64);
         printf("\n");
     }
 }

@@ -31,8 +31,7 @@ AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
     const block_q4_K *x = vx;
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-    __m256 accm[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    float acc[4] = { 0, 0, 0, 0 };
     for (int64_t i = 0; i < nb; i++) {
         uint32_t utmp[4];
         x86_k4_scales(x[i].scales, utmp);
@@ -56,11 +55,19 @@ AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
         for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m256i pm = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
-            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(mx * y->d), _mm256_cvtepi32_ps(pm), accm[c]);
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * y->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+            /* exact integer sums, then the float steps of the 16-row panel
+               gemm below, in the same order: batched prefill and one token
+               at a time give bit-identical results */
+            /* both sums in one reduction: [S, M, S, M] */
+            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[c]), _mm512_extracti64x4_epi64(sumi[c], 1));
+            const __m256i h = _mm256_hadd_epi32(s8, pm);
+            __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            h2 = _mm_hadd_epi32(h2, h2);
+            acc[c] = fmaf(dx * y->d, (float)_mm_cvtsi128_si32(h2), acc[c]);
+            acc[c] = fmaf(-(mx * y->d), (float)_mm_extract_epi32(h2, 1), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]) - x86_hsum_ps(accm[c]);
+    for (int c = 0; c < NC; c++) out[c] = acc[c];
 }
 
 /* ---- Q6_K x Q8_K --------------------------------------------------------- */
@@ -80,7 +87,7 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
     const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
     const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
     const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
-    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    float acc[4] = { 0, 0, 0, 0 };
     for (int64_t i = 0; i < nb; i++) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
@@ -115,10 +122,10 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
         }
         for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * y->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+            acc[c] = fmaf(dx * y->d, (float)_mm512_reduce_add_epi32(sumi[c]), acc[c]); /* as the panel gemm */
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]);
+    for (int c = 0; c < NC; c++) out[c] = acc[c];
 }
 
 AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0); }
@@ -192,7 +199,7 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 
 typedef struct panel {
     uint8_t q[64][64];    /* [4-element group k][row r: 4 bytes] */
-    float sc[16][16];     /* [sub-block][row]: Q4_K 8 sub-blocks of 32, Q6_K 16 of 16 */
+    int32_t sc[16][16];   /* [sub-block][row]: Q4_K 8 sub-blocks of 32, Q6_K 16 of 16 */
     int32_t mp[8][16];    /* [pair t][row]: int16 pairs for vpdpwssd against the
                              activation sub-block sums: Q4_K mins (4 pairs),
                              Q6_K scales (8 pairs, for the -32 offset) */
@@ -299,8 +306,8 @@ AI __m512i bcast32(const void *p) {
 AI void panel_q4_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc, const int NC) {
     for (int b = 0; b < nsb; b++) {
         const panel *p = P + b;
-        __m512 fs[PANEL_NC];
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_setzero_ps();
+        __m512i S[PANEL_NC];
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_setzero_si512();
         for (int s = 0; s < 8; s++) {
             __m512i ai[PANEL_NC];
             _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
@@ -309,8 +316,8 @@ AI void panel_q4_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m
                 const __m512i w = _mm512_load_si512((const void *)p->q[8 * s + k]);
                 _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 32 * s + 4 * k));
             }
-            const __m512 sc = _mm512_load_ps(p->sc[s]);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[c]), sc, fs[c]);
+            const __m512i sc = _mm512_load_si512((const void *)p->sc[s]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(ai[c], sc));
         }
         const __m512 D = _mm512_load_ps(p->d), DM = _mm512_load_ps(p->dmin);
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
@@ -322,8 +329,10 @@ AI void panel_q4_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m
             mi = _mm512_dpwssd_epi32(mi, _mm512_load_si512((const void *)p->mp[1]), _mm512_set1_epi32(pr[1]));
             mi = _mm512_dpwssd_epi32(mi, _mm512_load_si512((const void *)p->mp[2]), _mm512_set1_epi32(pr[4]));
             mi = _mm512_dpwssd_epi32(mi, _mm512_load_si512((const void *)p->mp[3]), _mm512_set1_epi32(pr[5]));
-            const __m512 v = _mm512_fmsub_ps(D, fs[c], _mm512_mul_ps(DM, _mm512_cvtepi32_ps(mi)));
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(y[c][b].d), v, acc[c]);
+            /* the row kernel's float steps, per row lane (bit-identical results) */
+            const __m512 yd = _mm512_set1_ps(y[c][b].d);
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(D, yd), _mm512_cvtepi32_ps(S[c]), acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(DM, yd)), _mm512_cvtepi32_ps(mi), acc[c]);
         }
     }
 }
@@ -331,8 +340,8 @@ AI void panel_q4_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m
 AI void panel_q6_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc, const int NC) {
     for (int b = 0; b < nsb; b++) {
         const panel *p = P + b;
-        __m512 fs[PANEL_NC];
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_setzero_ps();
+        __m512i S[PANEL_NC];
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_setzero_si512();
         for (int s = 0; s < 16; s++) {
             __m512i ai[PANEL_NC];
             _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
@@ -341,16 +350,16 @@ AI void panel_q6_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m
                 const __m512i w = _mm512_load_si512((const void *)p->q[4 * s + k]);
                 _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 16 * s + 4 * k));
             }
-            const __m512 sc = _mm512_load_ps(p->sc[s]);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) fs[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[c]), sc, fs[c]);
+            const __m512i sc = _mm512_load_si512((const void *)p->sc[s]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(ai[c], sc));
         }
         const __m512 D = _mm512_load_ps(p->d);
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
             /* the -32 offset: 32 * sum_s scale_s * bsum_s, bsums already int16 pairs */
             __m512i oi = _mm512_setzero_si512();
             for (int t = 0; t < 8; t++) oi = _mm512_dpwssd_epi32(oi, _mm512_load_si512((const void *)p->mp[t]), bcast32(y[c][b].bsums + 2 * t));
-            const __m512 v = _mm512_mul_ps(D, _mm512_fmadd_ps(_mm512_cvtepi32_ps(oi), _mm512_set1_ps(-32.0f), fs[c]));
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(y[c][b].d), v, acc[c]);
+            const __m512i tot = _mm512_sub_epi32(S[c], _mm512_slli_epi32(oi, 5));
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(D, _mm512_set1_ps(y[c][b].d)), _mm512_cvtepi32_ps(tot), acc[c]);
         }
     }
 }
