@@ -21,15 +21,17 @@
 #define NEON_CAT(a, b) NEON_CAT2(a, b)
 #define FN(name) NEON_CAT(NEON_PFX, name)
 
-/* acc + dot of 16 signed bytes in 4-byte groups (lane grouping differs
-   between the two variants; callers only ever reduce whole vectors) */
+/* acc + dot of 16 signed bytes, lane i += bytes 4i..4i+3 in both variants,
+   so the plain kernels give bit-identical results to the SDOT ones (the
+   legacy kernels convert the 4 lanes to float before reducing them) */
 #if NEON_DP
 #define DOT(acc, a, b) vdotq_s32((acc), (a), (b))
 #else
 NEON_AI int32x4_t neon_dot_fallback(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    /* |a*b| <= 128*128 fits int16; pairs are widened and added in int32 */
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    return vpadalq_s16(acc, vmull_high_s8(a, b));
+    /* |a*b| <= 128*128 fits int16; pairs widen to int32 before any sum */
+    const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    const int32x4_t hi = vpaddlq_s16(vmull_high_s8(a, b));
+    return vaddq_s32(acc, vpaddq_s32(lo, hi));
 }
 #define DOT(acc, a, b) neon_dot_fallback((acc), (a), (b))
 #endif
