@@ -119,8 +119,12 @@ static void run_model(const char *shared, const char *name, const char *backend)
         for (int i = 0; i < n && ok; i += 16) ok = !llama_forward(&cb, toks + i, n - i < 16 ? n - i : 16, batched + (size_t)i * nv, err, sizeof err);
         cmp rb = compare(batched, ours, n, nv);
         cmp rr = compare(batched, ref, n, nv);
-        CHECK(ok && rb.nrmse_max <= 1e-3 && rr.nrmse_max <= lim && rr.kl_mean <= 1e-3,
-              "%s: batched prefill (16) vs one-at-a-time nRMSE %.2e, vs reference %.4f / KL %.1e", name, rb.nrmse_max,
+        /* the issue's criterion: batched equals token-by-token within the
+           logits tolerances (kernels may sum in a different order, and on
+           these small models a 1e-7 matmul difference can flip a Q8
+           activation rounding downstream) */
+        CHECK(ok && rb.nrmse_max <= lim && rb.kl_mean <= 1e-3 && rr.nrmse_max <= lim && rr.kl_mean <= 1e-3,
+              "%s: batched prefill (16) vs one-at-a-time nRMSE %.2e KL %.1e, vs reference %.4f / KL %.1e", name, rb.nrmse_max, rb.kl_mean,
               rr.nrmse_max, rr.kl_mean);
         free_ctx(&cb);
     }
