@@ -31,7 +31,8 @@ AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
     const block_q4_K *x = vx;
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    float acc[4] = { 0, 0, 0, 0 };
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    __m256 accm[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int64_t i = 0; i < nb; i++) {
         uint32_t utmp[4];
         x86_k4_scales(x[i].scales, utmp);
@@ -55,19 +56,11 @@ AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
         for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m256i pm = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
-            /* exact integer sums, then the float steps of the 16-row panel
-               gemm below, in the same order: batched prefill and one token
-               at a time give bit-identical results */
-            /* both sums in one reduction: [S, M, S, M] */
-            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[c]), _mm512_extracti64x4_epi64(sumi[c], 1));
-            const __m256i h = _mm256_hadd_epi32(s8, pm);
-            __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            h2 = _mm_hadd_epi32(h2, h2);
-            acc[c] = fmaf(dx * y->d, (float)_mm_cvtsi128_si32(h2), acc[c]);
-            acc[c] = fmaf(-(mx * y->d), (float)_mm_extract_epi32(h2, 1), acc[c]);
+            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(mx * y->d), _mm256_cvtepi32_ps(pm), accm[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * y->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = acc[c];
+    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]) - x86_hsum_ps(accm[c]);
 }
 
 /* ---- Q6_K x Q8_K --------------------------------------------------------- */
@@ -87,7 +80,7 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
     const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
     const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
     const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
-    float acc[4] = { 0, 0, 0, 0 };
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
     for (int64_t i = 0; i < nb; i++) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
@@ -122,10 +115,10 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
         }
         for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            acc[c] = fmaf(dx * y->d, (float)_mm512_reduce_add_epi32(sumi[c]), acc[c]); /* as the panel gemm */
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * y->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = acc[c];
+    for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]);
 }
 
 AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0); }
