@@ -8,6 +8,8 @@ need=()
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
 dpkg -s libinih-dev:arm64 >/dev/null 2>&1 || need+=(libinih-dev:arm64)
+# tests/t_aarch64.sh compares logits with shared/tools/cmp_logits.py
+/usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need+=(python3-numpy)
 
 if [ ${#need[@]} -eq 0 ]; then
     echo "ci-aarch64-setup: everything present"

@@ -131,25 +131,6 @@ static void neon_quantize_q8_K(const float *x, void *vy, int64_t k) {
 }
 
 /* ---- vector primitives ------------------------------------------------------ */
-static void neon_rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
-    /* squares summed in double (exact products), as the core's reference */
-    float64x2_t a0 = vdupq_n_f64(0), a1 = a0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t v = vld1q_f32(x + i);
-        const float64x2_t lo = vcvt_f64_f32(vget_low_f32(v)), hi = vcvt_high_f64_f32(v);
-        a0 = vfmaq_f64(a0, lo, lo);
-        a1 = vfmaq_f64(a1, hi, hi);
-    }
-    double ss = vaddvq_f64(vaddq_f64(a0, a1));
-    for (; i < n; i++) ss += (double)x[i] * x[i];
-    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-    i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(o + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
-    for (; i < n; i++) o[i] = x[i] * scale * w[i];
-}
-
 static float neon_dot_f32(const float *a, const float *b, int n) {
     float s;
     neon_vec_dot_f32(n, &s, a, b);
@@ -175,15 +156,27 @@ static float neon_dot_f32_f16(const float *a, const uint16_t *b, int n) {
     return (float)sum;
 }
 
+/* round to the nearest half (ties to even) and back: FCVTN/FCVTL, exact */
+NEON_AI float32x4_t neon_round_f16(float32x4_t x) { return vcvt_f32_f16(vcvt_f16_f32(x)); }
+
+/* V update with an f16 accumulator held in floats (plugin.h):
+   y = f16(y*scale) unless scale == 1, then y = f16(fma(a, v, y)) */
 static void neon_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
+    const int scaled = scale != 1.0f;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        const float32x4_t y0 = vmulq_n_f32(vld1q_f32(y + i), scale);
-        const float32x4_t y1 = vmulq_n_f32(vld1q_f32(y + i + 4), scale);
-        vst1q_f32(y + i, vfmaq_n_f32(y0, neon_load_h(v + i), a));
-        vst1q_f32(y + i + 4, vfmaq_n_f32(y1, neon_load_h(v + i + 4), a));
+        float32x4_t y0 = vld1q_f32(y + i), y1 = vld1q_f32(y + i + 4);
+        if (scaled) {
+            y0 = neon_round_f16(vmulq_n_f32(y0, scale));
+            y1 = neon_round_f16(vmulq_n_f32(y1, scale));
+        }
+        vst1q_f32(y + i, neon_round_f16(vfmaq_n_f32(y0, neon_load_h(v + i), a)));
+        vst1q_f32(y + i + 4, neon_round_f16(vfmaq_n_f32(y1, neon_load_h(v + i + 4), a)));
     }
-    for (; i < n; i++) y[i] = y[i] * scale + a * neon_h2f(v[i]);
+    for (; i < n; i++) {
+        const float yy = scaled ? picolm_half_to_float(picolm_float_to_half(y[i] * scale)) : y[i];
+        y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, neon_h2f(v[i]), yy)));
+    }
 }
 
 /* expf, Cephes-style: x = n ln2 + r, |r| <= ln2/2, degree-5 polynomial
@@ -246,7 +239,7 @@ NEON_HIDDEN const picolm_backend_vtable picolm_neon_vtable = {
     .n_act_quants = sizeof neon_act_quants / sizeof neon_act_quants[0],
     .act_quants = neon_act_quants,
     .score = NULL,
-    .rmsnorm = neon_rmsnorm,
+    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
     .dot_f32 = neon_dot_f32,
     .dot_f32_f16 = neon_dot_f32_f16,
     .scale_axpy_f16 = neon_scale_axpy_f16,
