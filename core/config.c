@@ -2,6 +2,7 @@
    config.h.  One key table drives the INI parser, the CLI, --dump-config
    and --help, so the four cannot drift apart. */
 #include "config.h"
+#include "gguf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -51,6 +52,11 @@ static const keydef keys[] = {
     {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then next to the binary, install dir"},
     {"engine", "ram", K_SIZE, F(ram_bytes), 0, 0, NULL, "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"},
     {"engine", "batch", K_INT, F(batch), 1, 65536, NULL, "prompt tokens processed per forward step (prefill chunk)"},
+    {"limits", "max_tensors", K_U64, F(max_tensors), 0, 0, NULL, "most tensors a model file may declare"},
+    {"limits", "max_metadata", K_U64, F(max_metadata), 0, 0, NULL, "most metadata key/value pairs a model file may declare"},
+    {"limits", "max_string", K_U64, F(max_string), 0, 0, NULL, "longest string in a model file (bytes)"},
+    {"limits", "max_array", K_U64, F(max_array), 0, 0, NULL, "most elements in one metadata array (e.g. the vocabulary)"},
+    {"limits", "max_dim", K_U64, F(max_dim), 0, 0, NULL, "largest single tensor dimension"},
     {"generate", "max_tokens", K_INT, F(max_tokens), -1, 1 << 30, NULL, "tokens to generate; -1 = until EOS or the context is full"},
     {"generate", "seed", K_U64, F(seed), 0, 0, NULL, "random seed"},
     {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, NULL, "keep generating past the end-of-sequence token"},
@@ -89,7 +95,7 @@ static const keydef *find_key(const char *section, const char *key) {
 }
 
 static int known_section(const char *s) {
-    return !strcasecmp(s, "engine") || !strcasecmp(s, "generate") || !strcasecmp(s, "sampler");
+    return !strcasecmp(s, "engine") || !strcasecmp(s, "limits") || !strcasecmp(s, "generate") || !strcasecmp(s, "sampler");
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) {
@@ -323,6 +329,11 @@ void config_defaults(picolm_config *c) {
     snprintf(c->kv_type, sizeof c->kv_type, "f16");
     c->ram_bytes = 0;
     c->batch = 64;
+    c->max_tensors = gguf_default_limits.max_tensors;
+    c->max_metadata = gguf_default_limits.max_kv;
+    c->max_string = gguf_default_limits.max_string;
+    c->max_array = gguf_default_limits.max_array;
+    c->max_dim = (uint64_t)gguf_default_limits.max_dim;
     c->max_tokens = 256;
     c->seed = 42;
     c->special = -1;

@@ -34,6 +34,9 @@ typedef struct picolm_config {
     uint64_t ram_bytes;         /* 0 = unknown; else warn when the plan exceeds it */
     int batch;                  /* prefill chunk size (tokens) */
 
+    /* [limits] what a model file may contain (hostile-input guards) */
+    uint64_t max_tensors, max_metadata, max_string, max_array, max_dim;
+
     /* [generate] */
     int max_tokens;             /* -n */
     uint64_t seed;              /* -s */

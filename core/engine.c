@@ -13,7 +13,7 @@ engine *build_engine(const engine_opts *o, char *err, size_t errlen) {
     if (!e->pool) { snprintf(err, errlen, "cannot start the thread pool"); goto bad; }
     registry_set_pool(&e->reg, e->pool);
     if (o->model_path) {
-        if (build_model(&e->model, o->model_path, &e->d, NULL, err, errlen)) goto bad;
+        if (build_model(&e->model, o->model_path, &e->d, o->limits, err, errlen)) goto bad;
         e->have_model = 1;
         if (o->tokenizer) {
             char e2[512];

@@ -25,6 +25,7 @@ typedef struct engine_opts {
     const char *backend;      /* "auto" / NULL or a name */
     int threads;              /* <= 0: all online CPUs */
     int tokenizer;            /* build the tokenizer too */
+    const gguf_limits *limits; /* NULL: gguf_default_limits */
 } engine_opts;
 
 /* Returns a new engine or NULL with a message in err. */

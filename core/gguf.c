@@ -44,15 +44,20 @@ static int rd(cursor *c, void *dst, size_t n) {
     return 0;
 }
 
+/* -1: the string (or its length) runs past the end of the file;
+   -2: its length exceeds the limit max. */
 static int rd_str(cursor *c, gguf_str *s, uint64_t max) {
     uint64_t len;
     if (rd(c, &len, 8)) return -1;
-    if (len > max || !need(c, len)) return -2;
+    if (len > max) return -2;
+    if (!need(c, len)) return -1;
     s->len = len;
     s->ptr = (const char *)c->p + c->pos;
     c->pos += len;
     return 0;
 }
+
+static const char *str_problem(int r) { return r == -1 ? "truncated (runs past the end of the file)" : "longer than the limit max_string"; }
 
 size_t gguf_vtype_size(uint32_t t) {
     switch (t) {
@@ -103,14 +108,13 @@ static void scalar_value(gguf_kv *kv, uint32_t t, const uint8_t *p) {
 
 static int parse_kv(cursor *c, gguf_kv *kv, const gguf_limits *lim, uint64_t idx, char *err, size_t errlen) {
     int r = rd_str(c, &kv->key, lim->max_string);
-    if (r) return fail(err, errlen, "metadata #%llu: key %s at offset %zu", (unsigned long long)idx,
-                       r == -1 ? "truncated" : "length out of range", c->pos);
+    if (r) return fail(err, errlen, "metadata #%llu: key at offset %zu is %s", (unsigned long long)idx, c->pos, str_problem(r));
     const int kl = kv->key.len > 200 ? 200 : (int)kv->key.len;
     if (rd(c, &kv->type, 4)) return fail(err, errlen, "metadata '%.*s': truncated value type", kl, kv->key.ptr);
     if (kv->type == GGUF_STRING) {
         r = rd_str(c, &kv->v.s, lim->max_string);
         if (r) return fail(err, errlen, "metadata '%.*s': string %s", kl, kv->key.ptr,
-                           r == -1 ? "truncated" : "length exceeds the limit or the file");
+                           str_problem(r));
         return 0;
     }
     if (kv->type == GGUF_ARRAY) {
@@ -134,7 +138,7 @@ static int parse_kv(cursor *c, gguf_kv *kv, const gguf_limits *lim, uint64_t idx
             for (uint64_t i = 0; i < n; i++) {
                 r = rd_str(c, &kv->v.arr.strs[i], lim->max_string);
                 if (r) return fail(err, errlen, "metadata '%.*s': string #%llu %s", kl, kv->key.ptr,
-                                   (unsigned long long)i, r == -1 ? "truncated" : "length exceeds the limit or the file");
+                                   (unsigned long long)i, str_problem(r));
             }
         } else {
             const uint64_t es = gguf_vtype_size(et);
@@ -199,7 +203,7 @@ int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *l
     for (uint64_t i = 0; i < nt; i++) {
         gguf_tensor *t = &f->tensors[i];
         int r = rd_str(&c, &t->name, 1024);
-        if (r) BAD(err, errlen, "tensor #%llu: name %s", (unsigned long long)i, r == -1 ? "truncated" : "too long (> 1024 bytes) or overruns the file");
+        if (r) BAD(err, errlen, "tensor #%llu: name %s", (unsigned long long)i, r == -1 ? "truncated (runs past the end of the file)" : "longer than 1024 bytes");
         const int nl = (int)t->name.len;
         if (rd(&c, &t->n_dims, 4)) BAD(err, errlen, "tensor '%.*s': truncated", nl, t->name.ptr);
         if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) {

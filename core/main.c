@@ -1,5 +1,6 @@
 /* picolm: command-line generation (a drop-in for picoLM's CLI). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,8 +89,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "picolm: unknown chat template '%s' (known: auto, zephyr, chatml, llama2)\n(see picolm --help)\n", cfg.chat_template);
         return 2;
     }
+    const gguf_limits lim = {cfg.max_metadata, cfg.max_tensors, cfg.max_string, cfg.max_array,
+                             cfg.max_dim > INT64_MAX ? INT64_MAX : (int64_t)cfg.max_dim};
     engine_opts o = {.model_path = cfg.list_plugins ? NULL : cfg.model_path, .plugin_dir = cfg.plugin_dir,
-                     .backend = cfg.backend, .threads = cfg.threads, .tokenizer = 1};
+                     .backend = cfg.backend, .threads = cfg.threads, .tokenizer = 1, .limits = &lim};
     if (!cfg.list_plugins && !cfg.model_path) {
         fprintf(stderr, "picolm: no model given\nusage: picolm MODEL [-p PROMPT] [options]   (see picolm --help)\n");
         return 2;

@@ -230,7 +230,7 @@ case("trunc_version", "rej", "rej", "rej", "too small")(truncate_at("version", 2
 case("trunc_counts", "rej", "rej", "rej", "too small")(truncate_at("counts", 8))
 case("trunc_header_only", "rej", "rej", "rej", "cannot fit")(truncate_at("kv"))
 case("trunc_in_first_key", "rej", "rej", "rej", "cannot fit")(truncate_at("kv", 12))
-case("trunc_in_key", "rej", "rej", "rej", "metadata #16: key length out of range")(
+case("trunc_in_key", "rej", "rej", "rej", "metadata #16: key at offset")(
     truncate_at("kv:tokenizer.ggml.bos_token_id", 12))
 case("trunc_in_value_type", "rej", "rej", "rej", "truncated value type")(
     truncate_at("kv:tokenizer.ggml.eos_token_id", 8 + len("tokenizer.ggml.eos_token_id") + 2))
@@ -296,7 +296,7 @@ def _(m): m.kv = []
 
 
 # ---- metadata ----
-@case("key_len_2p40", "rej", "rej", "rej", "key length out of range")
+@case("key_len_2p40", "rej", "rej", "rej", "longer than the limit max_string")
 @edit
 def _(m): m.kv.insert(0, KV(None, None, None, raw=struct.pack("<Q", 1 << 40) + b"general.x"))
 
