@@ -181,6 +181,7 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
         add_stop(s->cfg, s->eos);
         break;
     }
+    if (generate_check_memory(e, cfg, err, errlen)) goto bad;
     if (build_ctx(&s->c, &e->model, generate_n_ctx(e, cfg), cfg->batch, kv, e->pool, err, errlen)) goto bad;
     if (sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
     s->hist = malloc((size_t)s->c.n_ctx * sizeof *s->hist);

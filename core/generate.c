@@ -271,6 +271,7 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
         fprintf(stderr, "picolm: prompt truncated from %d to its last %d tokens (--truncate)\n", n, keep);
         n = keep;
     }
+    if (generate_check_memory(e, cfg, err, errlen)) goto done;
     if (build_ctx(&c, m, n_ctx, cfg->batch, kv, e->pool, err, errlen)) goto done;
     if (sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
     if (cfg->verbose) {
@@ -323,50 +324,87 @@ done:
     return rc;
 }
 
-/* ---------------- --fit ---------------- */
+/* ---------------- memory plan (--fit, and the start-up check) ---------------- */
 
-int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen) {
+typedef struct mem_plan {
+    double weights, kv_tok, rope_tok, bufs, runtime;
+    int n_ctx;
+} mem_plan;
+
+static double resident_bytes(const mem_plan *p, int n_ctx) { return (p->kv_tok + p->rope_tok) * n_ctx + p->bufs + p->runtime; }
+
+/* Largest context whose resident set fits in ram bytes (capped at the model's). */
+static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
+    long n = (long)((ram - p->bufs - p->runtime) / (p->kv_tok + p->rope_tok));
+    if (n > n_ctx_train) n = n_ctx_train;
+    return n < 0 ? 0 : n;
+}
+
+static int make_plan(engine *e, const picolm_config *cfg, mem_plan *p, char *err, size_t errlen) {
     const llama_hparams *hp = &e->model.hp;
     const int kv = generate_kv_type(cfg->kv_type);
     if (kv < 0) return fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
-    int n_ctx = cfg->context > 0 ? cfg->context : hp->n_ctx_train;
-    const double MB = 1 << 20;
-    const double weights = (double)e->model.gguf.size;
-    const double kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
+    p->n_ctx = generate_n_ctx(e, cfg);
+    p->weights = (double)e->model.gguf.size;
+    p->kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
+    p->rope_tok = (double)hp->rope_dim * sizeof(float); /* cos + sin per position */
+    /* the batch buffers are what a 1-token context allocates beyond its KV and RoPE rows */
     llama_ctx c;
-    /* measure the buffers with a 1-token context, then scale the KV part */
-    if (build_ctx(&c, &e->model, 1, cfg->batch, kv, e->pool, err, errlen)) return -1;
-    const double bufs = (double)c.anon_bytes - kv_tok * 1 - 0;
+    const int nb = cfg->batch < hp->n_ctx_train ? cfg->batch : hp->n_ctx_train; /* a context must hold the batch */
+    if (build_ctx(&c, &e->model, nb, cfg->batch, kv, e->pool, err, errlen)) return -1;
+    p->bufs = (double)c.anon_bytes - (p->kv_tok + p->rope_tok) * nb;
     free_ctx(&c);
-    const double rope = (double)hp->rope_dim * sizeof(float); /* cos+sin per position */
-    const double runtime = 4 * MB; /* code, stacks, plugin tables, allocator slack */
+    p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
+    return 0;
+}
+
+int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen) {
+    mem_plan p;
+    if (make_plan(e, cfg, &p, err, errlen)) return -1;
+    const double MB = 1 << 20, need = resident_bytes(&p, p.n_ctx);
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    const double phys = pages > 0 && psz > 0 ? (double)pages * psz : 0;
+    if (phys > 0 && need > phys)
+        return fail(err, errlen, "context %d needs %.0f MB of KV cache and buffers, more than this machine's %.0f MB of RAM "
+                    "(largest context that fits: %ld; or use --kv-type q8_0)", p.n_ctx, need / MB, phys / MB,
+                    max_ctx_for(&p, phys, e->model.hp.n_ctx_train));
+    const double ram = (double)cfg->ram_bytes;
+    if (ram > 0 && need > ram)
+        fprintf(stderr, "picolm: warning: context %d will not fit in ram = %.0f MB: it needs %.1f MB resident (KV cache and buffers); "
+                "largest context that fits: %ld (see --fit)\n", p.n_ctx, ram / MB, need / MB, max_ctx_for(&p, ram, e->model.hp.n_ctx_train));
+    else if (ram > 0 && need + p.weights > ram)
+        fprintf(stderr, "picolm: note: the %.1f MB of weights will not stay cached beside %.1f MB resident in ram = %.0f MB: "
+                "expect reads from storage every token\n", p.weights / MB, need / MB, ram / MB);
+    return 0;
+}
+
+int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen) {
+    const llama_hparams *hp = &e->model.hp;
+    mem_plan p;
+    if (make_plan(e, cfg, &p, err, errlen)) return -1;
+    const double MB = 1 << 20;
+    const int n_ctx = p.n_ctx;
     fprintf(out, "model        %s\n", cfg->model_path);
     fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp->n_embd, hp->n_layer, hp->n_head,
             hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
-    fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", weights / MB);
-    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", kv_tok * n_ctx / MB, cfg->kv_type, n_ctx, kv_tok / 1024);
-    fprintf(out, "RoPE tables  %8.1f MB\n", rope * n_ctx / MB);
-    fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", bufs / MB, cfg->batch);
-    fprintf(out, "runtime      %8.1f MB  (estimate)\n", runtime / MB);
-    const double resident = kv_tok * n_ctx + rope * n_ctx + bufs + runtime;
+    fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", p.weights / MB);
+    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, cfg->kv_type, n_ctx, p.kv_tok / 1024);
+    fprintf(out, "RoPE tables  %8.1f MB\n", p.rope_tok * n_ctx / MB);
+    fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", p.bufs / MB, cfg->batch);
+    fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
+    const double resident = resident_bytes(&p, n_ctx);
     fprintf(out, "resident     %8.1f MB  anonymous, must fit in RAM\n", resident / MB);
     if (cfg->ram_bytes) {
         const double ram = (double)cfg->ram_bytes;
-        const double head = ram - resident - weights;
+        const double head = ram - resident - p.weights;
         fprintf(out, "RAM          %8.1f MB\n", ram / MB);
         fprintf(out, "headroom     %8.1f MB  after the resident set and the whole model cached%s\n", head / MB,
                 head < 0 ? " (negative: weights will be re-read from storage each token)" : "");
-        double fixed = bufs + runtime;
-        long max_ctx = (long)((ram - fixed) / (kv_tok + rope));
-        if (max_ctx > hp->n_ctx_train) max_ctx = hp->n_ctx_train;
-        if (max_ctx < 0) max_ctx = 0;
+        const long max_ctx = max_ctx_for(&p, ram, hp->n_ctx_train);
         fprintf(out, "largest context that fits (resident set <= RAM): %ld tokens%s\n", max_ctx,
                 max_ctx >= hp->n_ctx_train ? " (the model's maximum)" : "");
-        long max_ctx_cached = (long)((ram - fixed - weights) / (kv_tok + rope));
-        if (max_ctx_cached > hp->n_ctx_train) max_ctx_cached = hp->n_ctx_train;
-        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_cached > 0 ? max_ctx_cached : 0);
-        if (resident > ram) fprintf(out, "verdict: DOES NOT FIT at context %d\n", n_ctx);
-        else fprintf(out, "verdict: fits at context %d\n", n_ctx);
+        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights, hp->n_ctx_train));
+        fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : resident + p.weights > ram ? "fits, but the weights will not stay cached" : "fits", n_ctx);
     }
     return 0;
 }

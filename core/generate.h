@@ -77,6 +77,10 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
 
 /* --fit: print the memory plan for cfg->context (and the largest context
    that fits in cfg->ram_bytes). */
+/* Refuse a context whose KV cache and buffers exceed physical RAM; warn
+   when they (with the mapped weights) exceed cfg->ram_bytes. */
+int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen);
+
 int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen);
 
 /* KV-cache element type from the config string ("f16" / "q8_0"), -1 if bad. */
