@@ -58,7 +58,7 @@ static int info(const char *path, const pl_dispatch *d) {
         total += t->nbytes;
     }
     if (bound) printf("\n  %llu tensor bytes (%.2f MB)\n", (unsigned long long)total, total / 1e6);
-    else printf("\n  warning: %s\n", err);
+    else fprintf(stderr, "picolm-gguf: %s: %s\n", path, err);
     gguf_close(&f);
     return bound ? 0 : 1;
 }
