@@ -309,15 +309,22 @@ typedef struct mm_job {
     const pl_type *t;
 } mm_job;
 
+#include <stdatomic.h>
+
+#ifndef MM_CHUNKS
+#define MM_CHUNKS 8
+#endif
+
 typedef struct mm_task {
     mm_job job[3];
     int n_jobs, nb;
     int64_t start[4];           /* row offsets of each job in the joint row space */
+    int64_t chunk;              /* rows claimed at a time (a multiple of 16) */
+    _Atomic int64_t next;       /* first unclaimed row */
 } mm_task;
 
-static void mm_worker(void *ctx, int64_t r0, int64_t r1, int tid) {
-    (void)tid;
-    const mm_task *T = ctx;
+/* rows [r0, r1) of the joint row space */
+static void mm_rows(const mm_task *T, int64_t r0, int64_t r1) {
     for (int j = 0; j < T->n_jobs; j++) {
         int64_t a = r0 > T->start[j] ? r0 : T->start[j];
         int64_t b = r1 < T->start[j + 1] ? r1 : T->start[j + 1];
@@ -326,7 +333,9 @@ static void mm_worker(void *ctx, int64_t r0, int64_t r1, int tid) {
         a -= T->start[j];
         b -= T->start[j];
         const qmat *w = J->w;
-        if (T->nb > 1 && J->t->gemm) {
+        /* gemm also for one column (decode): a backend may run several rows
+           per call there */
+        if (J->t->gemm) {
             J->t->gemm(w->cols, b - a, T->nb, w->data + (size_t)a * w->row_bytes, w->row_bytes, J->xq, J->xq_stride,
                        J->out + a, (size_t)J->ldo);
             continue;
@@ -335,6 +344,21 @@ static void mm_worker(void *ctx, int64_t r0, int64_t r1, int tid) {
             const uint8_t *row = w->data + (size_t)r * w->row_bytes;
             for (int k = 0; k < T->nb; k++) J->t->vec_dot(w->cols, &J->out[(size_t)k * J->ldo + r], row, J->xq + (size_t)k * J->xq_stride);
         }
+    }
+}
+
+/* Each worker claims chunks of rows until none are left, instead of a fixed
+   share: on a loaded machine a preempted thread's work is taken over by the
+   running one instead of stalling the whole matmul.  Every row is computed
+   by the same kernel whatever the chunking, so results don't depend on it. */
+static void mm_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
+    (void)u0, (void)u1, (void)tid;
+    mm_task *T = ctx;
+    const int64_t n = T->start[T->n_jobs];
+    for (;;) {
+        const int64_t r0 = atomic_fetch_add_explicit(&T->next, T->chunk, memory_order_relaxed);
+        if (r0 >= n) break;
+        mm_rows(T, r0, r0 + T->chunk < n ? r0 + T->chunk : n);
     }
 }
 
@@ -360,7 +384,16 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
         T.job[j] = (mm_job){w[j], out[j], (int)w[j]->rows, q, stride, t};
         T.start[j + 1] = T.start[j] + w[j]->rows;
     }
-    threadpool_run(c->pool, T.start[n], mm_worker, &T);
+    /* about MM_CHUNKS chunks per thread: small enough to rebalance, large
+       enough for long sequential weight streams; 16-row multiples keep the
+       16-row gemm panels whole */
+    const int nthr = c->pool ? threadpool_size(c->pool) : 1;
+    const int64_t rows = T.start[n];
+    int64_t ch = (rows / ((int64_t)nthr * MM_CHUNKS) + 15) & ~(int64_t)15;
+    T.chunk = ch < 16 ? 16 : ch;
+    atomic_init(&T.next, 0);
+    if (nthr <= 1) mm_rows(&T, 0, rows);
+    else threadpool_run(c->pool, nthr, mm_worker, &T);
 }
 
 static void matmul(llama_ctx *c, const qmat *w, float *out, const float *x, int nb) {

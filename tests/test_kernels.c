@@ -457,9 +457,11 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
         if (!fw || !fa || !fw->quantize_row || !fa->quantize_row || !k->vec_dot) continue;
         const double l3 = bench_kernel(k, 8u << 20, 0), mem = bench_kernel(k, 64u << 20, 0);
         const double g = k->gemm ? bench_kernel(k, 8u << 20, 4) : 0, g64 = k->gemm ? bench_kernel(k, 8u << 20, 64) : 0;
+        /* gemm with one column: the decode path (the core calls it for nb = 1) */
+        const double g1 = k->gemm ? bench_kernel(k, 8u << 20, 1) : 0, g1m = k->gemm ? bench_kernel(k, 64u << 20, 1) : 0;
         printf("INFO: %-16s %-6s vec_dot %6.1f GB/s (8 MiB weights) %6.1f GB/s (64 MiB)", label, fw->name, l3, mem);
         /* per column: the weight bandwidth one prompt token costs in prefill */
-        if (k->gemm) printf("  gemm 4 cols %6.1f, 64 cols %6.1f GB/s/col (8 MiB)", g, g64);
+        if (k->gemm) printf("  gemm 1 col %6.1f / %6.1f (8 / 64 MiB), 4 cols %6.1f, 64 cols %6.1f GB/s/col (8 MiB)", g1, g1m, g, g64);
         printf("\n");
     }
 }

@@ -126,6 +126,94 @@ AI void avx512vnni_q4_K_nc(int64_t n, const void *vx, const void *const *vy, flo
 AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 0); }
 AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 1); }
 
+/* ---- decode: NR weight rows x 1 activation column (VNNI) ------------------
+   The activation superblock is loaded once for NR rows; the rows come from
+   NR separate slices (see DEC_ROWS), i.e. NR long sequential streams.  Same
+   float order per row as the row kernels above (vector accumulators, one
+   reduction per row), so decode gives the same results as vec_dot.
+   DEC_PF: software prefetch distance per row stream in bytes (0 = none).
+   768 and 1536 measured the same as none here (the hardware prefetcher
+   keeps up with NR = 4 long streams), so it is off by default. */
+#ifndef DEC_PF
+#define DEC_PF 0
+#endif
+AI void dec_prefetch(const void *p) {
+    if (!DEC_PF) return;
+    _mm_prefetch((const char *)p + DEC_PF, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + DEC_PF + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + DEC_PF + 128, _MM_HINT_T0);
+}
+
+AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) {
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 acc[4];
+    __m256 accm[4];
+    for (int r = 0; r < NR; r++) { acc[r] = _mm512_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i q8[4];
+        for (int j = 0; j < 4; j++) q8[j] = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        for (int r = 0; r < NR; r++) {
+            const block_q4_K *x = (const block_q4_K *)((const char *)vx + r * ws) + i;
+            dec_prefetch(x);
+            uint32_t utmp[4];
+            x86_k4_scales(x->scales, utmp);
+            const __m128i sm8 = _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
+            const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
+            __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j)));
+                v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
+                const __m512i s = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl[j]));
+                sumi = _mm512_dpwssd_epi32(sumi, s, _mm512_maddubs_epi16(v, q8[j]));
+            }
+            const __m256i pm = _mm256_madd_epi16(mins, bs);
+            accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(x86_h2f(x->dmin) * y[i].d), _mm256_cvtepi32_ps(pm), accm[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x86_h2f(x->d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    for (int r = 0; r < NR; r++) out[r] = x86_hsum512(acc[r]) - x86_hsum_ps(accm[r]);
+}
+
+AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) {
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
+    const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
+    const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
+    __m512 acc[4];
+    for (int r = 0; r < NR; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i q8[4];
+        for (int j = 0; j < 4; j++) q8[j] = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        for (int r = 0; r < NR; r++) {
+            const block_q6_K *x = (const block_q6_K *)((const char *)vx + r * ws) + i;
+            dec_prefetch(x);
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
+            const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 5);
+            __m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), off));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i L = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
+                const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+                const __m512i w0 = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, sh_lo), m30));
+                const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh_hi), m30));
+                const __m512i s0 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h])));
+                const __m512i s1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h + 1])));
+                sumi = _mm512_dpwssd_epi32(sumi, s0, _mm512_maddubs_epi16(w0, q8[2 * h]));
+                sumi = _mm512_dpwssd_epi32(sumi, s1, _mm512_maddubs_epi16(w1, q8[2 * h + 1]));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x86_h2f(x->d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    for (int r = 0; r < NR; r++) out[r] = x86_hsum512(acc[r]);
+}
+
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
 AI __m512i ld2x32(const int8_t *a, const int8_t *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
@@ -418,9 +506,28 @@ X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
 X86_WRAP(avx512_vnni, q4_K, avx512vnni_q4_K_nc)
 X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
 
+/* One activation column (decode): DEC_NR rows per call, taken from DEC_NR
+   equal contiguous slices of the range (rows r, r + m, r + 2m, ...), so
+   that each is one long sequential stream.  Adjacent rows would restart
+   the hardware prefetcher at every group (measured 3x slower from DRAM). */
+#ifndef DEC_NR
+#define DEC_NR 4
+#endif
+#define DEC_ROWS(fn)                                                                               \
+    do {                                                                                           \
+        const int64_t m = nr / DEC_NR;                                                             \
+        float o[DEC_NR];                                                                           \
+        for (int64_t r = 0; r < m; r++) {                                                          \
+            fn(n, (const char *)w + r * ws, ws * (size_t)m, a, o, DEC_NR);                         \
+            for (int k = 0; k < DEC_NR; k++) dst[k * m + r] = o[k];                                \
+        }                                                                                          \
+        for (int64_t r = m * DEC_NR; r < nr; r++) fn(n, (const char *)w + r * ws, ws, a, dst + r, 1); \
+    } while (0)
+
 /* VNNI gemm: panels of 16 rows when there are enough columns */
 static void avx512_vnni_gemm_q4_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
+    if (nc == 1) { DEC_ROWS(q4_K_rows); return; }
     if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q4_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q4_K));
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
@@ -432,6 +539,7 @@ static void avx512_vnni_gemm_q4_K_panel(int64_t n, int64_t nr, int64_t nc, const
 }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
+    if (nc == 1) { DEC_ROWS(q6_K_rows); return; }
     if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q6_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q6_K));
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
