@@ -1,27 +1,12 @@
 /* Chat templates and multi-turn sessions: see chat.h. */
 #include "chat.h"
+#include "util.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static const char *const kind_names[CHAT_N_KINDS] = {"zephyr", "chatml", "llama2"};
 
@@ -55,7 +40,7 @@ int chat_kind_resolve(const char *name, const gguf_file *f, int *kind, char *not
     if (note && notelen) note[0] = '\0';
     if (name && *name && strcasecmp(name, "auto")) {
         *kind = chat_kind_from_name(name);
-        if (*kind < 0) return fail(err, errlen, "unknown chat template '%s' (known: auto, zephyr, chatml, llama2)", name);
+        if (*kind < 0) return pl_fail(err, errlen, "unknown chat template '%s' (known: auto, zephyr, chatml, llama2)", name);
         return 0;
     }
     gguf_str s;
@@ -66,7 +51,7 @@ int chat_kind_resolve(const char *name, const gguf_file *f, int *kind, char *not
     }
     *kind = chat_kind_detect(s.ptr, (size_t)s.len);
     if (*kind < 0)
-        return fail(err, errlen,
+        return pl_fail(err, errlen,
                     "the model's chat template is not one picolm recognises (zephyr, chatml, llama2); pick one with --chat-template NAME");
     return 0;
 }
@@ -157,9 +142,9 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     if (note[0]) fprintf(stderr, "picolm: chat: %s\n", note);
     else if (cfg->verbose) fprintf(stderr, "picolm: chat: template %s\n", chat_kind_name(s->kind));
     const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
+    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
     s->cfg = malloc(sizeof *s->cfg);
-    if (!s->cfg) return fail(err, errlen, "out of memory");
+    if (!s->cfg) return pl_fail(err, errlen, "out of memory");
     *s->cfg = *cfg;
     token_text(e->tok, tokenizer_bos(e->tok), "<s>", s->bos, sizeof s->bos);
     token_text(e->tok, tokenizer_eos(e->tok), "</s>", s->eos, sizeof s->eos);
@@ -185,7 +170,7 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     if (build_ctx(&s->c, &e->model, generate_n_ctx(e, cfg), cfg->batch, kv, e->pool, err, errlen)) goto bad;
     if (sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
     s->hist = malloc((size_t)s->c.n_ctx * sizeof *s->hist);
-    if (!s->hist) { fail(err, errlen, "out of memory"); goto bad; }
+    if (!s->hist) { pl_fail(err, errlen, "out of memory"); goto bad; }
     return 0;
 bad:
     chat_close(s);
@@ -211,7 +196,7 @@ int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *er
     const engine *e = s->e;
     const int first = s->turns == 0 || s->c.n_past == 0;
     char *text = chat_format_turn(s->kind, s->bos, s->eos, s->cfg->system_prompt, user, len, first);
-    if (!text) return fail(err, errlen, "out of memory");
+    if (!text) return pl_fail(err, errlen, "out of memory");
     int32_t *toks = NULL;
     int n = 0;
     /* the template's markers are special tokens: always parse them */
@@ -223,14 +208,14 @@ int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *er
     if (n >= room) {
         free(toks);
         if (first)
-            fail(err, errlen, "the message is %d tokens with the template, which does not fit in the context of %d (use -c to enlarge it)", n,
+            pl_fail(err, errlen, "the message is %d tokens with the template, which does not fit in the context of %d (use -c to enlarge it)", n,
                  s->c.n_ctx);
         else
-            fail(err, errlen, "the conversation has filled the context: %d of %d tokens used, and this message needs %d more",
+            pl_fail(err, errlen, "the conversation has filled the context: %d of %d tokens used, and this message needs %d more",
                  s->c.n_past, s->c.n_ctx, n + 1);
         return 1;
     }
-    double t = now_s();
+    double t = pl_now();
     if (first && s->cfg->cache_path[0]) rc = generate_prefill(e, s->cfg, &s->c, toks, n, &s->st, err, errlen);
     else rc = generate_prefill_plain(&s->c, toks, n, err, errlen);
     if (rc) { free(toks); return -1; }
@@ -238,7 +223,7 @@ int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *er
     memcpy(s->hist + s->n_hist, toks, (size_t)n * sizeof *toks);
     s->n_hist += n;
     free(toks);
-    s->st.prefill_s = now_s() - t;
+    s->st.prefill_s = pl_now() - t;
     s->st.n_prompt = n;
 
     out_stream o;
@@ -246,10 +231,10 @@ int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *er
     /* feed_last: the next turn continues after the reply's last token */
     gen_decode_args a = {.end_ids = s->end_ids, .n_end_ids = s->n_end_ids, .feed_last = 1,
                          .hist = s->hist, .n_hist = &s->n_hist, .hist_cap = s->c.n_ctx};
-    t = now_s();
+    t = pl_now();
     rc = generate_decode(e, s->cfg, &s->c, s->smp, &o, &a, &s->st, &s->last_end, err, errlen);
     out_flush(&o);
-    s->st.decode_s = now_s() - t;
+    s->st.decode_s = pl_now() - t;
     if (rc) return -1;
     s->turns++;
     return 0;

@@ -1,4 +1,5 @@
 #include "generate.h"
+#include "util.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -9,20 +10,6 @@
 
 #include "kvcache.h"
 #include "sampling.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int generate_kv_type(const char *name) {
     if (!strcmp(name, "f16")) return KV_F16;
@@ -112,7 +99,7 @@ void out_flush(out_stream *o) {
 /* ---------------- generation ---------------- */
 
 int generate_prefill_plain(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
-    if (n > c->n_ctx - c->n_past) return fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
+    if (n > c->n_ctx - c->n_past) return pl_fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
     for (int i = 0; i < n; i += c->n_batch) {
         int nb = n - i < c->n_batch ? n - i : c->n_batch;
         if (llama_forward(c, tokens + i, nb, NULL, err, errlen)) return -1;
@@ -124,16 +111,16 @@ int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos
                       char *err, size_t errlen) {
     *out = NULL;
     *n = 0;
-    if (len > ((size_t)256 << 20)) return fail(err, errlen, "the prompt is too long (%zu bytes; the limit is 256 MiB)", len);
+    if (len > ((size_t)256 << 20)) return pl_fail(err, errlen, "the prompt is too long (%zu bytes; the limit is 256 MiB)", len);
     /* 4 * len + 4 always fits (tokenizer.h) */
     const size_t cap = 4 * len + 4 + (add_bos ? 1 : 0);
-    if (cap > INT32_MAX) return fail(err, errlen, "the prompt is too long");
+    if (cap > INT32_MAX) return pl_fail(err, errlen, "the prompt is too long");
     int32_t *t = malloc(cap * sizeof *t);
-    if (!t) return fail(err, errlen, "out of memory");
+    if (!t) return pl_fail(err, errlen, "out of memory");
     int k = tokenizer_encode(e->tok, text ? text : "", len, add_bos, special, t, (int)cap);
     if (k < 0) {
         free(t);
-        return fail(err, errlen, "cannot tokenize the prompt");
+        return pl_fail(err, errlen, "cannot tokenize the prompt");
     }
     *out = t;
     *n = k;
@@ -144,7 +131,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
                      char *err, size_t errlen) {
     (void)e;
     st->n_reused = 0;
-    if (c->n_past != 0) return fail(err, errlen, "internal: prefill into a non-empty context");
+    if (c->n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
     const char *path = cfg->cache_path;
     if (path[0]) {
         kvcache_id id;
@@ -249,19 +236,19 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
 
     const int n_ctx = generate_n_ctx(e, cfg);
     const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
+    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
 
     /* 1. tokenize: special tokens only when asked (or in chat mode) */
     const int special = cfg->special >= 0 ? cfg->special : cfg->chat;
     const int add_bos = tokenizer_add_bos(e->tok);
     int n;
     if (generate_tokenize(e, prompt, len, add_bos, special, &toks, &n, err, errlen)) return -1;
-    if (n == 0) { fail(err, errlen, "empty prompt and the model has no BOS token"); goto done; }
+    if (n == 0) { pl_fail(err, errlen, "empty prompt and the model has no BOS token"); goto done; }
 
     /* 2. the prompt must leave room for at least one generated token */
     if (n >= n_ctx) {
         if (!cfg->truncate) {
-            fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, or --truncate to keep the last tokens)",
+            pl_fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, or --truncate to keep the last tokens)",
                  n, n_ctx);
             goto done;
         }
@@ -281,10 +268,10 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     }
 
     /* 3. prefill (reusing a cached prefix with --cache) */
-    double t = now_s();
+    double t = pl_now();
     if (generate_prefill(e, cfg, &c, toks, n, st, err, errlen)) goto done;
     for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
-    st->prefill_s = now_s() - t;
+    st->prefill_s = pl_now() - t;
     st->n_prompt = n;
 
     /* 4. decode: sample, stream, feed back */
@@ -293,7 +280,7 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     if (cfg->cache_path[0]) {
         /* remember the evaluated tokens so the cache can cover the reply too */
         hist = malloc((size_t)c.n_ctx * sizeof *hist);
-        if (!hist) { fail(err, errlen, "out of memory"); goto done; }
+        if (!hist) { pl_fail(err, errlen, "out of memory"); goto done; }
         memcpy(hist, toks, (size_t)n * sizeof *hist);
         n_hist = n;
         a.hist = hist;
@@ -302,12 +289,12 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     }
     out_stream out;
     out_init(&out, cfg, stdout);
-    t = now_s();
+    t = pl_now();
     int end;
     if (generate_decode(e, cfg, &c, smp, &out, &a, st, &end, err, errlen)) goto done;
     out_flush(&out);
     if (end == GEN_END_CTX) fprintf(stderr, "\npicolm: context full (%d tokens)\n", c.n_ctx);
-    st->decode_s = now_s() - t;
+    st->decode_s = pl_now() - t;
     /* extend the cache with the reply (unless the first save failed: no file) */
     if (hist && n_hist > n && n_hist == c.n_past && access(cfg->cache_path, F_OK) == 0) {
         char msg[1200];
@@ -343,7 +330,7 @@ static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
 static int make_plan(engine *e, const picolm_config *cfg, mem_plan *p, char *err, size_t errlen) {
     const llama_hparams *hp = &e->model.hp;
     const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
+    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
     p->n_ctx = generate_n_ctx(e, cfg);
     p->weights = (double)e->model.gguf.size;
     p->kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
@@ -365,7 +352,7 @@ int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     const double phys = pages > 0 && psz > 0 ? (double)pages * psz : 0;
     if (phys > 0 && need > phys)
-        return fail(err, errlen, "context %d needs %.0f MB of KV cache and buffers, more than this machine's %.0f MB of RAM "
+        return pl_fail(err, errlen, "context %d needs %.0f MB of KV cache and buffers, more than this machine's %.0f MB of RAM "
                     "(largest context that fits: %ld; or use --kv-type q8_0)", p.n_ctx, need / MB, phys / MB,
                     max_ctx_for(&p, phys, e->model.hp.n_ctx_train));
     const double ram = (double)cfg->ram_bytes;

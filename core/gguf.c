@@ -1,6 +1,7 @@
 /* GGUF reader: see gguf.h.  The file is hostile until proven otherwise, so
    every read goes through a bounds-checked cursor. */
 #include "gguf.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,16 +20,6 @@ const gguf_limits gguf_default_limits = {
     .max_array = 1u << 25,
     .max_dim = (int64_t)1 << 32,
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 typedef struct cursor {
     const uint8_t *p;
@@ -108,22 +99,22 @@ static void scalar_value(gguf_kv *kv, uint32_t t, const uint8_t *p) {
 
 static int parse_kv(cursor *c, gguf_kv *kv, const gguf_limits *lim, uint64_t idx, char *err, size_t errlen) {
     int r = rd_str(c, &kv->key, lim->max_string);
-    if (r) return fail(err, errlen, "metadata #%llu: key at offset %zu is %s", (unsigned long long)idx, c->pos, str_problem(r));
+    if (r) return pl_fail(err, errlen, "metadata #%llu: key at offset %zu is %s", (unsigned long long)idx, c->pos, str_problem(r));
     const int kl = kv->key.len > 200 ? 200 : (int)kv->key.len;
-    if (rd(c, &kv->type, 4)) return fail(err, errlen, "metadata '%.*s': truncated value type", kl, kv->key.ptr);
+    if (rd(c, &kv->type, 4)) return pl_fail(err, errlen, "metadata '%.*s': truncated value type", kl, kv->key.ptr);
     if (kv->type == GGUF_STRING) {
         r = rd_str(c, &kv->v.s, lim->max_string);
-        if (r) return fail(err, errlen, "metadata '%.*s': string %s", kl, kv->key.ptr,
+        if (r) return pl_fail(err, errlen, "metadata '%.*s': string %s", kl, kv->key.ptr,
                            str_problem(r));
         return 0;
     }
     if (kv->type == GGUF_ARRAY) {
         uint32_t et;
         uint64_t n;
-        if (rd(c, &et, 4) || rd(c, &n, 8)) return fail(err, errlen, "metadata '%.*s': truncated array header", kl, kv->key.ptr);
-        if (et == GGUF_ARRAY) return fail(err, errlen, "metadata '%.*s': nested arrays are not supported", kl, kv->key.ptr);
-        if (et >= GGUF_VTYPE_COUNT) return fail(err, errlen, "metadata '%.*s': invalid array element type %u", kl, kv->key.ptr, et);
-        if (n > lim->max_array) return fail(err, errlen, "metadata '%.*s': array of %llu elements exceeds the limit %llu",
+        if (rd(c, &et, 4) || rd(c, &n, 8)) return pl_fail(err, errlen, "metadata '%.*s': truncated array header", kl, kv->key.ptr);
+        if (et == GGUF_ARRAY) return pl_fail(err, errlen, "metadata '%.*s': nested arrays are not supported", kl, kv->key.ptr);
+        if (et >= GGUF_VTYPE_COUNT) return pl_fail(err, errlen, "metadata '%.*s': invalid array element type %u", kl, kv->key.ptr, et);
+        if (n > lim->max_array) return pl_fail(err, errlen, "metadata '%.*s': array of %llu elements exceeds the limit %llu",
                                            kl, kv->key.ptr, (unsigned long long)n, (unsigned long long)lim->max_array);
         kv->v.arr.type = et;
         kv->v.arr.n = n;
@@ -131,33 +122,33 @@ static int parse_kv(cursor *c, gguf_kv *kv, const gguf_limits *lim, uint64_t idx
         kv->v.arr.strs = NULL;
         if (et == GGUF_STRING) {
             /* every string has at least its 8-byte length: cheap sanity check before allocating */
-            if (!need(c, n * 8)) return fail(err, errlen, "metadata '%.*s': string array of %llu entries overruns the file",
+            if (!need(c, n * 8)) return pl_fail(err, errlen, "metadata '%.*s': string array of %llu entries overruns the file",
                                              kl, kv->key.ptr, (unsigned long long)n);
             kv->v.arr.strs = malloc((n ? n : 1) * sizeof(gguf_str));
-            if (!kv->v.arr.strs) return fail(err, errlen, "out of memory");
+            if (!kv->v.arr.strs) return pl_fail(err, errlen, "out of memory");
             for (uint64_t i = 0; i < n; i++) {
                 r = rd_str(c, &kv->v.arr.strs[i], lim->max_string);
-                if (r) return fail(err, errlen, "metadata '%.*s': string #%llu %s", kl, kv->key.ptr,
+                if (r) return pl_fail(err, errlen, "metadata '%.*s': string #%llu %s", kl, kv->key.ptr,
                                    (unsigned long long)i, str_problem(r));
             }
         } else {
             const uint64_t es = gguf_vtype_size(et);
-            if (n > (c->size - c->pos) / es) return fail(err, errlen, "metadata '%.*s': array of %llu %s overruns the file",
+            if (n > (c->size - c->pos) / es) return pl_fail(err, errlen, "metadata '%.*s': array of %llu %s overruns the file",
                                                          kl, kv->key.ptr, (unsigned long long)n, gguf_vtype_name(et));
             c->pos += n * es;
         }
         return 0;
     }
     const size_t sz = gguf_vtype_size(kv->type);
-    if (!sz) return fail(err, errlen, "metadata '%.*s': invalid value type %u", kl, kv->key.ptr, kv->type);
-    if (!need(c, sz)) return fail(err, errlen, "metadata '%.*s': truncated value", kl, kv->key.ptr);
+    if (!sz) return pl_fail(err, errlen, "metadata '%.*s': invalid value type %u", kl, kv->key.ptr, kv->type);
+    if (!need(c, sz)) return pl_fail(err, errlen, "metadata '%.*s': truncated value", kl, kv->key.ptr);
     scalar_value(kv, kv->type, c->p + c->pos);
     c->pos += sz;
     return 0;
 }
 
 /* Format the message first (it may read f), then release f. */
-#define BAD(...) do { fail(__VA_ARGS__); gguf_close(f); return -1; } while (0)
+#define BAD(...) do { pl_fail(__VA_ARGS__); gguf_close(f); return -1; } while (0)
 
 int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *lim, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
@@ -167,19 +158,19 @@ int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *l
     cursor c = {data, size, 0};
     char magic[4];
     if (rd(&c, magic, 4) || memcmp(magic, "GGUF", 4))
-        return fail(err, errlen, "not a GGUF file (bad magic)");
-    if (rd(&c, &f->version, 4)) return fail(err, errlen, "truncated header (version)");
+        return pl_fail(err, errlen, "not a GGUF file (bad magic)");
+    if (rd(&c, &f->version, 4)) return pl_fail(err, errlen, "truncated header (version)");
     if (f->version != 2 && f->version != 3)
-        return fail(err, errlen, "unsupported GGUF version %u (supported: 2, 3)", f->version);
+        return pl_fail(err, errlen, "unsupported GGUF version %u (supported: 2, 3)", f->version);
     uint64_t nt, nkv;
-    if (rd(&c, &nt, 8) || rd(&c, &nkv, 8)) return fail(err, errlen, "truncated header (counts)");
-    if (nt > lim->max_tensors) return fail(err, errlen, "tensor count %llu exceeds the limit %llu",
+    if (rd(&c, &nt, 8) || rd(&c, &nkv, 8)) return pl_fail(err, errlen, "truncated header (counts)");
+    if (nt > lim->max_tensors) return pl_fail(err, errlen, "tensor count %llu exceeds the limit %llu",
                                            (unsigned long long)nt, (unsigned long long)lim->max_tensors);
-    if (nkv > lim->max_kv) return fail(err, errlen, "metadata count %llu exceeds the limit %llu",
+    if (nkv > lim->max_kv) return pl_fail(err, errlen, "metadata count %llu exceeds the limit %llu",
                                        (unsigned long long)nkv, (unsigned long long)lim->max_kv);
     /* each kv needs >= 12 bytes and each tensor >= 24: reject absurd counts before allocating */
     if (nkv > (size - c.pos) / 12 || nt > (size - c.pos) / 24)
-        return fail(err, errlen, "counts (%llu tensors, %llu metadata) cannot fit in a %zu-byte file",
+        return pl_fail(err, errlen, "counts (%llu tensors, %llu metadata) cannot fit in a %zu-byte file",
                     (unsigned long long)nt, (unsigned long long)nkv, size);
     f->kv = calloc(nkv ? nkv : 1, sizeof *f->kv);
     f->tensors = calloc(nt ? nt : 1, sizeof *f->tensors);
@@ -255,26 +246,26 @@ int gguf_bind_types(gguf_file *f, gguf_type_size_fn size_fn, void *ctx, char *er
     const uint64_t avail = f->size >= f->data_offset ? f->size - f->data_offset : 0;
     span *sp = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *sp);
     gguf_tensor **byname = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *byname);
-    if (!sp || !byname) { free(sp); free(byname); return fail(err, errlen, "out of memory"); }
+    if (!sp || !byname) { free(sp); free(byname); return pl_fail(err, errlen, "out of memory"); }
     int rc = 0;
     for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
         gguf_tensor *t = &f->tensors[i];
         const int nl = (int)t->name.len;
         uint32_t bs = 0, ts = 0;
         if (!size_fn(ctx, t->type, &bs, &ts) || !bs || !ts) {
-            rc = fail(err, errlen, "tensor '%.*s' has type %u, for which no format plugin is loaded", nl, t->name.ptr, t->type);
+            rc = pl_fail(err, errlen, "tensor '%.*s' has type %u, for which no format plugin is loaded", nl, t->name.ptr, t->type);
             break;
         }
         if (t->ne[0] % bs) {
-            rc = fail(err, errlen, "tensor '%.*s': row length %lld is not a multiple of the block size %u of its type",
+            rc = pl_fail(err, errlen, "tensor '%.*s': row length %lld is not a multiple of the block size %u of its type",
                       nl, t->name.ptr, (long long)t->ne[0], bs);
             break;
         }
         const uint64_t blocks = (uint64_t)t->nelements / bs;
-        if (blocks > UINT64_MAX / ts) { rc = fail(err, errlen, "tensor '%.*s': size overflows", nl, t->name.ptr); break; }
+        if (blocks > UINT64_MAX / ts) { rc = pl_fail(err, errlen, "tensor '%.*s': size overflows", nl, t->name.ptr); break; }
         t->nbytes = blocks * ts;
         if (t->offset > avail || t->nbytes > avail - t->offset) {
-            rc = fail(err, errlen, "tensor '%.*s': data [%llu, +%llu) lies outside the file's data section (%llu bytes)", nl,
+            rc = pl_fail(err, errlen, "tensor '%.*s': data [%llu, +%llu) lies outside the file's data section (%llu bytes)", nl,
                       t->name.ptr, (unsigned long long)t->offset, (unsigned long long)t->nbytes, (unsigned long long)avail);
             break;
         }
@@ -287,7 +278,7 @@ int gguf_bind_types(gguf_file *f, gguf_type_size_fn size_fn, void *ctx, char *er
         for (uint64_t i = 1; i < f->n_tensors; i++)
             if (sp[i].start < sp[i - 1].end) {
                 const gguf_tensor *a = &f->tensors[sp[i - 1].idx], *b = &f->tensors[sp[i].idx];
-                rc = fail(err, errlen, "tensors '%.*s' and '%.*s' overlap in the file", (int)a->name.len, a->name.ptr,
+                rc = pl_fail(err, errlen, "tensors '%.*s' and '%.*s' overlap in the file", (int)a->name.len, a->name.ptr,
                           (int)b->name.len, b->name.ptr);
                 break;
             }
@@ -295,7 +286,7 @@ int gguf_bind_types(gguf_file *f, gguf_type_size_fn size_fn, void *ctx, char *er
             qsort(byname, f->n_tensors, sizeof *byname, name_cmp);
             for (uint64_t i = 1; i < f->n_tensors; i++)
                 if (!name_cmp(&byname[i - 1], &byname[i])) {
-                    rc = fail(err, errlen, "duplicate tensor name '%.*s'", (int)byname[i]->name.len, byname[i]->name.ptr);
+                    rc = pl_fail(err, errlen, "duplicate tensor name '%.*s'", (int)byname[i]->name.len, byname[i]->name.ptr);
                     break;
                 }
         }
@@ -308,17 +299,17 @@ int gguf_bind_types(gguf_file *f, gguf_type_size_fn size_fn, void *ctx, char *er
 int gguf_open(gguf_file *f, const char *path, const gguf_limits *lim, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (fd < 0) return pl_fail(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { close(fd); return fail(err, errlen, "%s: not a regular file", path); }
-    if (st.st_size < 24) { close(fd); return fail(err, errlen, "%s: too small to be a GGUF file (%lld bytes)", path, (long long)st.st_size); }
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { close(fd); return pl_fail(err, errlen, "%s: not a regular file", path); }
+    if (st.st_size < 24) { close(fd); return pl_fail(err, errlen, "%s: too small to be a GGUF file (%lld bytes)", path, (long long)st.st_size); }
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return fail(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+    if (m == MAP_FAILED) return pl_fail(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
     char e2[512];
     if (gguf_parse(f, m, (size_t)st.st_size, lim, e2, sizeof e2)) {
         munmap(m, (size_t)st.st_size);
-        return fail(err, errlen, "%s: %s", path, e2);
+        return pl_fail(err, errlen, "%s: %s", path, e2);
     }
     f->mapped = 1;
     return 0;

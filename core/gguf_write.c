@@ -1,6 +1,7 @@
 /* GGUF v3 writer: see gguf_write.h.  GGUF is little-endian; like the reader,
    this assumes a little-endian host. */
 #include "gguf_write.h"
+#include "util.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -32,16 +33,6 @@ struct gguf_writer {
     int n_t, cap_t;
     int next;          /* next tensor to write */
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static int put(wbuf *b, const void *src, size_t n) {
     if (b->n + n > b->cap) {
@@ -250,21 +241,21 @@ int gguf_writer_write_header(gguf_writer *w, FILE *f, char *err, size_t errlen) 
         for (uint32_t d = 0; !bad && d < t->n_dims; d++) bad = put_u64(&b, (uint64_t)t->ne[d]);
         bad = bad || put_u32(&b, t->type) || put_u64(&b, t->offset);
     }
-    if (bad) { free(b.p); return fail(err, errlen, "out of memory building the GGUF header"); }
+    if (bad) { free(b.p); return pl_fail(err, errlen, "out of memory building the GGUF header"); }
     const int ok = fwrite(b.p, 1, b.n, f) == b.n && !write_zeros(f, pad(b.n, a) - b.n);
     free(b.p);
     w->next = 0;
-    return ok ? 0 : fail(err, errlen, "write error (header)");
+    return ok ? 0 : pl_fail(err, errlen, "write error (header)");
 }
 
 int gguf_writer_write_tensor(gguf_writer *w, FILE *f, const void *data, uint64_t nbytes, char *err, size_t errlen) {
-    if (w->next >= w->n_t) return fail(err, errlen, "more tensor data than tensors");
+    if (w->next >= w->n_t) return pl_fail(err, errlen, "more tensor data than tensors");
     const wtensor *t = &w->t[w->next];
     if (nbytes != t->nbytes)
-        return fail(err, errlen, "tensor '%s': %llu bytes of data, expected %llu", t->name, (unsigned long long)nbytes,
+        return pl_fail(err, errlen, "tensor '%s': %llu bytes of data, expected %llu", t->name, (unsigned long long)nbytes,
                     (unsigned long long)t->nbytes);
     if (fwrite(data, 1, (size_t)nbytes, f) != nbytes || write_zeros(f, pad(nbytes, gguf_writer_alignment(w)) - nbytes))
-        return fail(err, errlen, "write error (tensor '%s')", t->name);
+        return pl_fail(err, errlen, "write error (tensor '%s')", t->name);
     w->next++;
     return 0;
 }

@@ -1,5 +1,6 @@
 /* KV-cache persistence: see kvcache.h for the file layout. */
 #include "kvcache.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,16 +11,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 uint64_t kvcache_fnv1a(const void *data, size_t n, uint64_t h) {
     const uint8_t *p = data;
@@ -53,10 +44,10 @@ static const char *kv_name(uint32_t t) { return t == KV_F16 ? "f16" : t == KV_Q8
 int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen) {
     const uint8_t *p = buf;
     memset(v, 0, sizeof *v);
-    if (!p || size < KVCACHE_HEADER_BYTES + 8) return fail(err, errlen, "file too short (%zu bytes) to be a picolm KV cache", size);
-    if (memcmp(p, KVCACHE_MAGIC, 8)) return fail(err, errlen, "not a picolm KV cache file (bad magic)");
+    if (!p || size < KVCACHE_HEADER_BYTES + 8) return pl_fail(err, errlen, "file too short (%zu bytes) to be a picolm KV cache", size);
+    if (memcmp(p, KVCACHE_MAGIC, 8)) return pl_fail(err, errlen, "not a picolm KV cache file (bad magic)");
     uint32_t ver = rd32(p + 8);
-    if (ver != KVCACHE_VERSION) return fail(err, errlen, "format version %u, this picolm reads version %u", ver, KVCACHE_VERSION);
+    if (ver != KVCACHE_VERSION) return pl_fail(err, errlen, "format version %u, this picolm reads version %u", ver, KVCACHE_VERSION);
     kvcache_id id;
     id.kv_type = rd32(p + 12);
     id.model_size = rd64(p + 16);
@@ -66,41 +57,41 @@ int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, 
     id.row_bytes = rd32(p + 40);
     id.n_vocab = rd32(p + 44);
     uint32_t n_ctx = rd32(p + 48), n_tok = rd32(p + 52);
-    if (id.kv_type != KV_F16 && id.kv_type != KV_Q8_0) return fail(err, errlen, "unknown KV type %u", id.kv_type);
+    if (id.kv_type != KV_F16 && id.kv_type != KV_Q8_0) return pl_fail(err, errlen, "unknown KV type %u", id.kv_type);
     /* the row size follows from kv_dim and the type: never take it on trust */
     uint64_t want_row = id.kv_type == KV_F16 ? (uint64_t)id.kv_dim * 2 : (uint64_t)id.kv_dim / 32 * 34;
     if (!id.n_layer || !id.kv_dim || (id.kv_type == KV_Q8_0 && id.kv_dim % 32) || want_row != id.row_bytes)
-        return fail(err, errlen, "inconsistent shape (%u layers, kv_dim %u, %u-byte rows of %s)", id.n_layer, id.kv_dim, id.row_bytes,
+        return pl_fail(err, errlen, "inconsistent shape (%u layers, kv_dim %u, %u-byte rows of %s)", id.n_layer, id.kv_dim, id.row_bytes,
                     kv_name(id.kv_type));
-    if (n_tok == 0 || n_tok > n_ctx) return fail(err, errlen, "%u tokens for a context of %u", n_tok, n_ctx);
+    if (n_tok == 0 || n_tok > n_ctx) return pl_fail(err, errlen, "%u tokens for a context of %u", n_tok, n_ctx);
     if (expect) {
         if (id.model_size != expect->model_size || id.model_hash != expect->model_hash)
-            return fail(err, errlen, "made for a different model (file size %llu bytes, header hash %016llx; this model: %llu bytes, %016llx)",
+            return pl_fail(err, errlen, "made for a different model (file size %llu bytes, header hash %016llx; this model: %llu bytes, %016llx)",
                         (unsigned long long)id.model_size, (unsigned long long)id.model_hash, (unsigned long long)expect->model_size,
                         (unsigned long long)expect->model_hash);
         if (id.kv_type != expect->kv_type)
-            return fail(err, errlen, "KV type %s, but this run uses %s (--kv-type)", kv_name(id.kv_type), kv_name(expect->kv_type));
+            return pl_fail(err, errlen, "KV type %s, but this run uses %s (--kv-type)", kv_name(id.kv_type), kv_name(expect->kv_type));
         if (id.n_layer != expect->n_layer || id.kv_dim != expect->kv_dim || id.row_bytes != expect->row_bytes || id.n_vocab != expect->n_vocab)
-            return fail(err, errlen, "shape mismatch (%u layers, kv_dim %u, vocab %u; the model has %u, %u, %u)", id.n_layer, id.kv_dim,
+            return pl_fail(err, errlen, "shape mismatch (%u layers, kv_dim %u, vocab %u; the model has %u, %u, %u)", id.n_layer, id.kv_dim,
                         id.n_vocab, expect->n_layer, expect->kv_dim, expect->n_vocab);
     }
     /* total = header + tokens + 2 * layers * tokens * row + checksum, in 64
        bits without overflow */
-    if (id.n_layer > (1u << 20) || n_tok > (1u << 28)) return fail(err, errlen, "implausible size (%u layers, %u tokens)", id.n_layer, n_tok);
+    if (id.n_layer > (1u << 20) || n_tok > (1u << 28)) return pl_fail(err, errlen, "implausible size (%u layers, %u tokens)", id.n_layer, n_tok);
     uint64_t rows = (uint64_t)id.n_layer * 2 * n_tok; /* < 2^49 */
-    if (rows && id.row_bytes > (UINT64_MAX / 2) / rows) return fail(err, errlen, "K/V size overflows");
+    if (rows && id.row_bytes > (UINT64_MAX / 2) / rows) return pl_fail(err, errlen, "K/V size overflows");
     uint64_t need = (uint64_t)KVCACHE_HEADER_BYTES + (uint64_t)n_tok * 4 + rows * id.row_bytes + 8;
     if (need != size)
-        return fail(err, errlen, "size is %zu bytes, but its header describes %llu (truncated or corrupt)", size, (unsigned long long)need);
+        return pl_fail(err, errlen, "size is %zu bytes, but its header describes %llu (truncated or corrupt)", size, (unsigned long long)need);
     uint64_t sum = kvcache_fnv1a(p, size - 8, KVCACHE_FNV_OFFSET);
-    if (sum != rd64(p + size - 8)) return fail(err, errlen, "checksum mismatch (corrupt file)");
+    if (sum != rd64(p + size - 8)) return pl_fail(err, errlen, "checksum mismatch (corrupt file)");
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
-    if (!toks) return fail(err, errlen, "out of memory");
+    if (!toks) return pl_fail(err, errlen, "out of memory");
     for (uint32_t i = 0; i < n_tok; i++) {
         const int32_t t = (int32_t)rd32(p + KVCACHE_HEADER_BYTES + 4 * (size_t)i);
         if (t < 0 || (uint32_t)t >= id.n_vocab) {
             free(toks);
-            return fail(err, errlen, "token %u is %d, outside the vocabulary of %u", i, t, id.n_vocab);
+            return pl_fail(err, errlen, "token %u is %d, outside the vocabulary of %u", i, t, id.n_vocab);
         }
         toks[i] = t;
     }
@@ -124,8 +115,8 @@ int kvcache_common_prefix(const kvcache_view *v, const int32_t *toks, int n) {
 }
 
 int kvcache_restore(llama_ctx *c, const kvcache_view *v, int n_use, char *err, size_t errlen) {
-    if (n_use < 0 || (uint32_t)n_use > v->n_tokens || n_use > c->n_ctx) return fail(err, errlen, "cannot restore %d positions", n_use);
-    if (v->id.row_bytes != c->kv_row_bytes || (int)v->id.n_layer != c->m->hp.n_layer) return fail(err, errlen, "cache shape mismatch");
+    if (n_use < 0 || (uint32_t)n_use > v->n_tokens || n_use > c->n_ctx) return pl_fail(err, errlen, "cannot restore %d positions", n_use);
+    if (v->id.row_bytes != c->kv_row_bytes || (int)v->id.n_layer != c->m->hp.n_layer) return pl_fail(err, errlen, "cache shape mismatch");
     const size_t rb = c->kv_row_bytes, n = v->n_tokens;
     for (int l = 0; l < c->m->hp.n_layer; l++) {
         const uint8_t *k = v->kv + (size_t)l * 2 * n * rb, *vv = k + n * rb;
@@ -143,16 +134,16 @@ static int put(FILE *f, const void *d, size_t n, uint64_t *h) {
 }
 
 int kvcache_save(const char *path, const llama_ctx *c, const int32_t *toks, int n, char *err, size_t errlen) {
-    if (n <= 0 || n > c->n_ctx) return fail(err, errlen, "nothing to save");
+    if (n <= 0 || n > c->n_ctx) return pl_fail(err, errlen, "nothing to save");
     kvcache_id id;
     kvcache_id_of(c, &id);
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16);
-    if (!tmp) return fail(err, errlen, "out of memory");
+    if (!tmp) return pl_fail(err, errlen, "out of memory");
     snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path); /* same directory: rename is atomic */
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        fail(err, errlen, "cannot create a temporary file next to %s: %s", path, strerror(errno));
+        pl_fail(err, errlen, "cannot create a temporary file next to %s: %s", path, strerror(errno));
         free(tmp);
         return -1;
     }
@@ -161,7 +152,7 @@ int kvcache_save(const char *path, const llama_ctx *c, const int32_t *toks, int 
         close(fd);
         unlink(tmp);
         free(tmp);
-        return fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return pl_fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
     }
     uint8_t hdr[KVCACHE_HEADER_BYTES];
     memcpy(hdr, KVCACHE_MAGIC, 8);
@@ -195,7 +186,7 @@ int kvcache_save(const char *path, const llama_ctx *c, const int32_t *toks, int 
     if (fclose(f)) bad = 1;
     if (!bad && rename(tmp, path)) bad = 1;
     if (bad) {
-        fail(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
+        pl_fail(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
         unlink(tmp);
     }
     free(tmp);
@@ -210,21 +201,21 @@ int kvcache_load_file(const char *path, const kvcache_id *expect, kvcache_view *
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         if (errno == ENOENT) return 1;
-        return fail(err, errlen, "cannot open: %s", strerror(errno));
+        return pl_fail(err, errlen, "cannot open: %s", strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "not a regular file");
+        return pl_fail(err, errlen, "not a regular file");
     }
     size_t size = (size_t)st.st_size;
     if (size < KVCACHE_HEADER_BYTES + 8) {
         close(fd);
-        return fail(err, errlen, "file too short (%zu bytes) to be a picolm KV cache", size);
+        return pl_fail(err, errlen, "file too short (%zu bytes) to be a picolm KV cache", size);
     }
     void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return fail(err, errlen, "cannot map: %s", strerror(errno));
+    if (m == MAP_FAILED) return pl_fail(err, errlen, "cannot map: %s", strerror(errno));
     if (kvcache_load_buffer(m, size, expect, v, err, errlen)) {
         munmap(m, size);
         return -1;

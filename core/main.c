@@ -9,18 +9,13 @@
 #include <unistd.h>
 
 #include "chat.h"
+#include "util.h"
 #include "config.h"
 #include "engine.h"
 #include "generate.h"
 #include "sampling.h"
 
 #define PICOLM_VERSION "0.1.0"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Read all of stdin (the prompt when -p is absent). */
 static char *read_stdin(size_t *len) {
@@ -97,7 +92,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "picolm: no model given\nusage: picolm MODEL [-p PROMPT] [options]   (see picolm --help)\n");
         return 2;
     }
-    double t0 = now_s();
+    double t0 = pl_now();
     engine *e = build_engine(&o, err, sizeof err);
     if (!e) {
         if (cfg.list_plugins) { /* still explain what was found */
@@ -136,13 +131,13 @@ int main(int argc, char **argv) {
         prompt = stdin_prompt;
     }
     if (cfg.chat) {
-        int rc = run_chat(e, &cfg, interactive, prompt, plen, now_s() - t0);
+        int rc = run_chat(e, &cfg, interactive, prompt, plen, pl_now() - t0);
         free(stdin_prompt);
         free_engine(e);
         return rc;
     }
     gen_stats st = {0};
-    st.load_s = now_s() - t0;
+    st.load_s = pl_now() - t0;
     int rc = generate_run(e, &cfg, prompt, plen, &st, err, sizeof err);
     if (rc) fprintf(stderr, "picolm: %s\n", err);
     free(stdin_prompt);

@@ -1,5 +1,6 @@
 /* Random-weight model synthesis: see synth.h. */
 #include "synth.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -22,20 +23,6 @@ const synth_shape synth_shapes[] = {
     {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096},  /* Llama-2-7B */
     {NULL, 0, 0, 0, 0, 0, 0, 0},
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Mixes with llama.cpp's per-tensor rule; anything else is a pure type. */
 typedef struct synth_mix {
@@ -72,7 +59,7 @@ static int pure_ftype(uint32_t t) {
 
 int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen) {
     const char *colon = spec ? strchr(spec, ':') : NULL;
-    if (!colon || colon == spec || !colon[1]) return fail(err, errlen, "synth spec '%s' is not SHAPE:TYPE (e.g. tinyllama:Q4_K_M)", spec ? spec : "");
+    if (!colon || colon == spec || !colon[1]) return pl_fail(err, errlen, "synth spec '%s' is not SHAPE:TYPE (e.g. tinyllama:Q4_K_M)", spec ? spec : "");
     const size_t sl = (size_t)(colon - spec);
     const synth_shape *s = NULL;
     for (const synth_shape *p = synth_shapes; p->name; p++)
@@ -81,10 +68,10 @@ int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_le
         char names[256] = "";
         for (const synth_shape *p = synth_shapes; p->name; p++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", p->name);
-        return fail(err, errlen, "unknown synth shape '%.*s' (known: %s)", (int)sl, spec, names);
+        return pl_fail(err, errlen, "unknown synth shape '%.*s' (known: %s)", (int)sl, spec, names);
     }
     *shape = *s;
-    if (strlen(colon + 1) >= type_len) return fail(err, errlen, "synth type name too long");
+    if (strlen(colon + 1) >= type_len) return pl_fail(err, errlen, "synth type name too long");
     size_t i = 0;
     for (const char *c = colon + 1; *c; c++) type[i++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
     type[i] = 0;
@@ -283,20 +270,20 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     for (size_t i = 0; i < sizeof MIXES / sizeof *MIXES; i++)
         if (!strcmp(MIXES[i].name, tname)) mix = &MIXES[i];
     const uint32_t base = mix ? mix->base : find_type(d, tname);
-    if (base == UINT32_MAX) return fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
+    if (base == UINT32_MAX) return pl_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
     const uint32_t hi = mix ? PICOLM_TYPE_Q6_K : base; /* the mixes' "more bits" type */
     const uint32_t need[2] = {base, hi};
     for (int i = 0; i < 2; i++) {
         const picolm_format *f = d->types[need[i]].fmt;
         if (!f || (need[i] != PICOLM_TYPE_F32 && !f->quantize_row))
-            return fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(need[i]));
+            return pl_fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(need[i]));
     }
     const int hd = s.n_embd / s.n_head, qd = s.n_embd, kvd = hd * s.n_head_kv;
 
     /* Tensor list in llama.cpp's order (non-layer first, then by layer). */
     const int n_t = 3 + 9 * s.n_layer;
     stensor *ts = calloc((size_t)n_t, sizeof *ts);
-    if (!ts) return fail(err, errlen, "out of memory");
+    if (!ts) return pl_fail(err, errlen, "out of memory");
     int k = 0;
     add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab, base);
     add_t(&ts[k++], "output_norm.weight", -1, s.n_embd, 1, PICOLM_TYPE_F32);
@@ -323,11 +310,11 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     const int nthr = pool ? threadpool_size(pool) : 1;
     uint64_t max_bytes = 0, total = 0;
     int64_t max_cols = 0;
-    if (!w) { fail(err, errlen, "out of memory"); goto done; }
+    if (!w) { pl_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < n_t; i++) {
         const picolm_format *f = d->types[ts[i].type].fmt;
         if (ts[i].ne[0] % f->block_size) {
-            fail(err, errlen, "%s: row length %lld is not a multiple of %s's block size %u", ts[i].name, (long long)ts[i].ne[0],
+            pl_fail(err, errlen, "%s: row length %lld is not a multiple of %s's block size %u", ts[i].name, (long long)ts[i].ne[0],
                  f->name, f->block_size);
             goto done;
         }
@@ -355,32 +342,32 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
               gguf_writer_set_u32(w, "general.quantization_version", 2) || write_vocab(w, s.n_vocab);
     for (int i = 0; !bad && i < n_t; i++)
         bad = gguf_writer_add_tensor(w, ts[i].name, strlen(ts[i].name), ts[i].n_dims, ts[i].ne, ts[i].type, ts[i].nbytes);
-    if (bad) { fail(err, errlen, "out of memory building the header"); goto done; }
+    if (bad) { pl_fail(err, errlen, "out of memory building the header"); goto done; }
 
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
-    if (fd < 0) { fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno)); tmp[0] = 0; goto done; }
+    if (fd < 0) { pl_fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno)); tmp[0] = 0; goto done; }
     {
         const mode_t um = umask(0);
         umask(um);
         if (fchmod(fd, 0666 & ~um)) { /* keep 0600: not fatal */ }
     }
     of = fdopen(fd, "wb");
-    if (!of) { close(fd); fail(err, errlen, "cannot open %s", tmp); goto done; }
+    if (!of) { close(fd); pl_fail(err, errlen, "cannot open %s", tmp); goto done; }
     if (gguf_writer_write_header(w, of, err, errlen)) goto done;
     buf = malloc((size_t)max_bytes);
     scratch = calloc((size_t)nthr, sizeof *scratch);
-    if (!buf || !scratch) { fail(err, errlen, "out of memory"); goto done; }
+    if (!buf || !scratch) { pl_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < nthr; i++)
         if (!(scratch[i] = malloc((size_t)(max_cols > 256 * POOL_CHUNK ? max_cols : 256 * POOL_CHUNK) * sizeof(float)))) {
-            fail(err, errlen, "out of memory");
+            pl_fail(err, errlen, "out of memory");
             goto done;
         }
     /* block pools for the quantized types (not for F32/F16/BF16: cheap to make exactly) */
     for (int i = 0; !exact && i < 2; i++) {
         const picolm_format *f = d->types[need[i]].fmt;
         if (f->block_size < 32 || f->block_size > 256 || (i == 1 && need[1] == need[0])) continue;
-        if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { fail(err, errlen, "out of memory"); goto done; }
+        if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { pl_fail(err, errlen, "out of memory"); goto done; }
         pool_job pj = {f, pools[i], scratch, 0xB10C0000ull + need[i]};
         threadpool_run(pool, POOL_BLOCKS / POOL_CHUNK, pool_rows, &pj);
     }
@@ -388,7 +375,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     if (progress)
         fprintf(progress, "synth: %s -> %s: %d tensors, %.1f MB, %d thread%s%s\n", spec, path, n_t, total / 1e6, nthr,
                 nthr == 1 ? "" : "s", exact ? ", every row quantized" : "");
-    const double t0 = now_s();
+    const double t0 = pl_now();
     uint64_t done_bytes = 0;
     for (int i = 0; i < n_t; i++) {
         const stensor *t = &ts[i];
@@ -412,15 +399,15 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             if (i < 3) snprintf(what, sizeof what, "%s", t->name);
             else snprintf(what, sizeof what, "layer %d/%d", (i - 3) / 9 + 1, s.n_layer);
             fprintf(progress, "synth: %-20s %3.0f%%  %7.1f MB  %5.1f s\n", what, 100.0 * done_bytes / total, done_bytes / 1e6,
-                    now_s() - t0);
+                    pl_now() - t0);
         }
     }
-    if (fflush(of) || fsync(fileno(of))) { fail(err, errlen, "write error on %s: %s", tmp, strerror(errno)); goto done; }
-    if (fclose(of)) { of = NULL; fail(err, errlen, "write error on %s", tmp); goto done; }
+    if (fflush(of) || fsync(fileno(of))) { pl_fail(err, errlen, "write error on %s: %s", tmp, strerror(errno)); goto done; }
+    if (fclose(of)) { of = NULL; pl_fail(err, errlen, "write error on %s", tmp); goto done; }
     of = NULL;
-    if (rename(tmp, path)) { fail(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno)); goto done; }
+    if (rename(tmp, path)) { pl_fail(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno)); goto done; }
     tmp[0] = 0;
-    if (progress) fprintf(progress, "synth: wrote %s (%.1f MB) in %.1f s\n", path, gguf_writer_file_size(w) / 1e6, now_s() - t0);
+    if (progress) fprintf(progress, "synth: wrote %s (%.1f MB) in %.1f s\n", path, gguf_writer_file_size(w) / 1e6, pl_now() - t0);
     rc = 0;
 done:
     if (of) fclose(of);

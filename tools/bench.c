@@ -22,6 +22,7 @@
 #endif
 
 #include "cpu.h"
+#include "util.h"
 #include "generate.h"
 #include "model.h"
 #include "plugins.h"
@@ -43,12 +44,6 @@ typedef struct opts {
     int n_prompt, n_gen, reps, format, micro, synth_exact, ctx, batch, kv_type, bw_mib, micro_mib;
     double micro_s;
 } opts;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -142,9 +137,9 @@ static double measure_bw(threadpool *pool, size_t bytes, int passes) {
     j->n_words = (int64_t)(bytes / 8);
     double best = 0;
     for (int p = 0; p < passes; p++) {
-        const double t0 = now_s();
+        const double t0 = pl_now();
         threadpool_run(pool, j->n_words, bw_worker, j);
-        const double dt = now_s() - t0;
+        const double dt = pl_now() - t0;
         if (dt > 0 && bytes / dt / 1e9 > best) best = bytes / dt / 1e9;
     }
     volatile uint64_t sink = 0;
@@ -287,17 +282,17 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     size_t peak_anon = 0, file_kb = 0;
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
-        double a = now_s();
+        double a = pl_now();
         if (o->n_prompt && prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
-        double b = now_s();
+        double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
-        a = now_s();
+        a = pl_now();
         for (int i = 0; i < o->n_gen; i++) {
             if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
             tok = argmax(c.logits, nv); /* greedy, EOS or not */
         }
-        b = now_s();
+        b = pl_now();
         dec[r] = o->n_gen ? o->n_gen / (b - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
@@ -389,7 +384,7 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
             volatile float sink = 0;
             for (int pass = 0; pass < 3; pass++) {
                 int64_t iters = 0;
-                const double a = now_s();
+                const double a = pl_now();
                 double el;
                 do {
                     float acc = 0, v;
@@ -399,7 +394,7 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
                     }
                     sink += acc;
                     iters++;
-                    el = now_s() - a;
+                    el = pl_now() - a;
                 } while (el < o->micro_s);
                 const double gb = (double)iters * rows * rb / el / 1e9;
                 if (gb > best) best = gb;

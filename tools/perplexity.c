@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "util.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -29,12 +30,6 @@ static void usage(FILE *o) {
             "  --kv-type T       f16 (default) or q8_0\n"
             "  -h, --help        this text\n"
             "Output: \"[i]ppl,\" after each window (running figure), then \"PPL = X +/- Y\".\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* -log softmax(logits)[tok], in double like llama.cpp's log_softmax */
@@ -116,7 +111,7 @@ int main(int argc, char **argv) {
     float *logits = NULL;
     llama_ctx c;
     int have_ctx = 0, rc = 1;
-    const double t_tok = now_s();
+    const double t_tok = pl_now();
     int nt = tokenizer_encode(e->tok, text, len, add_bos, 0, NULL, 0);
     if (nt < 0 && nt != -1) {
         toks = malloc((size_t)(-nt) * sizeof *toks);
@@ -135,7 +130,7 @@ int main(int argc, char **argv) {
     const int first = ctx / 2;
     fprintf(stderr, "picolm-perplexity: %d tokens (%.2f s to tokenize); %d windows of %d tokens, scoring the last %d of each; "
                     "batch %d, %d threads, backend %s\n",
-            nt, now_s() - t_tok, n_chunk, ctx, ctx - 1 - first, batch, threadpool_size(e->pool),
+            nt, pl_now() - t_tok, n_chunk, ctx, ctx - 1 - first, batch, threadpool_size(e->pool),
             e->d.backend ? e->d.backend->name : "reference");
 
     if (build_ctx(&c, &e->model, ctx, batch, kv, e->pool, err, sizeof err)) { fprintf(stderr, "picolm-perplexity: %s\n", err); goto done; }
@@ -146,7 +141,7 @@ int main(int argc, char **argv) {
 
     double nll = 0, nll2 = 0;
     long count = 0;
-    const double t0 = now_s();
+    const double t0 = pl_now();
     for (int k = 0; k < n_chunk; k++) {
         const int start = k * ctx;
         memcpy(win, toks + start, (size_t)ctx * sizeof *win);
@@ -166,7 +161,7 @@ int main(int argc, char **argv) {
             nll2 += v * v;
             count++;
         }
-        if (k == 0) fprintf(stderr, "picolm-perplexity: %.3f s per window, about %.1f s in all\n", now_s() - t0, (now_s() - t0) * n_chunk);
+        if (k == 0) fprintf(stderr, "picolm-perplexity: %.3f s per window, about %.1f s in all\n", pl_now() - t0, (pl_now() - t0) * n_chunk);
         printf("[%d]%.4f,", k + 1, exp(nll / count));
         fflush(stdout);
     }
@@ -177,8 +172,8 @@ int main(int argc, char **argv) {
         double var = nll2 / count - mean * mean;
         const double unc = var > 0 && count > 1 ? sqrt(var / (count - 1)) * ppl : 0;
         printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, unc);
-        fprintf(stderr, "picolm-perplexity: %ld tokens scored in %.2f s (%.0f tokens/s evaluated)\n", count, now_s() - t0,
-                (double)n_chunk * ctx / (now_s() - t0));
+        fprintf(stderr, "picolm-perplexity: %ld tokens scored in %.2f s (%.0f tokens/s evaluated)\n", count, pl_now() - t0,
+                (double)n_chunk * ctx / (pl_now() - t0));
     }
     rc = 0;
 done:

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "util.h"
 #include "gguf.h"
 #include "gguf_write.h"
 
@@ -264,12 +265,6 @@ static void convert_rows(void *ctx, int64_t begin, int64_t end, int tid) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct plan {
     tref *refs;
     uint32_t *type;     /* output type per (sorted) tensor */
@@ -490,7 +485,7 @@ int main(int argc, char **argv) {
 
     fprintf(stderr, "picolm-quantize: %s -> %s as %s%s (%d thread%s)\n", in_path, out_path, m.name, pure ? " --pure" : "", nthr,
             nthr == 1 ? "" : "s");
-    const double t0 = now_s();
+    const double t0 = pl_now();
     uint64_t in_bytes = 0, out_bytes = 0, n_elem = 0;
     const int wdt = p.n >= 1000 ? 4 : p.n >= 100 ? 3 : 2;
     for (int i = 0; i < p.n; i++) {
@@ -526,7 +521,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "picolm-quantize: tensors %.2f MB -> %.2f MB, %.3f M weights, %.2f -> %.2f bits per weight; "
                     "file %.2f MB -> %.2f MB; %.2f s\n",
             in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
-            n_elem ? 8.0 * out_bytes / n_elem : 0.0, in.size / 1e6, gguf_writer_file_size(w) / 1e6, now_s() - t0);
+            n_elem ? 8.0 * out_bytes / n_elem : 0.0, in.size / 1e6, gguf_writer_file_size(w) / 1e6, pl_now() - t0);
     if (qs.n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", qs.n_fallback);
     rc = 0;
 done:
