@@ -20,20 +20,26 @@ AI __m128i dot_i8(__m128i x, __m128i y) {
     return _mm_madd_epi16(_mm_maddubs_epi16(_mm_sign_epi8(x, x), _mm_sign_epi8(y, x)), _mm_set1_epi16(1));
 }
 
+/* Q8_0 follows ggml's scalar order: the exact integer sum of each block,
+   then sum += sumi * (dx * dy) in float, block after block (mul, then add:
+   no FMA at this ISA level).  A 4-lane accumulator instead flipped a
+   near-tie in tiny-shakespeare-q8_0's greedy continuation (token 44). */
 AI void sse_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
     const block_q8_0 *x = vx;
-    __m128 acc[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
+    float acc[4] = { 0, 0, 0, 0 };
     for (int64_t i = 0; i < n / QK8_0; i++) {
         const __m128i x0 = _mm_loadu_si128((const __m128i *)x[i].qs), x1 = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
         const float dx = H2F(x[i].d);
         for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m128i p = _mm_add_epi32(dot_i8(x0, _mm_loadu_si128((const __m128i *)y->qs)),
-                                            dot_i8(x1, _mm_loadu_si128((const __m128i *)(y->qs + 16))));
-            acc[c] = _mm_add_ps(acc[c], _mm_mul_ps(_mm_set1_ps(dx * H2F(y->d)), _mm_cvtepi32_ps(p)));
+            __m128i p = _mm_add_epi32(dot_i8(x0, _mm_loadu_si128((const __m128i *)y->qs)),
+                                      dot_i8(x1, _mm_loadu_si128((const __m128i *)(y->qs + 16))));
+            p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4e));
+            p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xb1));
+            acc[c] += (float)_mm_cvtsi128_si32(p) * (dx * H2F(y->d));
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = hsum_ps(acc[c]);
+    for (int c = 0; c < NC; c++) out[c] = acc[c];
 }
 
 AI void sse_q4_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
