@@ -18,11 +18,11 @@ QEMU_AARCH64    ?= qemu-aarch64
 # Tests that run under emulation in reasonable time (t_aarch64 adds the
 # no-dotprod CPU runs and real inference with the neon backend).  Left out:
 # test_threadpool (spinning threads crawl under qemu: minutes), test_cpu
-# (qemu-user shows the HOST's /proc/cpuinfo), test_chat, test_kvcache,
+# (qemu-user shows the HOST's /proc/cpuinfo), test_chat, test_kvcache and
 # test_logits (minutes each; t_aarch64 covers logits on 32 positions),
-# test_samplers (wall-clock limits), test_plugin_loader and test_quantize
-# (they build or spawn host programs), and the other t_*.sh (no wrapper).
-AARCH64_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_config test_json t_aarch64
+# test_plugin_loader and test_quantize (they build or spawn host programs),
+# and the other t_*.sh (they run the binaries without the wrapper).
+AARCH64_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_config test_json test_samplers t_aarch64
 
 # Builds `all` (core, tools, tests, formats, samplers) with the scalar and
 # neon backends; backends/scalar may not exist yet, hence the wildcard.
