@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gguf_write.h"
+#include "quant_policy.h"
 #include "threadpool.h"
 
 const synth_shape synth_shapes[] = {
@@ -23,39 +24,6 @@ const synth_shape synth_shapes[] = {
     {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096},  /* Llama-2-7B */
     {NULL, 0, 0, 0, 0, 0, 0, 0},
 };
-
-/* Mixes with llama.cpp's per-tensor rule; anything else is a pure type. */
-typedef struct synth_mix {
-    const char *name;
-    uint32_t base;
-    uint32_t ftype; /* LLAMA_FTYPE_* */
-} synth_mix;
-static const synth_mix MIXES[] = {
-    {"Q4_K_M", PICOLM_TYPE_Q4_K, 15},
-    {"Q5_K_M", PICOLM_TYPE_Q5_K, 17},
-};
-
-/* llama.cpp's general.file_type for a pure type (its "mostly T" numbers). */
-static int pure_ftype(uint32_t t) {
-    switch (t) {
-    case PICOLM_TYPE_F32: return 0;
-    case PICOLM_TYPE_F16: return 1;
-    case PICOLM_TYPE_Q4_0: return 2;
-    case PICOLM_TYPE_Q4_1: return 3;
-    case PICOLM_TYPE_Q8_0: return 7;
-    case PICOLM_TYPE_Q5_0: return 8;
-    case PICOLM_TYPE_Q5_1: return 9;
-    case PICOLM_TYPE_Q2_K: return 10;
-    case PICOLM_TYPE_Q3_K: return 11;
-    case PICOLM_TYPE_Q4_K: return 14;
-    case PICOLM_TYPE_Q5_K: return 16;
-    case PICOLM_TYPE_Q6_K: return 18;
-    case PICOLM_TYPE_IQ4_NL: return 25;
-    case PICOLM_TYPE_IQ4_XS: return 30;
-    case PICOLM_TYPE_BF16: return 32;
-    default: return -1;
-    }
-}
 
 int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen) {
     const char *colon = spec ? strchr(spec, ':') : NULL;
@@ -237,17 +205,14 @@ typedef struct stensor {
     int norm; /* 1-D, all ones */
 } stensor;
 
-/* llama.cpp's use_more_bits: first and last eighth of the layers, and every third between. */
-static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
-
-/* fmt holds "%d" for the layer when layer >= 0; rows == 1 makes a norm vector (F32 ones). */
-static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t rows, uint32_t type) {
+/* fmt holds "%d" for the layer when layer >= 0; rows == 1 makes a norm vector (F32 ones).
+   The type is chosen afterwards. */
+static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t rows) {
     if (layer >= 0) snprintf(t->name, sizeof t->name, fmt, layer);
     else snprintf(t->name, sizeof t->name, "%s", fmt);
     t->ne[0] = cols;
     t->ne[1] = rows;
     t->n_dims = rows > 1 ? 2 : 1;
-    t->type = type;
     t->norm = rows == 1;
 }
 
@@ -266,18 +231,13 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     synth_shape s;
     char tname[32];
     if (synth_parse(spec, &s, tname, sizeof tname, err, errlen)) return -1;
-    const synth_mix *mix = NULL;
-    for (size_t i = 0; i < sizeof MIXES / sizeof *MIXES; i++)
-        if (!strcmp(MIXES[i].name, tname)) mix = &MIXES[i];
-    const uint32_t base = mix ? mix->base : find_type(d, tname);
-    if (base == UINT32_MAX) return pl_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
-    const uint32_t hi = mix ? PICOLM_TYPE_Q6_K : base; /* the mixes' "more bits" type */
-    const uint32_t need[2] = {base, hi};
-    for (int i = 0; i < 2; i++) {
-        const picolm_format *f = d->types[need[i]].fmt;
-        if (!f || (need[i] != PICOLM_TYPE_F32 && !f->quantize_row))
-            return pl_fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(need[i]));
-    }
+    /* A weight format's own name means that type for every matrix (what a
+       format benchmark wants); the other llama.cpp mix names (Q4_K_M,
+       Q3_K_S, ...) follow its per-tensor rule, as picolm-quantize does. */
+    const uint32_t base = find_type(d, tname);
+    const qp_mix *mix = base == UINT32_MAX ? qp_find_mix(tname) : NULL;
+    if (base == UINT32_MAX && !mix)
+        return pl_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
     const int hd = s.n_embd / s.n_head, qd = s.n_embd, kvd = hd * s.n_head_kv;
 
     /* Tensor list in llama.cpp's order (non-layer first, then by layer). */
@@ -285,27 +245,51 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     stensor *ts = calloc((size_t)n_t, sizeof *ts);
     if (!ts) return pl_fail(err, errlen, "out of memory");
     int k = 0;
-    add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab, base);
-    add_t(&ts[k++], "output_norm.weight", -1, s.n_embd, 1, PICOLM_TYPE_F32);
-    add_t(&ts[k++], "output.weight", -1, s.n_embd, s.n_vocab, hi);
+    add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab);
+    add_t(&ts[k++], "output_norm.weight", -1, s.n_embd, 1);
+    add_t(&ts[k++], "output.weight", -1, s.n_embd, s.n_vocab);
     for (int l = 0; l < s.n_layer; l++) {
-        const uint32_t more = more_bits(l, s.n_layer) ? hi : base;
-        add_t(&ts[k++], "blk.%d.attn_norm.weight", l, s.n_embd, 1, PICOLM_TYPE_F32);
-        add_t(&ts[k++], "blk.%d.attn_q.weight", l, s.n_embd, qd, base);
-        add_t(&ts[k++], "blk.%d.attn_k.weight", l, s.n_embd, kvd, base);
-        add_t(&ts[k++], "blk.%d.attn_v.weight", l, s.n_embd, kvd, more);
-        add_t(&ts[k++], "blk.%d.attn_output.weight", l, qd, s.n_embd, base);
-        add_t(&ts[k++], "blk.%d.ffn_norm.weight", l, s.n_embd, 1, PICOLM_TYPE_F32);
-        add_t(&ts[k++], "blk.%d.ffn_gate.weight", l, s.n_embd, s.n_ff, base);
-        add_t(&ts[k++], "blk.%d.ffn_up.weight", l, s.n_embd, s.n_ff, base);
-        add_t(&ts[k++], "blk.%d.ffn_down.weight", l, s.n_ff, s.n_embd, more);
+        add_t(&ts[k++], "blk.%d.attn_norm.weight", l, s.n_embd, 1);
+        add_t(&ts[k++], "blk.%d.attn_q.weight", l, s.n_embd, qd);
+        add_t(&ts[k++], "blk.%d.attn_k.weight", l, s.n_embd, kvd);
+        add_t(&ts[k++], "blk.%d.attn_v.weight", l, s.n_embd, kvd);
+        add_t(&ts[k++], "blk.%d.attn_output.weight", l, qd, s.n_embd);
+        add_t(&ts[k++], "blk.%d.ffn_norm.weight", l, s.n_embd, 1);
+        add_t(&ts[k++], "blk.%d.ffn_gate.weight", l, s.n_embd, s.n_ff);
+        add_t(&ts[k++], "blk.%d.ffn_up.weight", l, s.n_embd, s.n_ff);
+        add_t(&ts[k++], "blk.%d.ffn_down.weight", l, s.n_ff, s.n_embd);
+    }
+
+    /* Types: norms F32, matrices the pure type or the mix's rule.  The rule's
+       counters are per tensor kind, so this order (by layer) is llama.cpp's. */
+    qp_model qm;
+    qp_model_init(&qm, "llama", s.n_layer, s.n_head, s.n_head_kv, 0);
+    for (int i = 0; i < n_t; i++) qp_model_count(&qm, ts[i].name);
+    qp_counters qc = {0};
+    uint32_t used[16]; /* distinct matrix types, for the quantizer check and the block pools */
+    int n_used = 0;
+    for (int i = 0; i < n_t; i++) {
+        stensor *t = &ts[i];
+        t->type = PICOLM_TYPE_F32;
+        if (!qp_quantizable(t->name, t->n_dims)) continue;
+        t->type = mix ? qp_tensor_type(mix, t->name, t->ne[0], &qm, &qc, d, NULL, err, errlen) : base;
+        if (t->type == UINT32_MAX) { free(ts); return -1; }
+        int seen = 0;
+        for (int u = 0; u < n_used; u++) seen |= used[u] == t->type;
+        if (seen) continue;
+        const picolm_format *f = d->types[t->type].fmt;
+        if (!f || (t->type != PICOLM_TYPE_F32 && !f->quantize_row) || n_used == (int)(sizeof used / sizeof *used)) {
+            free(ts);
+            return pl_fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(t->type));
+        }
+        used[n_used++] = t->type;
     }
 
     int rc = -1;
     gguf_writer *w = gguf_writer_new();
     FILE *of = NULL;
     char tmp[4096] = "";
-    uint8_t *buf = NULL, *pools[2] = {NULL, NULL};
+    uint8_t *buf = NULL, *pools[sizeof used / sizeof *used] = {NULL};
     float **scratch = NULL;
     const int nthr = pool ? threadpool_size(pool) : 1;
     uint64_t max_bytes = 0, total = 0;
@@ -327,7 +311,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     /* Metadata: what llama.cpp's converter writes for a Llama, plus the vocabulary. */
     char name[96];
     snprintf(name, sizeof name, "picolm-synth %s %s (random weights)", s.name, tname);
-    const int ft = mix ? (int)mix->ftype : pure_ftype(base);
+    const int ft = mix ? mix->ftype : qp_pure_ftype(base);
     int bad = gguf_writer_set_str(w, "general.architecture", "llama") || gguf_writer_set_str(w, "general.name", name) ||
               gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s.n_ctx) ||
               gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s.n_embd) ||
@@ -364,11 +348,11 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             goto done;
         }
     /* block pools for the quantized types (not for F32/F16/BF16: cheap to make exactly) */
-    for (int i = 0; !exact && i < 2; i++) {
-        const picolm_format *f = d->types[need[i]].fmt;
-        if (f->block_size < 32 || f->block_size > 256 || (i == 1 && need[1] == need[0])) continue;
+    for (int i = 0; !exact && i < n_used; i++) {
+        const picolm_format *f = d->types[used[i]].fmt;
+        if (f->block_size < 32 || f->block_size > 256) continue;
         if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { pl_fail(err, errlen, "out of memory"); goto done; }
-        pool_job pj = {f, pools[i], scratch, 0xB10C0000ull + need[i]};
+        pool_job pj = {f, pools[i], scratch, 0xB10C0000ull + used[i]};
         threadpool_run(pool, POOL_BLOCKS / POOL_CHUNK, pool_rows, &pj);
     }
 
@@ -384,7 +368,9 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             for (int64_t j = 0; j < t->ne[0]; j++) x[j] = 1.0f;
         } else {
             const picolm_format *f = d->types[t->type].fmt;
-            const uint8_t *bp = t->type == need[0] ? pools[0] : t->type == need[1] ? (pools[1] ? pools[1] : pools[0]) : NULL;
+            const uint8_t *bp = NULL;
+            for (int u = 0; u < n_used; u++)
+                if (used[u] == t->type) bp = pools[u];
             synth_job j = {.seed = 0x5EED0000ull + (uint64_t)i * 0x9E3779B97F4A7C15ull, .cols = t->ne[0],
                            .quant = t->type == PICOLM_TYPE_F32 ? NULL : f->quantize_row, .dst = buf,
                            .row_bytes = dispatch_row_size(d, t->type, t->ne[0]), .scratch = scratch,
@@ -415,8 +401,7 @@ done:
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);
-    free(pools[0]);
-    free(pools[1]);
+    for (int u = 0; u < n_used; u++) free(pools[u]);
     free(buf);
     gguf_writer_free(w);
     free(ts);

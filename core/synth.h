@@ -1,8 +1,9 @@
 /*
  * Random-weight model synthesis: writes a real Llama GGUF of a named shape
  * ("tinyllama", "tiny", ...) and weight type (any weight format a loaded
- * format plugin can quantize to, or the Q4_K_M / Q5_K_M mixes with
- * llama.cpp's per-tensor rule), with a minimal SentencePiece-style
+ * format plugin can quantize to, for every matrix, or a llama.cpp mix that
+ * is not a format name -- Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M -- with the
+ * per-tensor rule of quant_policy.h), with a minimal SentencePiece-style
  * vocabulary (<unk>, <s>, </s>, 256 byte tokens, filler) so the file loads
  * in picolm and llama.cpp alike.  Weights are N(0, 0.02) (norms 1), which
  * keeps activations finite like a trained model's.  Deterministic: the same

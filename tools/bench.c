@@ -74,7 +74,8 @@ static void usage(FILE *o) {
     for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
     fprintf(o,
             ";\n"
-            "                    TYPE: Q4_K_M, Q5_K_M or any weight format, e.g. Q8_0); reused if the file exists\n"
+            "                    TYPE: any weight format, e.g. Q8_0 (pure), or a llama.cpp mix: Q3_K_S/M/L,\n"
+            "                    Q4_K_S/M, Q5_K_S/M, per-tensor types as picolm-quantize); reused if the file exists\n"
             "  --synth-exact     quantize every row (slow) instead of assembling rows from a pool of\n"
             "                    16384 quantized random blocks per type (same size and speed, values repeat)\n"
             "  --out FILE        where --synth writes (default $TMPDIR/picolm-synth-SHAPE-TYPE.gguf)\n"

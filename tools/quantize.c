@@ -21,49 +21,9 @@
 #include "util.h"
 #include "gguf.h"
 #include "gguf_write.h"
+#include "quant_policy.h"
 
 #define QNT_VERSION 2 /* ggml's GGML_QNT_VERSION */
-
-/* llama.cpp's LLAMA_FTYPE_* numbers for the types and mixes offered. */
-enum {
-    FT_ALL_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
-    FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15,
-    FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18, FT_IQ4_NL = 25, FT_IQ4_XS = 30, FT_BF16 = 32,
-    FT_CUSTOM = -1 /* a plugin type llama.cpp has no file type for */
-};
-
-typedef struct mix {
-    const char *name;
-    int ftype;
-    uint32_t type;       /* default tensor type */
-    const char *what;
-} mix;
-
-static const mix MIXES[] = {
-    {"F32", FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization"},
-    {"F16", FT_F16, PICOLM_TYPE_F16, "16.0 bpw"},
-    {"BF16", FT_BF16, PICOLM_TYPE_BF16, "16.0 bpw"},
-    {"Q8_0", FT_Q8_0, PICOLM_TYPE_Q8_0, "8.5 bpw"},
-    {"Q6_K", FT_Q6_K, PICOLM_TYPE_Q6_K, "6.56 bpw"},
-    {"Q5_1", FT_Q5_1, PICOLM_TYPE_Q5_1, "6.0 bpw"},
-    {"Q5_0", FT_Q5_0, PICOLM_TYPE_Q5_0, "5.5 bpw"},
-    {"Q5_K_M", FT_Q5_K_M, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output and half of attn_v/ffn_down"},
-    {"Q5_K", FT_Q5_K_M, PICOLM_TYPE_Q5_K, "alias of Q5_K_M (as llama-quantize)"},
-    {"Q5_K_S", FT_Q5_K_S, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output"},
-    {"Q4_1", FT_Q4_1, PICOLM_TYPE_Q4_1, "5.0 bpw"},
-    {"Q4_0", FT_Q4_0, PICOLM_TYPE_Q4_0, "4.5 bpw"},
-    {"Q4_K_M", FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K, Q6_K for output and half of attn_v/ffn_down"},
-    {"Q4_K", FT_Q4_K_M, PICOLM_TYPE_Q4_K, "alias of Q4_K_M (as llama-quantize)"},
-    {"Q4_K_S", FT_Q4_K_S, PICOLM_TYPE_Q4_K, "Q4_K, Q5_K for early attn_v/ffn_down"},
-    {"IQ4_NL", FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear"},
-    {"IQ4_XS", FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear"},
-    {"Q3_K_L", FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down"},
-    {"Q3_K_M", FT_Q3_K_M, PICOLM_TYPE_Q3_K, "Q3_K, Q4_K/Q5_K for attn_v/attn_output/ffn_down"},
-    {"Q3_K", FT_Q3_K_M, PICOLM_TYPE_Q3_K, "alias of Q3_K_M (as llama-quantize)"},
-    {"Q3_K_S", FT_Q3_K_S, PICOLM_TYPE_Q3_K, "Q3_K, Q6_K for output"},
-    {"Q2_K", FT_Q2_K, PICOLM_TYPE_Q2_K, "Q2_K, Q3_K/Q4_K for attn_v/attn_output/ffn_down"},
-};
-#define N_MIXES (int)(sizeof MIXES / sizeof *MIXES)
 
 static void usage(FILE *o, const pl_dispatch *d) {
     fprintf(o,
@@ -77,15 +37,13 @@ static void usage(FILE *o, const pl_dispatch *d) {
             "  --plugin-dir DIR  extra plugin directory searched first (format plugins add types)\n"
             "  -h, --help        this text\n"
             "types and mixes:\n");
-    for (int i = 0; i < N_MIXES; i++) fprintf(o, "  %-8s %s\n", MIXES[i].name, MIXES[i].what);
+    for (const qp_mix *m = qp_mixes; m->name; m++) fprintf(o, "  %-8s %s\n", m->name, m->what);
     if (d) {
         int any = 0;
         for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
             const picolm_format *f = d->types[t].fmt;
             if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row) continue;
-            int listed = 0;
-            for (int i = 0; i < N_MIXES; i++) listed |= !strcasecmp(MIXES[i].name, f->name);
-            if (listed) continue;
+            if (qp_find_mix(f->name)) continue;
             if (!any) fprintf(o, "other weight formats of the loaded plugins (always pure):\n");
             any = 1;
             fprintf(o, "  %-8s type id %u, %u elements in %u bytes (%.2f bpw), plugin %s\n", f->name, t, f->block_size,
@@ -105,103 +63,9 @@ static const char *lname(const pl_dispatch *d, uint32_t t, char *buf, size_t n) 
     return buf;
 }
 
-/* ------------------------------------------------------------------------ */
-/* llama.cpp's tensor-type policy (facts from llama_tensor_get_type)         */
-/* ------------------------------------------------------------------------ */
-typedef struct qstate {
-    int ftype;
-    int falcon, is_70b, n_expert, n_gqa, has_output;
-    int n_attn_wv, i_attn_wv, n_layer, i_ffn_down, i_ffn_gate, i_ffn_up;
-    int n_fallback;
-} qstate;
-
-/* More bits for the first and last eighth of the layers and every third one between. */
-static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
-
 static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
     const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
     return f ? f->block_size : 0;
-}
-
-/* Returns the type for a matrix that will be quantized, or UINT32_MAX with a message. */
-static uint32_t policy(qstate *q, uint32_t t, const char *name, int64_t nx, const pl_dispatch *d, char *err, size_t errlen) {
-    const int ft = q->ftype;
-    if (!strcmp(name, "output.weight") || (!q->has_output && !strcmp(name, "token_embd.weight"))) {
-        const uint32_t bs = block_of(d, t);
-        if (q->falcon || !bs || nx % bs) t = PICOLM_TYPE_Q8_0;
-        else if (t != PICOLM_TYPE_Q8_0) t = PICOLM_TYPE_Q6_K;
-    } else if (!strcmp(name, "token_embd.weight")) {
-        /* only the IQ1/IQ2/IQ3 and ternary mixes change it; none is offered */
-    } else if (strstr(name, "attn_v.weight")) {
-        if (ft == FT_Q2_K) t = q->n_gqa >= 4 ? PICOLM_TYPE_Q4_K : PICOLM_TYPE_Q3_K;
-        else if (ft == FT_Q3_K_M) t = q->i_attn_wv < 2 ? PICOLM_TYPE_Q5_K : PICOLM_TYPE_Q4_K;
-        else if (ft == FT_Q3_K_L) t = PICOLM_TYPE_Q5_K;
-        else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && q->n_gqa >= 4) t = PICOLM_TYPE_Q5_K;
-        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(q->i_attn_wv, q->n_attn_wv)) t = PICOLM_TYPE_Q6_K;
-        else if (ft == FT_Q4_K_S && q->i_attn_wv < 4) t = PICOLM_TYPE_Q5_K;
-        /* 70B: 8 query heads share each attn_v, so more bits cost little */
-        if (q->is_70b && (t == PICOLM_TYPE_Q3_K || t == PICOLM_TYPE_Q4_K)) t = PICOLM_TYPE_Q5_K;
-        if (q->n_expert == 8) t = PICOLM_TYPE_Q8_0;
-        q->i_attn_wv++;
-    } else if (strstr(name, "attn_k.weight")) {
-        if (q->n_expert == 8) t = PICOLM_TYPE_Q8_0;
-    } else if (strstr(name, "ffn_down")) {
-        const int i = q->i_ffn_down, n = q->n_layer;
-        if (ft == FT_Q2_K) t = PICOLM_TYPE_Q3_K;
-        else if (ft == FT_Q3_K_M)
-            t = i < n / 16 ? PICOLM_TYPE_Q5_K : !q->falcon || use_more_bits(i, n) ? PICOLM_TYPE_Q4_K : PICOLM_TYPE_Q3_K;
-        else if (ft == FT_Q3_K_L) t = q->falcon ? PICOLM_TYPE_Q4_K : PICOLM_TYPE_Q5_K;
-        else if (ft == FT_Q4_K_M) {
-            if (q->falcon) t = i < n / 16 ? PICOLM_TYPE_Q6_K : use_more_bits(i, n) ? PICOLM_TYPE_Q5_K : PICOLM_TYPE_Q4_K;
-            else if (use_more_bits(i, n)) t = PICOLM_TYPE_Q6_K;
-        } else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS)) t = PICOLM_TYPE_Q5_K; /* no imatrix */
-        else if (ft == FT_Q5_K_M && use_more_bits(i, n)) t = PICOLM_TYPE_Q6_K;
-        else if (ft == FT_Q4_K_S && !q->falcon && i < n / 8) t = PICOLM_TYPE_Q5_K;
-        q->i_ffn_down++;
-    } else if (strstr(name, "attn_output.weight")) {
-        if (!q->falcon) {
-            if (q->n_expert == 8) {
-                if (ft == FT_Q2_K || ft == FT_Q3_K_S || ft == FT_Q3_K_M || ft == FT_IQ4_NL || ft == FT_Q4_K_S || ft == FT_Q4_K_M ||
-                    ft == FT_IQ4_XS)
-                    t = PICOLM_TYPE_Q5_K;
-            } else if (ft == FT_Q2_K) t = PICOLM_TYPE_Q3_K;
-            else if (ft == FT_Q3_K_M) t = PICOLM_TYPE_Q4_K;
-            else if (ft == FT_Q3_K_L) t = PICOLM_TYPE_Q5_K;
-        } else if (ft == FT_Q3_K_L) t = PICOLM_TYPE_Q4_K;
-    } else if (strstr(name, "attn_qkv.weight")) {
-        if (ft == FT_Q3_K_M || ft == FT_Q3_K_L) t = PICOLM_TYPE_Q4_K;
-        else if (ft == FT_Q4_K_M) t = PICOLM_TYPE_Q5_K;
-        else if (ft == FT_Q5_K_M) t = PICOLM_TYPE_Q6_K;
-    } else if (strstr(name, "ffn_gate")) {
-        q->i_ffn_gate++;
-    } else if (strstr(name, "ffn_up")) {
-        q->i_ffn_up++;
-    }
-    /* Rows that are not a whole number of blocks: llama.cpp's fallbacks. */
-    uint32_t bs = block_of(d, t);
-    if (!bs) {
-        snprintf(err, errlen, "tensor '%s' needs type %s, which no loaded format plugin provides", name, gguf_type_name(t));
-        return UINT32_MAX;
-    }
-    if (nx % bs) {
-        const uint32_t from = t;
-        switch (t) {
-        case PICOLM_TYPE_Q2_K: case PICOLM_TYPE_Q3_K: case PICOLM_TYPE_IQ4_XS: t = PICOLM_TYPE_IQ4_NL; break;
-        case PICOLM_TYPE_Q4_K: t = PICOLM_TYPE_Q5_0; break;
-        case PICOLM_TYPE_Q5_K: t = PICOLM_TYPE_Q5_1; break;
-        case PICOLM_TYPE_Q6_K: t = PICOLM_TYPE_Q8_0; break;
-        default:
-            snprintf(err, errlen, "tensor '%s': row length %lld is not a multiple of %s's block size %u", name, (long long)nx,
-                     gguf_type_name(t), bs);
-            return UINT32_MAX;
-        }
-        bs = block_of(d, t);
-        if (!bs || nx % bs) t = PICOLM_TYPE_F16;
-        fprintf(stderr, "picolm-quantize: %s: row length %lld is not a multiple of %u (%s): using %s instead\n", name,
-                (long long)nx, block_of(d, from), gguf_type_name(from), gguf_type_name(t));
-        q->n_fallback++;
-    }
-    return t;
 }
 
 /* llama.cpp's tensor order (llama_model_loader's weights_map): layer index
@@ -223,19 +87,6 @@ static uint32_t n_dims_of(const gguf_tensor *t) {
     uint32_t n = t->n_dims;
     while (n > 1 && t->ne[n - 1] == 1) n--;
     return n;
-}
-
-/* Tensors llama-quantize leaves alone besides 1-D ones and norms. */
-static int quantizable(const tref *r) {
-    const char *n = r->name;
-    const size_t l = strlen(n);
-    if (l < 6 || strcmp(n + l - 6, "weight")) return 0;
-    if (n_dims_of(r->t) < 2) return 0;
-    static const char *skip[] = {"_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d.weight", "attn_rel_b.weight"};
-    for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
-        if (strstr(n, skip[i])) return 0;
-    if (!strcmp(n, "position_embd.weight") || !strcmp(n, "token_types.weight")) return 0;
-    return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -307,15 +158,14 @@ int main(int argc, char **argv) {
     const char *in_path = pos[0], *out_path = pos[1], *tname = pos[2];
 
     /* TYPE: a llama.cpp type/mix, else any weight format a plugin can quantize to. */
-    mix m = {0};
-    for (int i = 0; i < N_MIXES; i++)
-        if (!strcasecmp(MIXES[i].name, tname)) { m = MIXES[i]; break; }
+    const qp_mix *known = qp_find_mix(tname);
+    qp_mix m = known ? *known : (qp_mix){0};
     if (!m.name) {
         for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
             const picolm_format *f = d->types[t].fmt;
             if (f && (f->flags & PICOLM_FMT_WEIGHT) && f->quantize_row && !strcasecmp(f->name, tname)) {
                 m.name = f->name;
-                m.ftype = FT_CUSTOM;
+                m.ftype = QP_FT_CUSTOM;
                 m.type = t;
                 break;
             }
@@ -379,7 +229,7 @@ int main(int argc, char **argv) {
     }
 
     /* Model facts the policy needs. */
-    qstate qs = {.ftype = m.ftype, .n_gqa = 1};
+    qp_model qm;
     {
         char arch[64] = "llama", key[128];
         gguf_str s;
@@ -387,7 +237,6 @@ int main(int argc, char **argv) {
             memcpy(arch, s.ptr, s.len);
             arch[s.len] = 0;
         }
-        qs.falcon = !strcmp(arch, "falcon");
         uint32_t nl = 0, nh = 0, nkv = 0, nexp = 0;
         snprintf(key, sizeof key, "%s.block_count", arch);
         gguf_get_u32(&in, key, &nl);
@@ -397,11 +246,10 @@ int main(int argc, char **argv) {
         if (gguf_get_u32(&in, key, &nkv)) nkv = nh;
         snprintf(key, sizeof key, "%s.expert_count", arch);
         gguf_get_u32(&in, key, &nexp);
-        qs.n_layer = (int)nl;
-        qs.n_gqa = nh && nkv ? (int)(nh / nkv) : 1;
-        qs.n_expert = (int)nexp;
-        qs.is_70b = !strcmp(arch, "llama") && nl == 80 && nh != nkv;
+        qp_model_init(&qm, arch, (int)nl, (int)nh, (int)nkv, (int)nexp);
     }
+    qp_counters qc = {0};
+    int n_fallback = 0;
 
     /* Sort as llama.cpp does and decide each tensor's type. */
     p.n = (int)in.n_tensors;
@@ -416,22 +264,25 @@ int main(int argc, char **argv) {
         r->name[r->t->name.len] = 0;
         r->layer = -1;
         if (sscanf(r->name, "blk.%d.", &r->layer) != 1) r->layer = -1;
-        if (strstr(r->name, "attn_v.weight") || strstr(r->name, "attn_qkv.weight") || strstr(r->name, "attn_kv_b.weight"))
-            qs.n_attn_wv++;
-        else if (!strcmp(r->name, "output.weight")) qs.has_output = 1;
+        qp_model_count(&qm, r->name);
     }
     qsort(p.refs, (size_t)p.n, sizeof *p.refs, cmp_tref);
-    const int is_quant_default = m.type != PICOLM_TYPE_F32 && m.type != PICOLM_TYPE_F16 && m.type != PICOLM_TYPE_BF16;
     int64_t max_cols = 0;
     uint64_t max_out = 0;
     for (int i = 0; i < p.n; i++) {
         const gguf_tensor *t = p.refs[i].t;
         uint32_t nt = t->type;
-        if (quantizable(&p.refs[i])) {
+        if (qp_quantizable(p.refs[i].name, n_dims_of(t))) {
             nt = m.type;
-            if (!pure && is_quant_default) {
-                nt = policy(&qs, m.type, p.refs[i].name, t->ne[0], d, err, sizeof err);
+            if (!pure && qp_mix_has_policy(&m)) {
+                uint32_t from;
+                nt = qp_tensor_type(&m, p.refs[i].name, t->ne[0], &qm, &qc, d, &from, err, sizeof err);
                 if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+                if (from != UINT32_MAX) {
+                    fprintf(stderr, "picolm-quantize: %s: row length %lld is not a multiple of %u (%s): using %s instead\n",
+                            p.refs[i].name, (long long)t->ne[0], block_of(d, from), gguf_type_name(from), gguf_type_name(nt));
+                    n_fallback++;
+                }
             } else if (t->ne[0] % block_of(d, nt)) {
                 fprintf(stderr, "picolm-quantize: tensor '%s': row length %lld is not a multiple of %s's block size %u "
                                 "(--pure has no fallback types; drop --pure to get llama.cpp's fallbacks)\n",
@@ -522,7 +373,7 @@ int main(int argc, char **argv) {
                     "file %.2f MB -> %.2f MB; %.2f s\n",
             in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
             n_elem ? 8.0 * out_bytes / n_elem : 0.0, in.size / 1e6, gguf_writer_file_size(w) / 1e6, pl_now() - t0);
-    if (qs.n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", qs.n_fallback);
+    if (n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", n_fallback);
     rc = 0;
 done:
     if (of) fclose(of);
