@@ -52,43 +52,54 @@ static inline int nearest_int(float fval) {
 /* Helpers shared by the quantizers (ggml's make_*_quants, verbatim maths)   */
 /* ------------------------------------------------------------------------ */
 
-/* Symmetric quantizer with an RMSE search (used by Q6_K with rmse_type 1 and
-   no importance weights, i.e. w = x^2).  L receives values in [0, 2*nmax). */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+/* The first element of largest magnitude among x[0..n) (0 when all are 0);
+   *amax gets its magnitude. */
+static inline float kq_absmax(int n, const float *x, float *amax) {
     float max = 0;
-    float amax = 0;
+    *amax = 0;
     for (int i = 0; i < n; ++i) {
         float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
+        if (ax > *amax) { *amax = ax; max = x[i]; }
     }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        return 0.f;
-    }
-    float iscale = -nmax / max;
+    return max;
+}
+
+/* Symmetric rounding at iscale with w = x^2: the weighted sums
+   sum w*x*l and sum w*l*l, and (when L) L[i] = l + off. */
+static inline void kq_sym_sums(int n, int nmax, const float *x, float iscale, int8_t *L, int off,
+                               float *sumlx_out, float *suml2_out) {
     float sumlx = 0;
     float suml2 = 0;
     for (int i = 0; i < n; ++i) {
         int l = nearest_int(iscale * x[i]);
         l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
+        if (L) L[i] = (int8_t)(l + off);
         float w = x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
+    *sumlx_out = sumlx;
+    *suml2_out = suml2;
+}
+
+/* Symmetric quantizer with an RMSE search (used by Q6_K with rmse_type 1 and
+   no importance weights, i.e. w = x^2).  L receives values in [0, 2*nmax). */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+    float amax;
+    const float max = kq_absmax(n, x, &amax);
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx, suml2;
+    kq_sym_sums(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        kq_sym_sums(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; ++i) {
                 int l = nearest_int(iscale * x[i]);
@@ -103,27 +114,14 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
 
 /* Symmetric quantizer with iterative per-element refinement (Q3_K). */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0;
-    float amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
+    float amax;
+    const float max = kq_absmax(n, x, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
     }
-    float iscale = -nmax / max;
-    float sumlx = 0;
-    float suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    kq_sym_sums(n, nmax, x, -nmax / max, L, 0, &sumlx, &suml2);
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
         for (int i = 0; i < n; ++i) {
@@ -259,6 +257,132 @@ static inline int q3k_scale(const uint8_t *s, int j) {
     return (lo | (hi << 4)) - 32;
 }
 
+/* Q2_K/Q3_K: the low 2 bits of 256 quants, four to a byte (element j + 32 k
+   of each 128 in bits 2k of byte j). */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int l = 0; l < 32; ++l) {
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
+                                      (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Q3_K..Q6_K superblocks as 256 signed quants in element order: shared by   */
+/* dequantize (y = scale * q [- min]) and the scalar vec_dot (ggml's aux8).  */
+/* ------------------------------------------------------------------------ */
+static void q3_K_expand(const block_q3_K *x, int8_t *a) {
+    const uint8_t *q3 = x->qs;
+    const uint8_t *hm = x->hmask;
+    uint8_t m = 1;
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int sh = 0; sh < 8; sh += 2) {
+            for (int l = 0; l < 32; ++l)
+                a[l] = (int8_t)(((q3[l] >> sh) & 3) - (hm[l] & m ? 0 : 4));
+            a += 32;
+            m = (uint8_t)(m << 1);
+        }
+        q3 += 32;
+    }
+}
+
+static void q4_K_expand(const block_q4_K *x, int8_t *a) {
+    const uint8_t *q4 = x->qs;
+    for (int j = 0; j < QK_K / 64; ++j) {
+        for (int l = 0; l < 32; ++l) a[l] = (int8_t)(q4[l] & 0xF);
+        a += 32;
+        for (int l = 0; l < 32; ++l) a[l] = (int8_t)(q4[l] >> 4);
+        a += 32;
+        q4 += 32;
+    }
+}
+
+static void q5_K_expand(const block_q5_K *x, int8_t *a) {
+    const uint8_t *q4 = x->qs;
+    const uint8_t *hm = x->qh;
+    uint8_t m = 1;
+    for (int j = 0; j < QK_K / 64; ++j) {
+        for (int l = 0; l < 32; ++l) a[l] = (int8_t)((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
+        a += 32;
+        m = (uint8_t)(m << 1);
+        for (int l = 0; l < 32; ++l) a[l] = (int8_t)((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
+        a += 32;
+        m = (uint8_t)(m << 1);
+        q4 += 32;
+    }
+}
+
+static void q6_K_expand(const block_q6_K *x, int8_t *a) {
+    const uint8_t *q4 = x->ql;
+    const uint8_t *qh = x->qh;
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int l = 0; l < 32; ++l) {
+            a[l + 0] = (int8_t)(((q4[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            a[l + 32] = (int8_t)(((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            a[l + 64] = (int8_t)(((q4[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            a[l + 96] = (int8_t)(((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+        a += 128;
+        q4 += 64;
+        qh += 32;
+    }
+}
+
+/* Q4_K/Q5_K dequantization: y = d * scale_j * q - dmin * min_j per 32. */
+static void k4_dequantize_block(const int8_t *a, const uint8_t *packed, picolm_half hd, picolm_half hdmin, float *y) {
+    const float d = h2f(hd);
+    const float min = h2f(hdmin);
+    uint8_t sc, m;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        get_scale_min_k4(j, packed, &sc, &m);
+        const float dj = d * sc;
+        const float mj = min * m;
+        for (int l = 0; l < 32; ++l) *y++ = dj * a[32 * j + l] - mj;
+    }
+}
+
+/* One superblock of the Q3_K..Q6_K scalar dots (ggml's order): integer
+   products scaled per 16 into 8 lanes, then sums[l] += d_x * d_y * lane.
+   scale_of16[j] is the integer scale of quants j*16..j*16+15. */
+static void kdot_block(const int8_t *aux8, const int *scale_of16, picolm_half xd, const block_q8_K *y, float *sums) {
+    int32_t aux32[8] = {0};
+    int16_t aux16[8];
+    const int8_t *a = aux8;
+    const int8_t *q8 = y->qs;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        const int32_t scale = scale_of16[j];
+        for (int h = 0; h < 2; ++h) {
+            for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
+            for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
+            q8 += 8;
+            a += 8;
+        }
+    }
+    const float d = h2f(xd) * y->d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+}
+
+/* Q4_K/Q5_K dot of one superblock: kdot_block on the 6-bit scales; returns
+   the min correction dmin * sum(bsums * min) the caller subtracts. */
+static float k4_dot_block(const int8_t *aux8, const uint8_t *packed, picolm_half xd, picolm_half xdmin,
+                          const block_q8_K *y, float *sums) {
+    uint8_t scales[8], mins[8];
+    for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
+    int sumi = 0;
+    for (int j = 0; j < QK_K / 16; ++j) sumi += y->bsums[j] * mins[j / 2];
+    int sc16[QK_K / 16];
+    for (int j = 0; j < QK_K / 16; ++j) sc16[j] = scales[j / 2];
+    kdot_block(aux8, sc16, xd, y, sums);
+    const float dmin = h2f(xdmin) * y->d;
+    return dmin * sumi;
+}
+
+static float ksum8(const float *sums, float sumf) {
+    for (int l = 0; l < 8; ++l) sumf += sums[l];
+    return sumf;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Q2_K                                                                       */
 /* ------------------------------------------------------------------------ */
@@ -343,12 +467,7 @@ static void q2_K_quantize(const float *x, void *dst, int64_t n) {
                 L[16 * j + ii] = (uint8_t)l;
             }
         }
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
-                                               (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
-            }
-        }
+        pack_2bit(L, y[i].qs);
         x += QK_K;
     }
 }
@@ -396,26 +515,13 @@ static void q2_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 static void q3_K_dequantize(const void *src, float *y, int64_t n) {
     const block_q3_K *x = src;
     const int64_t nb = n / QK_K;
+    int8_t a[QK_K];
     for (int64_t i = 0; i < nb; i++) {
         const float d_all = h2f(x[i].d);
-        const uint8_t *q = x[i].qs;
-        const uint8_t *hm = x[i].hmask;
-        uint8_t m = 1;
-        int is = 0;
-        float dl;
-        for (int k = 0; k < QK_K; k += 128) {
-            int shift = 0;
-            for (int j = 0; j < 4; ++j) {
-                dl = d_all * q3k_scale(x[i].scales, is++);
-                for (int l = 0; l < 16; ++l)
-                    *y++ = dl * ((int8_t)((q[l + 0] >> shift) & 3) - ((hm[l + 0] & m) ? 0 : 4));
-                dl = d_all * q3k_scale(x[i].scales, is++);
-                for (int l = 0; l < 16; ++l)
-                    *y++ = dl * ((int8_t)((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
-                shift += 2;
-                m = (uint8_t)(m << 1);
-            }
-            q += 32;
+        q3_K_expand(&x[i], a);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float dl = d_all * q3k_scale(x[i].scales, j);
+            for (int l = 0; l < 16; ++l) *y++ = dl * a[16 * j + l];
         }
     }
 }
@@ -483,12 +589,7 @@ static void q3_K_quantize(const float *x, void *dst, int64_t n) {
                 hm = (uint8_t)(hm << 1);
             }
         }
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
-                                               (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
-            }
-        }
+        pack_2bit((const uint8_t *)L, y[i].qs); /* L is 0..3 here */
         x += QK_K;
     }
 }
@@ -498,43 +599,14 @@ static void q3_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
     int8_t aux8[QK_K];
-    int16_t aux16[8];
-    float sums[8];
-    int32_t aux32[8];
-    memset(sums, 0, sizeof sums);
-
-    float sumf = 0;
+    float sums[8] = {0};
     for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t *q3 = x[i].qs;
-        const uint8_t *hm = x[i].hmask;
-        const int8_t *q8 = y[i].qs;
-        memset(aux32, 0, sizeof aux32);
-        int8_t *a = aux8;
-        uint8_t m = 1;
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int sh = 0; sh < 8; sh += 2) {
-                for (int l = 0; l < 32; ++l)
-                    a[l] = (int8_t)(((q3[l] >> sh) & 3) - (hm[l] & m ? 0 : 4));
-                a += 32;
-                m = (uint8_t)(m << 1);
-            }
-            q3 += 32;
-        }
-        a = aux8;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            const int sc = q3k_scale(x[i].scales, j);
-            for (int h = 0; h < 2; ++h) {
-                for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-                for (int l = 0; l < 8; ++l) aux32[l] += sc * aux16[l];
-                q8 += 8;
-                a += 8;
-            }
-        }
-        const float d = h2f(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        q3_K_expand(&x[i], aux8);
+        int sc16[QK_K / 16];
+        for (int j = 0; j < QK_K / 16; ++j) sc16[j] = q3k_scale(x[i].scales, j);
+        kdot_block(aux8, sc16, x[i].d, &y[i], sums);
     }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = ksum8(sums, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -551,6 +623,7 @@ static void k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *
     float scales[QK_K / 32];
     float max_scale = 0;
     float max_min = 0;
+    memset(packed, 0, K_SCALE_SIZE); /* pack_scale_min_k4 ORs the high bits in */
     for (int j = 0; j < QK_K / 32; ++j) {
         float sum_x2 = 0;
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
@@ -591,52 +664,16 @@ static void k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *
     }
 }
 
-/* ggml's scalar kernels expand the 12 packed bytes into 8 scales + 8 mins. */
-static void k4_unpack(const uint8_t *packed, uint8_t *scales, uint8_t *mins) {
-    for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
-}
-
-/* Shared tail of the Q4_K/Q5_K/Q6_K scalar dots: aux8 holds the 256 signed
-   quants; scale_of16[j] the integer scale of the 16 quants j*16..j*16+15. */
-static void kdot_accumulate(const int8_t *aux8, const int8_t *q8, const int *scale_of16,
-                            int32_t *aux32) {
-    int16_t aux16[8];
-    const int8_t *a = aux8;
-    for (int j = 0; j < QK_K / 16; ++j) {
-        const int32_t scale = scale_of16[j];
-        for (int h = 0; h < 2; ++h) {
-            for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-            for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
-            q8 += 8;
-            a += 8;
-        }
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* Q4_K                                                                       */
 /* ------------------------------------------------------------------------ */
 static void q4_K_dequantize(const void *src, float *y, int64_t n) {
     const block_q4_K *x = src;
     const int64_t nb = n / QK_K;
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *q = x[i].qs;
-        const float d = h2f(x[i].d);
-        const float min = h2f(x[i].dmin);
-        int is = 0;
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K; j += 64) {
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc;
-            const float m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc;
-            const float m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
-            q += 32;
-            is += 2;
-        }
+    int8_t a[QK_K];
+    for (int64_t i = 0; i < nb; i++, y += QK_K) {
+        q4_K_expand(&x[i], a);
+        k4_dequantize_block(a, x[i].scales, x[i].d, x[i].dmin, y);
     }
 }
 
@@ -645,7 +682,6 @@ static void q4_K_quantize(const float *x, void *dst, int64_t n) {
     const int64_t nb = n / QK_K;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < nb; i++) {
-        memset(y[i].scales, 0, K_SCALE_SIZE);
         k4_scales(x, 15, -1.f, 20, L, y[i].scales, &y[i].d, &y[i].dmin);
         uint8_t *q = y[i].qs;
         for (int j = 0; j < QK_K; j += 64) {
@@ -661,35 +697,13 @@ static void q4_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
     int8_t aux8[QK_K];
-    float sums[8];
-    int32_t aux32[8];
-    memset(sums, 0, sizeof sums);
+    float sums[8] = {0};
     float sumf = 0;
     for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t *q4 = x[i].qs;
-        memset(aux32, 0, sizeof aux32);
-        int8_t *a = aux8;
-        for (int j = 0; j < QK_K / 64; ++j) {
-            for (int l = 0; l < 32; ++l) a[l] = (int8_t)(q4[l] & 0xF);
-            a += 32;
-            for (int l = 0; l < 32; ++l) a[l] = (int8_t)(q4[l] >> 4);
-            a += 32;
-            q4 += 32;
-        }
-        uint8_t scales[8], mins[8];
-        k4_unpack(x[i].scales, scales, mins);
-        int sumi = 0;
-        for (int j = 0; j < QK_K / 16; ++j) sumi += y[i].bsums[j] * mins[j / 2];
-        int sc16[QK_K / 16];
-        for (int j = 0; j < QK_K / 16; ++j) sc16[j] = scales[j / 2];
-        kdot_accumulate(aux8, y[i].qs, sc16, aux32);
-        const float d = h2f(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
-        const float dmin = h2f(x[i].dmin) * y[i].d;
-        sumf -= dmin * sumi;
+        q4_K_expand(&x[i], aux8);
+        sumf -= k4_dot_block(aux8, x[i].scales, x[i].d, x[i].dmin, &y[i], sums);
     }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = ksum8(sums, sumf);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -698,28 +712,10 @@ static void q4_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 static void q5_K_dequantize(const void *src, float *y, int64_t n) {
     const block_q5_K *x = src;
     const int64_t nb = n / QK_K;
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *ql = x[i].qs;
-        const uint8_t *qh = x[i].qh;
-        const float d = h2f(x[i].d);
-        const float min = h2f(x[i].dmin);
-        int is = 0;
-        uint8_t sc, m;
-        uint8_t u1 = 1, u2 = 2;
-        for (int j = 0; j < QK_K; j += 64) {
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc;
-            const float m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc;
-            const float m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-            ql += 32;
-            is += 2;
-            u1 = (uint8_t)(u1 << 2);
-            u2 = (uint8_t)(u2 << 2);
-        }
+    int8_t a[QK_K];
+    for (int64_t i = 0; i < nb; i++, y += QK_K) {
+        q5_K_expand(&x[i], a);
+        k4_dequantize_block(a, x[i].scales, x[i].d, x[i].dmin, y);
     }
 }
 
@@ -728,7 +724,6 @@ static void q5_K_quantize(const float *x, void *dst, int64_t n) {
     const int64_t nb = n / QK_K;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < nb; i++) {
-        memset(y[i].scales, 0, K_SCALE_SIZE);
         k4_scales(x, 31, -0.5f, 15, L, y[i].scales, &y[i].d, &y[i].dmin);
         uint8_t *qh = y[i].qh;
         uint8_t *ql = y[i].qs;
@@ -755,39 +750,13 @@ static void q5_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
     int8_t aux8[QK_K];
-    float sums[8];
-    int32_t aux32[8];
-    memset(sums, 0, sizeof sums);
+    float sums[8] = {0};
     float sumf = 0;
     for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t *q4 = x[i].qs;
-        const uint8_t *hm = x[i].qh;
-        memset(aux32, 0, sizeof aux32);
-        int8_t *a = aux8;
-        uint8_t m = 1;
-        for (int j = 0; j < QK_K / 64; ++j) {
-            for (int l = 0; l < 32; ++l) a[l] = (int8_t)((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
-            a += 32;
-            m = (uint8_t)(m << 1);
-            for (int l = 0; l < 32; ++l) a[l] = (int8_t)((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
-            a += 32;
-            m = (uint8_t)(m << 1);
-            q4 += 32;
-        }
-        uint8_t scales[8], mins[8];
-        k4_unpack(x[i].scales, scales, mins);
-        int sumi = 0;
-        for (int j = 0; j < QK_K / 16; ++j) sumi += y[i].bsums[j] * mins[j / 2];
-        int sc16[QK_K / 16];
-        for (int j = 0; j < QK_K / 16; ++j) sc16[j] = scales[j / 2];
-        kdot_accumulate(aux8, y[i].qs, sc16, aux32);
-        const float d = h2f(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
-        const float dmin = h2f(x[i].dmin) * y[i].d;
-        sumf -= dmin * sumi;
+        q5_K_expand(&x[i], aux8);
+        sumf -= k4_dot_block(aux8, x[i].scales, x[i].d, x[i].dmin, &y[i], sums);
     }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = ksum8(sums, sumf);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -796,28 +765,11 @@ static void q5_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 static void q6_K_dequantize(const void *src, float *y, int64_t n) {
     const block_q6_K *x = src;
     const int64_t nb = n / QK_K;
+    int8_t a[QK_K];
     for (int64_t i = 0; i < nb; i++) {
         const float d = h2f(x[i].d);
-        const uint8_t *ql = x[i].ql;
-        const uint8_t *qh = x[i].qh;
-        const int8_t *sc = x[i].scales;
-        for (int k = 0; k < QK_K; k += 128) {
-            for (int l = 0; l < 32; ++l) {
-                int is = l / 16;
-                const int8_t q1 = (int8_t)(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-                const int8_t q2 = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                const int8_t q3 = (int8_t)(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                const int8_t q4 = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-                y[l + 0] = d * sc[is + 0] * q1;
-                y[l + 32] = d * sc[is + 2] * q2;
-                y[l + 64] = d * sc[is + 4] * q3;
-                y[l + 96] = d * sc[is + 6] * q4;
-            }
-            y += 128;
-            ql += 64;
-            qh += 32;
-            sc += 8;
-        }
+        q6_K_expand(&x[i], a);
+        for (int l = 0; l < QK_K; ++l) *y++ = d * x[i].scales[l / 16] * a[l];
     }
 }
 
@@ -886,34 +838,14 @@ static void q6_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
     int8_t aux8[QK_K];
-    float sums[8];
-    int32_t aux32[8];
-    memset(sums, 0, sizeof sums);
-    float sumf = 0;
+    float sums[8] = {0};
     for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t *q4 = x[i].ql;
-        const uint8_t *qh = x[i].qh;
-        memset(aux32, 0, sizeof aux32);
-        int8_t *a = aux8;
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                a[l + 0] = (int8_t)(((q4[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-                a[l + 32] = (int8_t)(((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                a[l + 64] = (int8_t)(((q4[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                a[l + 96] = (int8_t)(((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-            }
-            a += 128;
-            q4 += 64;
-            qh += 32;
-        }
+        q6_K_expand(&x[i], aux8);
         int sc16[QK_K / 16];
         for (int j = 0; j < QK_K / 16; ++j) sc16[j] = x[i].scales[j];
-        kdot_accumulate(aux8, y[i].qs, sc16, aux32);
-        const float d = h2f(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        kdot_block(aux8, sc16, x[i].d, &y[i], sums);
     }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = ksum8(sums, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -930,12 +862,8 @@ static void q8_K_quantize(const float *x, void *dst, int64_t n) {
     block_q8_K *y = dst;
     const int64_t nb = n / QK_K;
     for (int64_t i = 0; i < nb; i++) {
-        float max = 0;
-        float amax = 0;
-        for (int j = 0; j < QK_K; ++j) {
-            float ax = fabsf(x[j]);
-            if (ax > amax) { amax = ax; max = x[j]; }
-        }
+        float amax;
+        const float max = kq_absmax(QK_K, x, &amax);
         if (!amax) {
             /* ggml leaves bsums stale here; zero them so they stay consistent */
             y[i].d = 0;
