@@ -128,9 +128,10 @@ AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, flo
 
 /* ---- decode: NR weight rows x 1 activation column (VNNI) ------------------
    The activation superblock is loaded once for NR rows; the rows come from
-   NR separate slices (see DEC_ROWS), i.e. NR long sequential streams.  Same
-   float order per row as the row kernels above (vector accumulators, one
-   reduction per row), so decode gives the same results as vec_dot.
+   NR separate slices (see DEC_ROWS), i.e. NR long sequential streams.
+   Vector accumulators and one reduction per row, as the row kernels above
+   (Q6_K: the same lanes, so bit-identical to vec_dot; Q4_K: other lanes,
+   equal within float rounding).
    DEC_PF: software prefetch distance per row stream in bytes (0 = none).
    768 and 1536 measured the same as none here (the hardware prefetcher
    keeps up with NR = 4 long streams), so it is off by default. */
@@ -144,6 +145,13 @@ AI void dec_prefetch(const void *p) {
     _mm_prefetch((const char *)p + DEC_PF + 128, _MM_HINT_T0);
 }
 
+/* sub-block scale pairs for the 64-byte loads of q4_K_rows: lanes 0-1 take
+   word a, lanes 2-3 word b */
+static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), C4(1, 3), C4(4, 6), C4(5, 7) };
+
+/* 64 weight bytes at a time: bytes 0-31 are elements 128k + 0..31 (low
+   nibbles) / 32..63 (high), bytes 32-63 elements 128k + 64..95 / 96..127.
+   The activations are arranged to match once per superblock for NR rows. */
 AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -151,8 +159,11 @@ AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
     __m256 accm[4];
     for (int r = 0; r < NR; r++) { acc[r] = _mm512_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
     for (int64_t i = 0; i < nb; i++) {
-        __m512i q8[4];
-        for (int j = 0; j < 4; j++) q8[j] = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
+        __m512i q8[4]; /* [2k]: elements 128k + 0..31 | 64..95, [2k+1]: 32..63 | 96..127 */
+        for (int k = 0; k < 2; k++)
+            for (int h = 0; h < 2; h++)
+                q8[2 * k + h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 32 * h))),
+                                                   _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 64 + 32 * h)), 1);
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         for (int r = 0; r < NR; r++) {
             const block_q4_K *x = (const block_q4_K *)((const char *)vx + r * ws) + i;
@@ -163,12 +174,14 @@ AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
             const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
             const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
             __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j)));
-                v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
-                const __m512i s = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl[j]));
-                sumi = _mm512_dpwssd_epi32(sumi, s, _mm512_maddubs_epi16(v, q8[j]));
+#pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                const __m512i L = _mm512_loadu_si512((const void *)(x->qs + 64 * k));
+                const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
+                const __m512i slo = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl2[2 * k]));
+                const __m512i shi = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl2[2 * k + 1]));
+                sumi = _mm512_dpwssd_epi32(sumi, slo, _mm512_maddubs_epi16(lo, q8[2 * k]));
+                sumi = _mm512_dpwssd_epi32(sumi, shi, _mm512_maddubs_epi16(hi, q8[2 * k + 1]));
             }
             const __m256i pm = _mm256_madd_epi16(mins, bs);
             accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(x86_h2f(x->dmin) * y[i].d), _mm256_cvtepi32_ps(pm), accm[r]);
