@@ -25,16 +25,69 @@
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+/* The first x[j] of largest magnitude (Q4_0/Q5_0 scale by it, sign included). */
+static inline float absmax_signed(const float *x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+    }
+    return max;
+}
+
+static inline void min_max(const float *x, int n, float *min_out, float *max_out) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    *min_out = min;
+    *max_out = max;
+}
+
+/* Q5_0/Q5_1: quants j and j + 16 (0..31) from the nibbles and the 32 fifth bits. */
+static inline void q5_get(const uint8_t *qs, uint32_t qh, int j, int *q0, int *q1) {
+    const int h0 = ((qh >> j) << 4) & 0x10;
+    const int h1 = (qh >> (j + 12)) & 0x10;
+    *q0 = (qs[j] & 0x0F) | h0;
+    *q1 = (qs[j] >> 4) | h1;
+}
+
+/* Q5_0/Q5_1: store quants j and j + 16 (0..31): nibbles into qs, fifth bits into *qh. */
+static inline void q5_put(uint8_t *qs, uint32_t *qh, int j, uint8_t q0, uint8_t q1) {
+    qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    *qh |= ((q0 & 0x10u) >> 4) << j;
+    *qh |= ((q1 & 0x10u) >> 4) << (j + 16);
+}
+
+static inline uint32_t load_qh(const uint8_t *b) {
+    uint32_t qh;
+    memcpy(&qh, b, sizeof qh); /* little-endian, as in the file */
+    return qh;
+}
+
+_Static_assert(QK8_0 == QK8_1 && QK5_0 == 32 && QK5_1 == 32, "shared Q8/Q5 helpers assume 32-element blocks");
+
+/* Q8_0/Q8_1: d = amax / 127 and q = round(x / d) for one block; returns d. */
+static inline float q8_block(const float *x, int8_t *qs) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t)roundf(x[j] * id);
+    return d;
+}
+
+static inline void q8_dequantize_block(const int8_t *qs, picolm_half hd, float *y) {
+    const float d = H2F(hd);
+    for (int j = 0; j < QK8_0; j++) y[j] = qs[j] * d;
+}
+
 /* ---- Q4_0: x = d * (q - 8) ----------------------------------------------- */
 static void q4_0_quantize(const float *x, void *vy, int64_t k) {
     block_q4_0 *y = vy;
     const int64_t nb = k / QK4_0;
     for (int64_t i = 0; i < nb; i++, x += QK4_0) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++) {
-            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
-        }
-        const float d = max / -8;
+        const float d = absmax_signed(x, QK4_0) / -8;
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = F2H(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
@@ -77,11 +130,8 @@ static void q4_1_quantize(const float *x, void *vy, int64_t k) {
     block_q4_1 *y = vy;
     const int64_t nb = k / QK4_1;
     for (int64_t i = 0; i < nb; i++, x += QK4_1) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK4_1; j++) {
-            if (x[j] < min) min = x[j];
-            if (x[j] > max) max = x[j];
-        }
+        float min, max;
+        min_max(x, QK4_1, &min, &max);
         const float d = (max - min) / ((1 << 4) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = F2H(d);
@@ -126,11 +176,7 @@ static void q5_0_quantize(const float *x, void *vy, int64_t k) {
     block_q5_0 *y = vy;
     const int64_t nb = k / QK5_0;
     for (int64_t i = 0; i < nb; i++, x += QK5_0) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK5_0; j++) {
-            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
-        }
-        const float d = max / -16;
+        const float d = absmax_signed(x, QK5_0) / -16;
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = F2H(d);
         uint32_t qh = 0;
@@ -138,9 +184,7 @@ static void q5_0_quantize(const float *x, void *vy, int64_t k) {
             const float x0 = x[j] * id, x1 = x[QK5_0 / 2 + j] * id;
             const uint8_t q0 = (uint8_t)imin(31, (int8_t)(x0 + 16.5f));
             const uint8_t q1 = (uint8_t)imin(31, (int8_t)(x1 + 16.5f));
-            y[i].qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-            qh |= ((q0 & 0x10u) >> 4) << j;
-            qh |= ((q1 & 0x10u) >> 4) << (j + QK5_0 / 2);
+            q5_put(y[i].qs, &qh, j, q0, q1);
         }
         memcpy(y[i].qh, &qh, sizeof qh); /* little-endian, as in the file */
     }
@@ -150,13 +194,12 @@ static void q5_0_dequantize(const void *vx, float *y, int64_t k) {
     const int64_t nb = k / QK5_0;
     for (int64_t i = 0; i < nb; i++, y += QK5_0) {
         const float d = H2F(x[i].d);
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof qh);
+        const uint32_t qh = load_qh(x[i].qh);
         for (int j = 0; j < QK5_0 / 2; j++) {
-            const int h0 = ((qh >> j) << 4) & 0x10;
-            const int h1 = (qh >> (j + 12)) & 0x10;
-            y[j] = (((x[i].qs[j] & 0x0F) | h0) - 16) * d;
-            y[j + QK5_0 / 2] = (((x[i].qs[j] >> 4) | h1) - 16) * d;
+            int q0, q1;
+            q5_get(x[i].qs, qh, j, &q0, &q1);
+            y[j] = (q0 - 16) * d;
+            y[j + QK5_0 / 2] = (q1 - 16) * d;
         }
     }
 }
@@ -165,14 +208,13 @@ static void q5_0_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_0 *y = vy;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK5_0; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof qh);
+        const uint32_t qh = load_qh(x[i].qh);
         int s0 = 0, s1 = 0;
         for (int j = 0; j < QK5_0 / 2; j++) {
-            const int h0 = ((qh >> j) << 4) & 0x10;
-            const int h1 = (qh >> (j + 12)) & 0x10;
-            s0 += (((x[i].qs[j] & 0x0F) | h0) - 16) * y[i].qs[j];
-            s1 += (((x[i].qs[j] >> 4) | h1) - 16) * y[i].qs[j + QK5_0 / 2];
+            int q0, q1;
+            q5_get(x[i].qs, qh, j, &q0, &q1);
+            s0 += (q0 - 16) * y[i].qs[j];
+            s1 += (q1 - 16) * y[i].qs[j + QK5_0 / 2];
         }
         sum += (s0 + s1) * H2F(x[i].d) * H2F(y[i].d);
     }
@@ -184,11 +226,8 @@ static void q5_1_quantize(const float *x, void *vy, int64_t k) {
     block_q5_1 *y = vy;
     const int64_t nb = k / QK5_1;
     for (int64_t i = 0; i < nb; i++, x += QK5_1) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK5_1; j++) {
-            if (x[j] < min) min = x[j];
-            if (x[j] > max) max = x[j];
-        }
+        float min, max;
+        min_max(x, QK5_1, &min, &max);
         const float d = (max - min) / ((1 << 5) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = F2H(d);
@@ -199,9 +238,7 @@ static void q5_1_quantize(const float *x, void *vy, int64_t k) {
             /* no clamp in ggml's reference here (x0 <= 31 + rounding) */
             const uint8_t q0 = (uint8_t)(x0 + 0.5f);
             const uint8_t q1 = (uint8_t)(x1 + 0.5f);
-            y[i].qs[j] = (uint8_t)((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-            qh |= ((q0 & 0x10u) >> 4) << j;
-            qh |= ((q1 & 0x10u) >> 4) << (j + QK5_1 / 2);
+            q5_put(y[i].qs, &qh, j, q0, q1);
         }
         memcpy(y[i].qh, &qh, sizeof qh);
     }
@@ -211,13 +248,12 @@ static void q5_1_dequantize(const void *vx, float *y, int64_t k) {
     const int64_t nb = k / QK5_1;
     for (int64_t i = 0; i < nb; i++, y += QK5_1) {
         const float d = H2F(x[i].d), m = H2F(x[i].m);
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof qh);
+        const uint32_t qh = load_qh(x[i].qh);
         for (int j = 0; j < QK5_1 / 2; j++) {
-            const int h0 = ((qh >> j) << 4) & 0x10;
-            const int h1 = (qh >> (j + 12)) & 0x10;
-            y[j] = ((x[i].qs[j] & 0x0F) | h0) * d + m;
-            y[j + QK5_1 / 2] = ((x[i].qs[j] >> 4) | h1) * d + m;
+            int q0, q1;
+            q5_get(x[i].qs, qh, j, &q0, &q1);
+            y[j] = q0 * d + m;
+            y[j + QK5_1 / 2] = q1 * d + m;
         }
     }
 }
@@ -226,14 +262,13 @@ static void q5_1_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_1 *y = vy;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK5_1; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof qh);
+        const uint32_t qh = load_qh(x[i].qh);
         int s0 = 0, s1 = 0;
         for (int j = 0; j < QK5_1 / 2; j++) {
-            const int h0 = ((qh >> j) << 4) & 0x10;
-            const int h1 = (qh >> (j + 12)) & 0x10;
-            s0 += ((x[i].qs[j] & 0x0F) | h0) * y[i].qs[j];
-            s1 += ((x[i].qs[j] >> 4) | h1) * y[i].qs[j + QK5_1 / 2];
+            int q0, q1;
+            q5_get(x[i].qs, qh, j, &q0, &q1);
+            s0 += q0 * y[i].qs[j];
+            s1 += q1 * y[i].qs[j + QK5_1 / 2];
         }
         sum += (H2F(x[i].d) * H2F(y[i].d)) * (s0 + s1) + H2F(x[i].m) * H2F(y[i].s);
     }
@@ -245,21 +280,13 @@ static void q8_0_quantize(const float *x, void *vy, int64_t k) {
     block_q8_0 *y = vy;
     const int64_t nb = k / QK8_0;
     for (int64_t i = 0; i < nb; i++, x += QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = F2H(d);
-        for (int j = 0; j < QK8_0; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        y[i].d = F2H(q8_block(x, y[i].qs));
     }
 }
 static void q8_0_dequantize(const void *vx, float *y, int64_t k) {
     const block_q8_0 *x = vx;
     const int64_t nb = k / QK8_0;
-    for (int64_t i = 0; i < nb; i++, y += QK8_0) {
-        const float d = H2F(x[i].d);
-        for (int j = 0; j < QK8_0; j++) y[j] = x[i].qs[j] * d;
-    }
+    for (int64_t i = 0; i < nb; i++, y += QK8_0) q8_dequantize_block(x[i].qs, x[i].d, y);
 }
 static void q8_0_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_0 *x = vx, *y = vy;
@@ -277,26 +304,17 @@ static void q8_1_quantize(const float *x, void *vy, int64_t k) {
     block_q8_1 *y = vy;
     const int64_t nb = k / QK8_1;
     for (int64_t i = 0; i < nb; i++, x += QK8_1) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
+        const float d = q8_block(x, y[i].qs);
         y[i].d = F2H(d);
         int sum = 0;
-        for (int j = 0; j < QK8_1; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
-            sum += y[i].qs[j];
-        }
+        for (int j = 0; j < QK8_1; j++) sum += y[i].qs[j];
         y[i].s = F2H(sum * d);
     }
 }
 static void q8_1_dequantize(const void *vx, float *y, int64_t k) {
     const block_q8_1 *x = vx;
     const int64_t nb = k / QK8_1;
-    for (int64_t i = 0; i < nb; i++, y += QK8_1) {
-        const float d = H2F(x[i].d);
-        for (int j = 0; j < QK8_1; j++) y[j] = x[i].qs[j] * d;
-    }
+    for (int64_t i = 0; i < nb; i++, y += QK8_1) q8_dequantize_block(x[i].qs, x[i].d, y);
 }
 
 #define W PICOLM_FMT_WEIGHT
