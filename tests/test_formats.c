@@ -27,6 +27,7 @@
 #include "gguf.h"
 #include "picolm/blocks.h"
 #include "picolm/plugin.h"
+#include "testlib.h"
 
 /* ------------------------------------------------------------------------ */
 /* What blocks.h says, and the round-trip bound of each type.               */
@@ -90,11 +91,11 @@ static const loaded_fmt *by_type[PICOLM_TYPE_MAX];
 static void load_plugin(const char *dir, const char *file) {
     char path[8192];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    CHECK(h != NULL, "%s: dlopen (%s)", file, h ? "ok" : dlerror());
+    void *h;
+    char why[512];
+    const picolm_entry_fn entry = tl_plugin_entry(path, &h, why, sizeof why);
+    CHECK(h != NULL, "%s: dlopen (%s)", file, h ? "ok" : why);
     if (!h) return;
-    picolm_entry_fn entry;
-    *(void **)&entry = dlsym(h, PICOLM_ENTRY);
     CHECK(entry != NULL, "%s: exports %s", file, PICOLM_ENTRY);
     if (!entry) { dlclose(h); return; }
     const picolm_plugin *p = entry();
@@ -114,7 +115,7 @@ static void load_plugin(const char *dir, const char *file) {
         loaded_fmt *lf = &fmts[n_fmts];
         memset(lf, 0, sizeof *lf);
         size_t sz = vt->format_size < sizeof(picolm_format) ? vt->format_size : sizeof(picolm_format);
-        memcpy(&lf->f, (const char *)vt->formats + (size_t)i * vt->format_size, sz);
+        memcpy(&lf->f, tl_format_at(vt, i), sz);
         snprintf(lf->lib, sizeof lf->lib, "%s", file);
         const picolm_format *f = &lf->f;
         ok = f->type_id < PICOLM_TYPE_MAX && f->name && f->block_size && f->type_size && f->dequantize_row;
@@ -360,19 +361,6 @@ static int open_model(gguf_file *g, const char *shared, const char *file, const 
     return 0;
 }
 
-static char *read_file(const char *path, size_t *size) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(fp);
-    *size = (size_t)n;
-    return buf;
-}
-
 /* ------------------------------------------------------------------------ */
 /* (d) dequantization against the gguf package, bit for bit                  */
 /* ------------------------------------------------------------------------ */
@@ -394,7 +382,7 @@ static void test_dequant_reference(const char *shared) {
         const picolm_format *f = fmt(t->type);
         size_t rsize = 0;
         snprintf(path, sizeof path, "%s/reference/dequant/%s", shared, ref);
-        char *want = read_file(path, &rsize);
+        char *want = tl_slurp(path, &rsize);
         CHECK(want && rsize == (size_t)t->nelements * sizeof(float), "%s: reference %s holds %lld floats", model, ref,
               (long long)t->nelements);
         if (want && rsize == (size_t)t->nelements * sizeof(float)) {

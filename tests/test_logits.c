@@ -11,50 +11,7 @@
 
 #include "check.h"
 #include "engine.h"
-
-static void *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(sz > 0 ? (size_t)sz : 1);
-    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) { free(p); p = NULL; }
-    fclose(f);
-    *n = (size_t)sz;
-    return p;
-}
-
-typedef struct cmp { double nrmse_max, kl_mean, top1; } cmp;
-
-static cmp compare(const float *ours, const float *ref, int npos, int nv) {
-    cmp r = {0, 0, 0};
-    for (int p = 0; p < npos; p++) {
-        const float *o = ours + (size_t)p * nv, *f = ref + (size_t)p * nv;
-        double mean = 0, var = 0, se = 0;
-        for (int i = 0; i < nv; i++) mean += f[i];
-        mean /= nv;
-        for (int i = 0; i < nv; i++) { var += (f[i] - mean) * (f[i] - mean); se += (double)(o[i] - f[i]) * (o[i] - f[i]); }
-        double nr = sqrt(se / nv) / (sqrt(var / nv) + 1e-12);
-        if (nr > r.nrmse_max || isnan(nr)) r.nrmse_max = isnan(nr) ? INFINITY : nr;
-        double mo = -INFINITY, mf = -INFINITY;
-        int ao = 0, af = 0;
-        for (int i = 0; i < nv; i++) {
-            if (o[i] > mo) { mo = o[i]; ao = i; }
-            if (f[i] > mf) { mf = f[i]; af = i; }
-        }
-        double zo = 0, zf = 0;
-        for (int i = 0; i < nv; i++) { zo += exp(o[i] - mo); zf += exp(f[i] - mf); }
-        double kl = 0;
-        for (int i = 0; i < nv; i++) {
-            double lpf = f[i] - mf - log(zf), lpo = o[i] - mo - log(zo);
-            kl += exp(lpf) * (lpf - lpo);
-        }
-        r.kl_mean += kl / npos;
-        r.top1 += (ao == af) / (double)npos;
-    }
-    return r;
-}
+#include "testlib.h"
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -70,9 +27,9 @@ static void run_model(const char *shared, const char *name, const char *backend)
     snprintf(lp, sizeof lp, "%s/reference/logits/%s.logits.f32", shared, name);
     snprintf(gp, sizeof gp, "%s/reference/logits/%s.greedy.i32", shared, name);
     size_t tn, ln, gn;
-    int32_t *toks = slurp(tp, &tn);
-    float *ref = slurp(lp, &ln);
-    int32_t *greedy = slurp(gp, &gn);
+    int32_t *toks = tl_slurp(tp, &tn);
+    float *ref = tl_slurp(lp, &ln);
+    int32_t *greedy = tl_slurp(gp, &gn);
     if (!toks || !ref || !greedy) { SKIP("%s: reference files missing", name); goto out; }
     engine_opts o = {.model_path = path, .backend = backend, .threads = 2};
     engine *e = build_engine(&o, err, sizeof err);
@@ -86,7 +43,7 @@ static void run_model(const char *shared, const char *name, const char *backend)
     int ok = 1;
     for (int i = 0; i < n && ok; i++) ok = !llama_forward(&c, toks + i, 1, ours + (size_t)i * nv, err, sizeof err);
     CHECK(ok, "%s: evaluates %d positions one at a time", name, n);
-    cmp r = compare(ours, ref, n, nv);
+    tl_logits_cmp r = tl_compare_logits(ours, ref, n, nv);
     const int is_f = strstr(name, "-f32") || strstr(name, "-f16");
     const double lim = is_f ? 0.01 : strstr(name, "-bf16") ? 0.03 : 0.10;
     CHECK(r.nrmse_max <= lim, "%s: nRMSE max %.4f <= %.2f", name, r.nrmse_max, lim);
@@ -117,8 +74,8 @@ static void run_model(const char *shared, const char *name, const char *backend)
     if (!build_ctx(&cb, &e->model, n, 16, KV_F16, e->pool, err, sizeof err)) {
         ok = 1;
         for (int i = 0; i < n && ok; i += 16) ok = !llama_forward(&cb, toks + i, n - i < 16 ? n - i : 16, batched + (size_t)i * nv, err, sizeof err);
-        cmp rb = compare(batched, ours, n, nv);
-        cmp rr = compare(batched, ref, n, nv);
+        tl_logits_cmp rb = tl_compare_logits(batched, ours, n, nv);
+        tl_logits_cmp rr = tl_compare_logits(batched, ref, n, nv);
         /* the issue's criterion: batched equals token-by-token within the
            logits tolerances (kernels may sum in a different order, and on
            these small models a 1e-7 matmul difference can flip a Q8

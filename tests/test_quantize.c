@@ -18,59 +18,25 @@
 #include "engine.h"
 #include "gguf.h"
 #include "gguf_write.h"
-
-static float *load_f32(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *p = sz > 0 ? malloc((size_t)sz) : NULL;
-    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) { free(p); p = NULL; }
-    fclose(f);
-    *n = (size_t)sz / 4;
-    return p;
-}
+#include "testlib.h"
 
 /* The figures of /work/shared/tools/cmp_logits.py, in C. */
 static int cmp_logits(const char *ours, const char *ref, int nv, double max_nrmse, double max_kl) {
     size_t na, nb;
-    float *a = load_f32(ours, &na), *b = load_f32(ref, &nb);
-    if (!a || !b || na != nb || nv <= 0 || na % (size_t)nv) {
+    float *a = tl_slurp(ours, &na), *b = tl_slurp(ref, &nb);
+    na /= sizeof(float);
+    nb /= sizeof(float);
+    if (!a || !b || !na || na != nb || nv <= 0 || na % (size_t)nv) {
         printf("cmp-logits: cannot read %s / %s, or their sizes differ\n", ours, ref);
         free(a);
         free(b);
         return 2;
     }
     const size_t np = na / (size_t)nv;
-    double worst = 0, kl_sum = 0;
-    for (size_t p = 0; p < np; p++) {
-        const float *x = a + p * nv, *y = b + p * nv;
-        double mean = 0, var = 0, se = 0;
-        for (int i = 0; i < nv; i++) mean += y[i];
-        mean /= nv;
-        for (int i = 0; i < nv; i++) {
-            var += (y[i] - mean) * (y[i] - mean);
-            se += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
-        }
-        const double nrmse = sqrt(se / nv) / sqrt(var / nv);
-        if (nrmse > worst) worst = nrmse;
-        /* KL(ref || ours) of the softmaxes */
-        double mx = y[0], mo = x[0];
-        for (int i = 1; i < nv; i++) { mx = y[i] > mx ? y[i] : mx; mo = x[i] > mo ? x[i] : mo; }
-        double zr = 0, zo = 0;
-        for (int i = 0; i < nv; i++) { zr += exp(y[i] - mx); zo += exp(x[i] - mo); }
-        double kl = 0;
-        for (int i = 0; i < nv; i++) {
-            const double lr = y[i] - mx - log(zr), lo = x[i] - mo - log(zo);
-            kl += exp(lr) * (lr - lo);
-        }
-        kl_sum += kl;
-    }
-    const double kl_mean = kl_sum / np;
-    const int ok = worst <= max_nrmse && kl_mean <= max_kl;
-    printf("%s nRMSE max %.4f (limit %g) KL mean %.2e (limit %g) over %zu positions\n", ok ? "ok" : "FAILED", worst, max_nrmse,
-           kl_mean, max_kl, np);
+    const tl_logits_cmp r = tl_compare_logits(a, b, (int)np, nv);
+    const int ok = r.nrmse_max <= max_nrmse && r.kl_mean <= max_kl;
+    printf("%s nRMSE max %.4f (limit %g) KL mean %.2e (limit %g) over %zu positions\n", ok ? "ok" : "FAILED", r.nrmse_max, max_nrmse,
+           r.kl_mean, max_kl, np);
     free(a);
     free(b);
     return ok ? 0 : 1;
