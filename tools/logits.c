@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "generate.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -34,9 +35,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--plugin-dir")) pdir = v;
             else if (!strcmp(a, "-j")) threads = atoi(v);
             else if (!strcmp(a, "--kv-type")) {
-                if (!strcmp(v, "f16")) kv = KV_F16;
-                else if (!strcmp(v, "q8_0")) kv = KV_Q8_0;
-                else { fprintf(stderr, "picolm-logits: --kv-type must be f16 or q8_0\n"); return 2; }
+                if ((kv = generate_kv_type(v)) < 0) { fprintf(stderr, "picolm-logits: --kv-type must be f16 or q8_0\n"); return 2; }
             } else { fprintf(stderr, "picolm-logits: unknown option %s (see --help)\n", a); return 2; }
             continue;
         }

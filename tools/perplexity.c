@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "generate.h"
 #include "util.h"
 
 static void usage(FILE *o) {
@@ -79,9 +80,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--backend")) backend = v;
             else if (!strcmp(a, "--plugin-dir")) pdir = v;
             else if (!strcmp(a, "--kv-type")) {
-                if (!strcmp(v, "f16")) kv = KV_F16;
-                else if (!strcmp(v, "q8_0")) kv = KV_Q8_0;
-                else { fprintf(stderr, "picolm-perplexity: --kv-type must be f16 or q8_0\n"); return 2; }
+                if ((kv = generate_kv_type(v)) < 0) { fprintf(stderr, "picolm-perplexity: --kv-type must be f16 or q8_0\n"); return 2; }
             } else { fprintf(stderr, "picolm-perplexity: unknown option %s (see --help)\n", a); return 2; }
             continue;
         }
