@@ -2,6 +2,7 @@
    config.h.  One key table drives the INI parser, the CLI, --dump-config
    and --help, so the four cannot drift apart. */
 #include "config.h"
+#include "util.h"
 #include "gguf.h"
 
 #include <ctype.h>
@@ -98,14 +99,6 @@ static int known_section(const char *s) {
     return !strcasecmp(s, "engine") || !strcasecmp(s, "limits") || !strcasecmp(s, "generate") || !strcasecmp(s, "sampler");
 }
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Value parsers: 0 ok, else message in err (no location prefix)             */
 /* ------------------------------------------------------------------------ */
@@ -169,11 +162,10 @@ static int parse_chain(const char *v, char *out, size_t size, char *err, size_t 
         while (*p && *p != ',') p++;
         const char *e = p;
         while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
-        if (e == s) { errf(err, errlen, "'%s': empty name in the sampler chain", v); return -1; }
+        if (e == s) return pl_fail(err, errlen, "'%s': empty name in the sampler chain", v);
         for (const char *q = s; q < e; q++)
             if (!isalnum((unsigned char)*q) && *q != '_' && *q != '-') {
-                errf(err, errlen, "'%s': bad character '%c' in the sampler chain", v, *q);
-                return -1;
+                return pl_fail(err, errlen, "'%s': bad character '%c' in the sampler chain", v, *q);
             }
         if (o + (size_t)(e - s) + 2 > sizeof tmp) break;
         if (o) tmp[o++] = ',';
@@ -183,7 +175,7 @@ static int parse_chain(const char *v, char *out, size_t size, char *err, size_t 
         p++;
     }
     tmp[o] = '\0';
-    if (o >= size) { errf(err, errlen, "sampler chain too long (max %zu characters)", size - 1); return -1; }
+    if (o >= size) return pl_fail(err, errlen, "sampler chain too long (max %zu characters)", size - 1);
     memcpy(out, tmp, o + 1);
     return 0;
 }
@@ -198,10 +190,9 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
     case K_INT: {
         errno = 0;
         long long x = strtoll(v, &end, 10);
-        if (!*v || *end || errno == ERANGE) { errf(err, errlen, "%s: '%s' is not an integer", k->key, v); return -1; }
+        if (!*v || *end || errno == ERANGE) return pl_fail(err, errlen, "%s: '%s' is not an integer", k->key, v);
         if (x < (long long)k->lo || x > (long long)k->hi) {
-            errf(err, errlen, "%s: %lld is out of range [%lld, %lld]", k->key, x, (long long)k->lo, (long long)k->hi);
-            return -1;
+            return pl_fail(err, errlen, "%s: %lld is out of range [%lld, %lld]", k->key, x, (long long)k->lo, (long long)k->hi);
         }
         *(int *)base = (int)x;
         return 0;
@@ -212,8 +203,7 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
         while (*s == ' ') s++;
         unsigned long long x = strtoull(s, &end, 10);
         if (!isdigit((unsigned char)*s) || *end || errno == ERANGE) {
-            errf(err, errlen, "%s: '%s' is not an unsigned integer", k->key, v);
-            return -1;
+            return pl_fail(err, errlen, "%s: '%s' is not an unsigned integer", k->key, v);
         }
         *(uint64_t *)base = (uint64_t)x;
         return 0;
@@ -221,25 +211,25 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
     case K_FLOAT: {
         errno = 0;
         double x = strtod(v, &end);
-        if (!*v || *end || errno == ERANGE || !isfinite(x)) { errf(err, errlen, "%s: '%s' is not a number", k->key, v); return -1; }
-        if (x < k->lo || x > k->hi) { errf(err, errlen, "%s: %g is out of range [%g, %g]", k->key, x, k->lo, k->hi); return -1; }
+        if (!*v || *end || errno == ERANGE || !isfinite(x)) return pl_fail(err, errlen, "%s: '%s' is not a number", k->key, v);
+        if (x < k->lo || x > k->hi) return pl_fail(err, errlen, "%s: %g is out of range [%g, %g]", k->key, x, k->lo, k->hi);
         *(float *)base = (float)x;
         return 0;
     }
     case K_BOOL:
-        if (parse_bool(v, (int *)base)) { errf(err, errlen, "%s: '%s' is not a boolean (true/false)", k->key, v); return -1; }
+        if (parse_bool(v, (int *)base)) return pl_fail(err, errlen, "%s: '%s' is not a boolean (true/false)", k->key, v);
         return 0;
     case K_TRI:
         if (!strcasecmp(v, "auto")) { *(int *)base = -1; return 0; }
-        if (parse_bool(v, (int *)base)) { errf(err, errlen, "%s: '%s' is not auto, true or false", k->key, v); return -1; }
+        if (parse_bool(v, (int *)base)) return pl_fail(err, errlen, "%s: '%s' is not auto, true or false", k->key, v);
         return 0;
     case K_STR:
-        if (strlen(v) >= k->size) { errf(err, errlen, "%s: value too long (max %zu bytes)", k->key, k->size - 1); return -1; }
+        if (strlen(v) >= k->size) return pl_fail(err, errlen, "%s: value too long (max %zu bytes)", k->key, k->size - 1);
         memcpy(base, v, strlen(v) + 1);
         return 0;
     case K_NAME:
-        if (!valid_name(v)) { errf(err, errlen, "%s: '%s' is not a valid name (letters, digits, _ - .)", k->key, v); return -1; }
-        if (strlen(v) >= k->size) { errf(err, errlen, "%s: name too long (max %zu)", k->key, k->size - 1); return -1; }
+        if (!valid_name(v)) return pl_fail(err, errlen, "%s: '%s' is not a valid name (letters, digits, _ - .)", k->key, v);
+        if (strlen(v) >= k->size) return pl_fail(err, errlen, "%s: name too long (max %zu)", k->key, k->size - 1);
         memcpy(base, v, strlen(v) + 1);
         return 0;
     case K_ENUM: {
@@ -254,17 +244,16 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
             }
             e += l + (e[l] == '|');
         }
-        errf(err, errlen, "%s: '%s' is not one of %s", k->key, v, k->enums);
-        return -1;
+        return pl_fail(err, errlen, "%s: '%s' is not one of %s", k->key, v, k->enums);
     }
     case K_SIZE:
-        if (parse_size(v, (uint64_t *)base)) { errf(err, errlen, "%s: '%s' is not a size (e.g. 512M, 1G)", k->key, v); return -1; }
+        if (parse_size(v, (uint64_t *)base)) return pl_fail(err, errlen, "%s: '%s' is not a size (e.g. 512M, 1G)", k->key, v);
         return 0;
     case K_STOP:
-        if (!*v) { errf(err, errlen, "stop: empty stop string"); return -1; }
-        if (strlen(v) >= sizeof c->stops[0]) { errf(err, errlen, "stop: string too long (max %zu bytes)", sizeof c->stops[0] - 1); return -1; }
+        if (!*v) return pl_fail(err, errlen, "stop: empty stop string");
+        if (strlen(v) >= sizeof c->stops[0]) return pl_fail(err, errlen, "stop: string too long (max %zu bytes)", sizeof c->stops[0] - 1);
         if (stops_reset && !*stops_reset) { c->n_stops = 0; *stops_reset = 1; }
-        if (c->n_stops >= PICOLM_MAX_STOPS) { errf(err, errlen, "stop: too many stop strings (max %d)", PICOLM_MAX_STOPS); return -1; }
+        if (c->n_stops >= PICOLM_MAX_STOPS) return pl_fail(err, errlen, "stop: too many stop strings (max %d)", PICOLM_MAX_STOPS);
         snprintf(c->stops[c->n_stops++], sizeof c->stops[0], "%s", v);
         return 0;
     case K_CHAIN:
@@ -278,20 +267,19 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
 /* ------------------------------------------------------------------------ */
 static int set_param(picolm_config *c, const char *key, const char *value, const char *file,
                      int line, char *err, size_t errlen) {
-    if (!valid_name(key)) { errf(err, errlen, "'%s' is not a valid key name", key); return -1; }
+    if (!valid_name(key)) return pl_fail(err, errlen, "'%s' is not a valid key name", key);
     const keydef *k = find_key("sampler", key);
     if (k && set_typed(c, k, value, NULL, err, errlen)) return -1;
     if (k && k->type == K_CHAIN) return 0; /* the core's, not the plugins' */
-    if (strlen(key) >= sizeof c->params[0].key) { errf(err, errlen, "key '%s' too long", key); return -1; }
+    if (strlen(key) >= sizeof c->params[0].key) return pl_fail(err, errlen, "key '%s' too long", key);
     if (strlen(value) >= sizeof c->params[0].value) {
-        errf(err, errlen, "%s: value too long (max %zu bytes)", key, sizeof c->params[0].value - 1);
-        return -1;
+        return pl_fail(err, errlen, "%s: value too long (max %zu bytes)", key, sizeof c->params[0].value - 1);
     }
     int i;
     for (i = 0; i < c->n_params; i++)
         if (!strcasecmp(c->params[i].key, key)) break;
     if (i == c->n_params) {
-        if (c->n_params >= PICOLM_MAX_PARAMS) { errf(err, errlen, "too many [sampler] keys (max %d)", PICOLM_MAX_PARAMS); return -1; }
+        if (c->n_params >= PICOLM_MAX_PARAMS) return pl_fail(err, errlen, "too many [sampler] keys (max %d)", PICOLM_MAX_PARAMS);
         c->n_params++;
     }
     picolm_config_param *p = &c->params[i];
@@ -307,9 +295,8 @@ int config_set_param(picolm_config *c, const char *key, const char *value,
                      const char *file, int line, char *err, size_t errlen) {
     char msg[512];
     if (set_param(c, key, value, file, line, msg, sizeof msg) == 0) return 0;
-    if (file && *file && line > 0) errf(err, errlen, "%s:%d: [sampler] %s", file, line, msg);
-    else errf(err, errlen, "%s", msg);
-    return -1;
+    if (file && *file && line > 0) return pl_fail(err, errlen, "%s:%d: [sampler] %s", file, line, msg);
+    return pl_fail(err, errlen, "%s", msg);
 }
 
 void config_param_where(const picolm_config_param *p, char *buf, size_t n) {
@@ -448,16 +435,16 @@ static int hexval(int ch) {
 static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen) {
     size_t l = strlen(v);
     if (v[0] != '"') {
-        if (l >= n) { errf(err, errlen, "value too long"); return -1; }
+        if (l >= n) return pl_fail(err, errlen, "value too long");
         memcpy(out, v, l + 1);
         return 0;
     }
-    if (l < 2 || v[l - 1] != '"') { errf(err, errlen, "unterminated quoted string (\" ;\" starts a comment even inside quotes: write \\x3b)"); return -1; }
+    if (l < 2 || v[l - 1] != '"') return pl_fail(err, errlen, "unterminated quoted string (\" ;\" starts a comment even inside quotes: write \\x3b)");
     size_t o = 0;
     for (size_t i = 1; i < l - 1; i++) {
         char ch = v[i];
         if (ch == '\\') {
-            if (i + 1 >= l - 1) { errf(err, errlen, "backslash at the end of a quoted string"); return -1; }
+            if (i + 1 >= l - 1) return pl_fail(err, errlen, "backslash at the end of a quoted string");
             char e = v[++i];
             switch (e) {
             case 'n': ch = '\n'; break;
@@ -467,18 +454,17 @@ static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen)
             case '"': ch = '"'; break;
             case 'x': {
                 int h1 = i + 1 < l - 1 ? hexval(v[i + 1]) : -1, h2 = i + 2 < l - 1 ? hexval(v[i + 2]) : -1;
-                if (h1 < 0 || h2 < 0 || (h1 == 0 && h2 == 0)) { errf(err, errlen, "bad \\x escape (two hex digits, not 00)"); return -1; }
+                if (h1 < 0 || h2 < 0 || (h1 == 0 && h2 == 0)) return pl_fail(err, errlen, "bad \\x escape (two hex digits, not 00)");
                 ch = (char)(h1 * 16 + h2);
                 i += 2;
                 break;
             }
-            default: errf(err, errlen, "unknown escape '\\%c' (use \\n \\t \\r \\\\ \\\" \\xHH)", e); return -1;
+            default: return pl_fail(err, errlen, "unknown escape '\\%c' (use \\n \\t \\r \\\\ \\\" \\xHH)", e);
             }
         } else if (ch == '"') {
-            errf(err, errlen, "unescaped '\"' inside a quoted string");
-            return -1;
+            return pl_fail(err, errlen, "unescaped '\"' inside a quoted string");
         }
-        if (o + 1 >= n) { errf(err, errlen, "value too long"); return -1; }
+        if (o + 1 >= n) return pl_fail(err, errlen, "value too long");
         out[o++] = ch;
     }
     out[o] = '\0';
@@ -519,17 +505,16 @@ int config_load_ini(picolm_config *c, const char *path, char *err, size_t errlen
     x.c = c;
     x.path = path;
     x.f = fopen(path, "r");
-    if (!x.f) { errf(err, errlen, "%s: cannot open config file: %s", path, strerror(errno)); return -1; }
+    if (!x.f) return pl_fail(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
     int r = ini_parse_stream(cfg_reader, &x, cfg_handler, &x);
     fclose(x.f);
     free(x.buf);
     free(x.stash);
     if (r > 0 && (!x.err_line || r < x.err_line)) {
-        errf(err, errlen, "%s:%d: syntax error (expected [section], key = value, or a ; comment)", path, r);
-        return -1;
+        return pl_fail(err, errlen, "%s:%d: syntax error (expected [section], key = value, or a ; comment)", path, r);
     }
-    if (x.err_line) { errf(err, errlen, "%s", x.err); return -1; }
-    if (r != 0) { errf(err, errlen, "%s: cannot parse (error %d)", path, r); return -1; }
+    if (x.err_line) return pl_fail(err, errlen, "%s", x.err);
+    if (r != 0) return pl_fail(err, errlen, "%s: cannot parse (error %d)", path, r);
     snprintf(c->config_path, sizeof c->config_path, "%s", path);
     return 0;
 }
@@ -659,37 +644,36 @@ int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t
         parsed_arg p = next_arg(argc, argv, &i, done);
         if (p.end_of_opts) { done = 1; continue; }
         if (p.positional) {
-            if (c->model_path) { errf(err, errlen, "unexpected argument '%s' (the model is already '%s')", argv[i], c->model_path); return -1; }
+            if (c->model_path) return pl_fail(err, errlen, "unexpected argument '%s' (the model is already '%s')", argv[i], c->model_path);
             c->model_path = argv[i];
             continue;
         }
-        if (p.unknown) { errf(err, errlen, "unknown option '%s' (see --help)", argv[i]); return -1; }
-        if (p.missing) { errf(err, errlen, "option %s needs a value (%s)", p.name, p.o->metavar); return -1; }
+        if (p.unknown) return pl_fail(err, errlen, "unknown option '%s' (see --help)", argv[i]);
+        if (p.missing) return pl_fail(err, errlen, "option %s needs a value (%s)", p.name, p.o->metavar);
         const cli_opt *o = p.o;
-        if (p.value && !o->metavar && o->act != A_TRUE) { errf(err, errlen, "option %s takes no value", p.name); return -1; }
+        if (p.value && !o->metavar && o->act != A_TRUE) return pl_fail(err, errlen, "option %s takes no value", p.name);
         switch (o->act) {
         case A_KEY:
         case A_TRUE:
         case A_FALSE: {
             const char *v = o->act == A_KEY ? p.value : o->act == A_FALSE ? "false" : p.value ? p.value : "true";
             if (!strcmp(o->section, "sampler")) {
-                if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) { errf(err, errlen, "option %s: %s", p.name, msg); return -1; }
+                if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p.name, msg);
             } else if (set_typed(c, find_key(o->section, o->key), v, &stops_reset, msg, sizeof msg)) {
-                errf(err, errlen, "option %s: %s", p.name, msg);
-                return -1;
+                return pl_fail(err, errlen, "option %s: %s", p.name, msg);
             }
             break;
         }
         case A_PARAM: {
             const char *eq = strchr(p.value, '=');
             char key[64];
-            if (!eq || eq == p.value || (size_t)(eq - p.value) >= sizeof key) { errf(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p.name, p.value); return -1; }
+            if (!eq || eq == p.value || (size_t)(eq - p.value) >= sizeof key) return pl_fail(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p.name, p.value);
             snprintf(key, sizeof key, "%.*s", (int)(eq - p.value), p.value);
-            if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) { errf(err, errlen, "option %s: %s", p.name, msg); return -1; }
+            if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p.name, msg);
             break;
         }
         case A_PROMPT: c->prompt = p.value; break;
-        case A_CONFIG: if (!*p.value) { errf(err, errlen, "option %s: empty file name", p.name); return -1; } break; /* read by config_find_ini */
+        case A_CONFIG: if (!*p.value) return pl_fail(err, errlen, "option %s: empty file name", p.name); break; /* read by config_find_ini */
         case A_LIST: c->list_plugins = 1; break;
         case A_DUMP: c->dump_config = 1; break;
         case A_HELP: c->show_help = 1; break;
