@@ -1,5 +1,6 @@
 /* The sampling chain: see sampling.h. */
 #include "sampling.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -71,8 +72,7 @@ int sampling_check_params(const pl_registry *reg, const picolm_config *cfg, char
         char where[300];
         if (cp->line > 0) snprintf(where, sizeof where, "%s:%d", cp->file, cp->line);
         else snprintf(where, sizeof where, "%s", cp->file[0] ? cp->file : "built-in default");
-        snprintf(err, errlen, "%s: unknown sampler key '%s' (known: %s)", where, cp->key, keys[0] ? keys : "none");
-        return -1;
+        return pl_fail(err, errlen, "%s: unknown sampler key '%s' (known: %s)", where, cp->key, keys[0] ? keys : "none");
     }
     return 0;
 }
@@ -93,7 +93,7 @@ static int chain_names(const picolm_config *c, char names[MAX_STAGES][64], char 
         if (!*tok) continue;
         if (!strcmp(tok, "auto")) continue;
         is_auto = 0;
-        if (n == MAX_STAGES - 1) { snprintf(err, errlen, "sampler chain '%s': too many stages (max %d)", c->sampler_chain, MAX_STAGES - 1); return -1; }
+        if (n == MAX_STAGES - 1) return pl_fail(err, errlen, "sampler chain '%s': too many stages (max %d)", c->sampler_chain, MAX_STAGES - 1);
         snprintf(names[n++], 64, "%s", tok);
         has_json |= !strcmp(tok, "json");
     }
@@ -138,13 +138,13 @@ static void stage_detail(stage *s, const picolm_config *c) {
 int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg,
                    const picolm_vocab *vocab, char *err, size_t errlen) {
     *out = NULL;
-    if (!vocab || vocab->n_vocab <= 0) { snprintf(err, errlen, "sampler: no vocabulary"); return -1; }
+    if (!vocab || vocab->n_vocab <= 0) return pl_fail(err, errlen, "sampler: no vocabulary");
     if (sampling_check_params(reg, cfg, err, errlen)) return -1;
 
     char names[MAX_STAGES][64];
     const int n = chain_names(cfg, names, err, errlen);
     if (n < 0) return -1;
-    if (n == 0) { snprintf(err, errlen, "sampler chain '%s' is empty", cfg->sampler_chain); return -1; }
+    if (n == 0) return pl_fail(err, errlen, "sampler chain '%s' is empty", cfg->sampler_chain);
 
     /* Parameters: typed (effective) values first-class, then the foreign keys. */
     char typed[N_TYPED][32];
@@ -166,7 +166,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *
     for (size_t k = 0; k < N_TYPED; k++) params[np++] = (picolm_param){TYPED_KEYS[k], typed[k]};
 
     sampling *s = calloc(1, sizeof *s);
-    if (!s) { snprintf(err, errlen, "sampler: out of memory"); return -1; }
+    if (!s) return pl_fail(err, errlen, "sampler: out of memory");
     s->n_vocab = vocab->n_vocab;
     s->cand = malloc((size_t)vocab->n_vocab * sizeof *s->cand);
     if (!s->cand) { snprintf(err, errlen, "sampler: out of memory"); sampling_free(s); return -1; }
@@ -234,17 +234,14 @@ int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32
     for (int i = 0; i < s->n; i++) {
         char e[256] = "";
         if (s->st[i].vt->apply(s->st[i].state, &c, e, sizeof e)) {
-            snprintf(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
-            return -1;
+            return pl_fail(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
         }
         if (c.size > (size_t)s->n_vocab) {
-            snprintf(err, errlen, "sampler '%s' grew the candidate list", s->st[i].name);
-            return -1;
+            return pl_fail(err, errlen, "sampler '%s' grew the candidate list", s->st[i].name);
         }
     }
     if (c.selected < 0 || c.selected >= s->n_vocab) {
-        snprintf(err, errlen, "sampler '%s' selected no valid token (%d)", s->st[s->n - 1].name, (int)c.selected);
-        return -1;
+        return pl_fail(err, errlen, "sampler '%s' selected no valid token (%d)", s->st[s->n - 1].name, (int)c.selected);
     }
     *token = c.selected;
     return 0;

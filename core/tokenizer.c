@@ -10,6 +10,7 @@
  *   5. symbols that are not tokens become <0xHH> byte tokens (else <unk>).
  */
 #include "tokenizer.h"
+#include "util.h"
 
 #include <limits.h>
 #include <math.h>
@@ -133,14 +134,12 @@ static int get_id(const gguf_file *f, const char *key, int32_t n_vocab, int32_t 
     if (!kv) return 0;
     int64_t v;
     if (gguf_get_i64(f, key, &v) != 0) {
-        snprintf(err, errlen, "tokenizer: %s has type %s, expected an integer", key,
+        return pl_fail(err, errlen, "tokenizer: %s has type %s, expected an integer", key,
                  gguf_vtype_name(kv->type));
-        return -1;
     }
     if (v < 0 || v >= n_vocab) {
-        snprintf(err, errlen, "tokenizer: %s = %lld is outside the vocabulary (0..%d)", key,
+        return pl_fail(err, errlen, "tokenizer: %s = %lld is outside the vocabulary (0..%d)", key,
                  (long long)v, (int)n_vocab - 1);
-        return -1;
     }
     *id = (int32_t)v;
     return 0;
@@ -151,9 +150,8 @@ static int get_flag(const gguf_file *f, const char *key, int *out, char *err, si
     if (!kv) return 0;
     int v;
     if (gguf_get_bool(f, key, &v) != 0) {
-        snprintf(err, errlen, "tokenizer: %s has type %s, expected bool", key,
+        return pl_fail(err, errlen, "tokenizer: %s has type %s, expected bool", key,
                  gguf_vtype_name(kv->type));
-        return -1;
     }
     *out = v != 0;
     return 0;
@@ -188,21 +186,20 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
     if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
     tokenizer *t = NULL;
-    if (!out || !f) { snprintf(err, errlen, "tokenizer: NULL argument"); return -1; }
+    if (!out || !f) return pl_fail(err, errlen, "tokenizer: NULL argument");
     *out = NULL;
 
     gguf_str model;
     int r = gguf_get_str(f, "tokenizer.ggml.model", &model);
-    if (r == -1) { snprintf(err, errlen, "tokenizer: tokenizer.ggml.model is missing (no vocabulary in this file)"); return -1; }
-    if (r != 0) { snprintf(err, errlen, "tokenizer: tokenizer.ggml.model is not a string"); return -1; }
+    if (r == -1) return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.model is missing (no vocabulary in this file)");
+    if (r != 0) return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.model is not a string");
     if (!gguf_str_eq(model, "llama")) {
-        snprintf(err, errlen, "tokenizer: unsupported tokenizer model \"%.*s\" (only \"llama\", SentencePiece, is supported)",
+        return pl_fail(err, errlen, "tokenizer: unsupported tokenizer model \"%.*s\" (only \"llama\", SentencePiece, is supported)",
                  (int)(model.len > 40 ? 40 : model.len), model.ptr);
-        return -1;
     }
 
     t = calloc(1, sizeof *t);
-    if (!t) { snprintf(err, errlen, "tokenizer: out of memory"); return -1; }
+    if (!t) return pl_fail(err, errlen, "tokenizer: out of memory");
 
     uint64_t n = 0, ns = 0, nt = 0;
     const gguf_kv *kv_tok = gguf_find_kv(f, "tokenizer.ggml.tokens");
