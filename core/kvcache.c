@@ -137,23 +137,9 @@ int kvcache_save(const char *path, const llama_ctx *c, const int32_t *toks, int 
     if (n <= 0 || n > c->n_ctx) return pl_fail(err, errlen, "nothing to save");
     kvcache_id id;
     kvcache_id_of(c, &id);
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) return pl_fail(err, errlen, "out of memory");
-    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path); /* same directory: rename is atomic */
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        pl_fail(err, errlen, "cannot create a temporary file next to %s: %s", path, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return pl_fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    }
+    pl_atomic_file af;
+    if (pl_atomic_open(&af, path, err, errlen)) return -1;
+    FILE *f = af.f;
     uint8_t hdr[KVCACHE_HEADER_BYTES];
     memcpy(hdr, KVCACHE_MAGIC, 8);
     wr32(hdr + 8, KVCACHE_VERSION);
@@ -181,16 +167,12 @@ int kvcache_save(const char *path, const llama_ctx *c, const int32_t *toks, int 
     uint8_t t[8];
     wr64(t, h);
     if (!bad) bad = fwrite(t, 1, 8, f) != 8;
-    if (fflush(f)) bad = 1;
-    if (!bad && fsync(fileno(f))) bad = 1;
-    if (fclose(f)) bad = 1;
-    if (!bad && rename(tmp, path)) bad = 1;
     if (bad) {
         pl_fail(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        unlink(tmp);
+        pl_atomic_abort(&af);
+        return -1;
     }
-    free(tmp);
-    return bad ? -1 : 0;
+    return pl_atomic_commit(&af, err, errlen);
 }
 
 int kvcache_load_file(const char *path, const kvcache_id *expect, kvcache_view *v, void **map, size_t *map_size, char *err,

@@ -288,7 +288,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     int rc = -1;
     gguf_writer *w = gguf_writer_new();
     FILE *of = NULL;
-    char tmp[4096] = "";
+    pl_atomic_file af = {0};
     uint8_t *buf = NULL, *pools[sizeof used / sizeof *used] = {NULL};
     float **scratch = NULL;
     const int nthr = pool ? threadpool_size(pool) : 1;
@@ -328,16 +328,8 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         bad = gguf_writer_add_tensor(w, ts[i].name, strlen(ts[i].name), ts[i].n_dims, ts[i].ne, ts[i].type, ts[i].nbytes);
     if (bad) { pl_fail(err, errlen, "out of memory building the header"); goto done; }
 
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) { pl_fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno)); tmp[0] = 0; goto done; }
-    {
-        const mode_t um = umask(0);
-        umask(um);
-        if (fchmod(fd, 0666 & ~um)) { /* keep 0600: not fatal */ }
-    }
-    of = fdopen(fd, "wb");
-    if (!of) { close(fd); pl_fail(err, errlen, "cannot open %s", tmp); goto done; }
+    if (pl_atomic_open(&af, path, err, errlen)) goto done;
+    of = af.f;
     if (gguf_writer_write_header(w, of, err, errlen)) goto done;
     buf = malloc((size_t)max_bytes);
     scratch = calloc((size_t)nthr, sizeof *scratch);
@@ -388,16 +380,12 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
                     pl_now() - t0);
         }
     }
-    if (fflush(of) || fsync(fileno(of))) { pl_fail(err, errlen, "write error on %s: %s", tmp, strerror(errno)); goto done; }
-    if (fclose(of)) { of = NULL; pl_fail(err, errlen, "write error on %s", tmp); goto done; }
     of = NULL;
-    if (rename(tmp, path)) { pl_fail(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno)); goto done; }
-    tmp[0] = 0;
+    if (pl_atomic_commit(&af, err, errlen)) goto done;
     if (progress) fprintf(progress, "synth: wrote %s (%.1f MB) in %.1f s\n", path, gguf_writer_file_size(w) / 1e6, pl_now() - t0);
     rc = 0;
 done:
-    if (of) fclose(of);
-    if (tmp[0]) unlink(tmp);
+    pl_atomic_abort(&af);
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);

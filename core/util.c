@@ -2,7 +2,12 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int pl_fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen) {
@@ -18,4 +23,51 @@ double pl_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int pl_atomic_open(pl_atomic_file *a, const char *path, char *err, size_t errlen) {
+    memset(a, 0, sizeof *a);
+    if (strlen(path) + 16 > sizeof a->tmp) return pl_fail(err, errlen, "%s: path too long", path);
+    snprintf(a->path, sizeof a->path, "%s", path);
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.XXXXXX", path); /* same directory: rename is atomic */
+    int fd = mkstemp(a->tmp);
+    if (fd < 0) {
+        a->tmp[0] = 0;
+        return pl_fail(err, errlen, "cannot create a temporary file next to %s: %s", path, strerror(errno));
+    }
+    const mode_t um = umask(0); /* mkstemp makes 0600; give the file the usual 0666 & ~umask */
+    umask(um);
+    if (fchmod(fd, 0666 & ~um)) { /* keep 0600: not fatal */ }
+    a->f = fdopen(fd, "wb");
+    if (!a->f) {
+        close(fd);
+        pl_atomic_abort(a);
+        return pl_fail(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+int pl_atomic_commit(pl_atomic_file *a, char *err, size_t errlen) {
+    int bad = fflush(a->f) || fsync(fileno(a->f));
+    bad |= fclose(a->f) != 0;
+    a->f = NULL;
+    if (bad) {
+        pl_fail(err, errlen, "write error on %s: %s", a->tmp, strerror(errno ? errno : EIO));
+        pl_atomic_abort(a);
+        return -1;
+    }
+    if (rename(a->tmp, a->path)) {
+        pl_fail(err, errlen, "cannot rename %s to %s: %s", a->tmp, a->path, strerror(errno));
+        pl_atomic_abort(a);
+        return -1;
+    }
+    a->tmp[0] = 0;
+    return 0;
+}
+
+void pl_atomic_abort(pl_atomic_file *a) {
+    if (a->f) fclose(a->f);
+    a->f = NULL;
+    if (a->tmp[0]) unlink(a->tmp);
+    a->tmp[0] = 0;
 }

@@ -9,4 +9,16 @@ int pl_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((forma
 
 /* Monotonic clock in seconds. */
 double pl_now(void);
-#endif
+
+/* Atomic file replacement: write to a temporary file beside `path`, then
+   flush, fsync and rename over it.  A reader never sees a partial file. */
+#include <stdio.h>
+typedef struct pl_atomic_file {
+    FILE *f;            /* write here between open and commit */
+    char tmp[4096];     /* "" once committed or aborted */
+    char path[4096];
+} pl_atomic_file;
+int pl_atomic_open(pl_atomic_file *a, const char *path, char *err, size_t errlen);
+int pl_atomic_commit(pl_atomic_file *a, char *err, size_t errlen); /* aborts on failure */
+void pl_atomic_abort(pl_atomic_file *a);                            /* no-op after commit */
+#endif /* PICOLM_UTIL_H */

@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
     plan p = {0};
     gguf_writer *w = NULL;
     FILE *of = NULL;
-    char tmp[4096] = "";
+    pl_atomic_file af = {0};
     float **scratch = NULL;
     uint8_t *obuf = NULL;
     const int nthr = threadpool_size(e->pool);
@@ -316,17 +316,9 @@ int main(int argc, char **argv) {
     if (bad) { fprintf(stderr, "picolm-quantize: out of memory building the header\n"); goto done; }
 
     /* Temp file next to the output, renamed into place when complete. */
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out_path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) { fprintf(stderr, "picolm-quantize: cannot create %s: %s\n", tmp, strerror(errno)); tmp[0] = 0; goto done; }
-    {
-        const mode_t um = umask(0);
-        umask(um);
-        if (fchmod(fd, 0666 & ~um)) { /* keep mkstemp's 0600: not fatal */ }
-    }
-    of = fdopen(fd, "wb");
-    if (!of) { close(fd); fprintf(stderr, "picolm-quantize: cannot open %s\n", tmp); goto done; }
-    if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", tmp, err); goto done; }
+    if (pl_atomic_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    of = af.f;
+    if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err); goto done; }
 
     scratch = calloc((size_t)nthr, sizeof *scratch);
     obuf = max_out ? malloc((size_t)max_out) : NULL;
@@ -352,7 +344,7 @@ int main(int argc, char **argv) {
             data = obuf;
         }
         if (gguf_writer_write_tensor(w, of, data, p.nbytes[i], err, sizeof err)) {
-            fprintf(stderr, "picolm-quantize: %s: %s\n", tmp, err);
+            fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err);
             goto done;
         }
         char shape[96] = "", a[32], b[32];
@@ -364,11 +356,8 @@ int main(int argc, char **argv) {
         out_bytes += p.nbytes[i];
         n_elem += (uint64_t)t->nelements;
     }
-    if (fflush(of) || fsync(fileno(of))) { fprintf(stderr, "picolm-quantize: write error on %s: %s\n", tmp, strerror(errno)); goto done; }
-    if (fclose(of)) { of = NULL; fprintf(stderr, "picolm-quantize: write error on %s\n", tmp); goto done; }
     of = NULL;
-    if (rename(tmp, out_path)) { fprintf(stderr, "picolm-quantize: cannot rename %s to %s: %s\n", tmp, out_path, strerror(errno)); goto done; }
-    tmp[0] = 0;
+    if (pl_atomic_commit(&af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     fprintf(stderr, "picolm-quantize: tensors %.2f MB -> %.2f MB, %.3f M weights, %.2f -> %.2f bits per weight; "
                     "file %.2f MB -> %.2f MB; %.2f s\n",
             in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
@@ -376,8 +365,7 @@ int main(int argc, char **argv) {
     if (n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", n_fallback);
     rc = 0;
 done:
-    if (of) fclose(of);
-    if (tmp[0]) unlink(tmp);
+    pl_atomic_abort(&af);
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);
