@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,8 +309,6 @@ typedef struct mm_job {
     size_t xq_stride;
     const pl_type *t;
 } mm_job;
-
-#include <stdatomic.h>
 
 #ifndef MM_CHUNKS
 #define MM_CHUNKS 8

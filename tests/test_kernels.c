@@ -184,7 +184,9 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
         const int64_t n = bs == 1 ? 259 * (ni + 1) : bs * (ni == 0 ? 1 : ni == 1 ? 3 : 9);
         /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their tail */
         const int64_t nrs[] = { 1, 3, 5, 6, 16, 37 }, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
-        const size_t ws = row_bytes(fw, n) + 64 + 2, as = row_bytes(fa, n) + 96 + 6;
+        /* padded, but keeping 4-byte alignment: blocks with a float scale
+           (Q8_K) need it, and the engine's rows always have it */
+        const size_t ws = row_bytes(fw, n) + 64 + 4, as = row_bytes(fa, n) + 96 + 12;
         const int64_t maxr = 37, maxc = 17;
         char *W = calloc(maxr, ws), *A = calloc(maxc, as);
         float *xf = malloc(n * sizeof *xf);
