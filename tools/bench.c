@@ -514,10 +514,10 @@ static void print_results(const opts *o, const char *path, const result *r, int 
             json_str(f, path);
             fprintf(f,
                     ", \"backend\": \"%s\", \"threads\": %d, \"n_ctx\": %d, \"n_batch\": %d, \"reps\": %d, "
-                    "\"prefill_tokens\": %d, \"prefill_tps\": %.3f, \"prefill_tps_std\": %.3f, "
-                    "\"decode_tokens\": %d, \"decode_tps\": %.3f, \"decode_tps_std\": %.3f, "
-                    "\"gbps\": %.3f, \"mem_bw_gbps\": %.3f, \"roofline_fraction\": %.4f, "
-                    "\"peak_rss_anon_mb\": %.2f, \"rss_file_mb\": %.2f, \"kv_mb\": %.2f, \"ctx_buffers_mb\": %.2f}%s\n",
+                    "\"prefill_tokens\": %d, \"prefill_tps\": %.6g, \"prefill_tps_std\": %.6g, "
+                    "\"decode_tokens\": %d, \"decode_tps\": %.6g, \"decode_tps_std\": %.6g, "
+                    "\"gbps\": %.6g, \"mem_bw_gbps\": %.6g, \"roofline_fraction\": %.6g, "
+                    "\"peak_rss_anon_mb\": %.6g, \"rss_file_mb\": %.6g, \"kv_mb\": %.6g, \"ctx_buffers_mb\": %.6g}%s\n",
                     x->backend, x->threads, x->n_ctx, x->n_batch, x->reps, x->prefill_tokens, x->prefill_tps,
                     x->prefill_tps_std, x->decode_tokens, x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps, x->roofline,
                     x->rss_anon_mb, x->rss_file_mb, x->kv_mb, x->ctx_mb, i + 1 < n ? "," : "");
