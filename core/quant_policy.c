@@ -9,29 +9,32 @@
 #include "gguf.h"
 
 const qp_mix qp_mixes[] = {
-    {"F32", QP_FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization"},
-    {"F16", QP_FT_F16, PICOLM_TYPE_F16, "16.0 bpw"},
-    {"BF16", QP_FT_BF16, PICOLM_TYPE_BF16, "16.0 bpw"},
-    {"Q8_0", QP_FT_Q8_0, PICOLM_TYPE_Q8_0, "8.5 bpw"},
-    {"Q6_K", QP_FT_Q6_K, PICOLM_TYPE_Q6_K, "6.56 bpw"},
-    {"Q5_1", QP_FT_Q5_1, PICOLM_TYPE_Q5_1, "6.0 bpw"},
-    {"Q5_0", QP_FT_Q5_0, PICOLM_TYPE_Q5_0, "5.5 bpw"},
-    {"Q5_K_M", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output and half of attn_v/ffn_down"},
-    {"Q5_K", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "alias of Q5_K_M (as llama-quantize)"},
-    {"Q5_K_S", QP_FT_Q5_K_S, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output"},
-    {"Q4_1", QP_FT_Q4_1, PICOLM_TYPE_Q4_1, "5.0 bpw"},
-    {"Q4_0", QP_FT_Q4_0, PICOLM_TYPE_Q4_0, "4.5 bpw"},
-    {"Q4_K_M", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K, Q6_K for output and half of attn_v/ffn_down"},
-    {"Q4_K", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "alias of Q4_K_M (as llama-quantize)"},
-    {"Q4_K_S", QP_FT_Q4_K_S, PICOLM_TYPE_Q4_K, "Q4_K, Q5_K for early attn_v/ffn_down"},
-    {"IQ4_NL", QP_FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear"},
-    {"IQ4_XS", QP_FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear"},
-    {"Q3_K_L", QP_FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down"},
-    {"Q3_K_M", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "Q3_K, Q4_K/Q5_K for attn_v/attn_output/ffn_down"},
-    {"Q3_K", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "alias of Q3_K_M (as llama-quantize)"},
-    {"Q3_K_S", QP_FT_Q3_K_S, PICOLM_TYPE_Q3_K, "Q3_K, Q6_K for output"},
-    {"Q2_K", QP_FT_Q2_K, PICOLM_TYPE_Q2_K, "Q2_K, Q3_K/Q4_K for attn_v/attn_output/ffn_down"},
-    {NULL, 0, 0, NULL},
+    {"F32", QP_FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization", 0},
+    {"F16", QP_FT_F16, PICOLM_TYPE_F16, "16.0 bpw", 0},
+    {"BF16", QP_FT_BF16, PICOLM_TYPE_BF16, "16.0 bpw", 0},
+    {"Q8_0", QP_FT_Q8_0, PICOLM_TYPE_Q8_0, "8.5 bpw", 0},
+    {"Q6_K", QP_FT_Q6_K, PICOLM_TYPE_Q6_K, "6.56 bpw", 0},
+    {"Q5_1", QP_FT_Q5_1, PICOLM_TYPE_Q5_1, "6.0 bpw", 0},
+    {"Q5_0", QP_FT_Q5_0, PICOLM_TYPE_Q5_0, "5.5 bpw", 0},
+    {"Q5_K_M", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output and half of attn_v/ffn_down", 0},
+    {"Q5_K", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "alias of Q5_K_M (as llama-quantize)", 0},
+    {"Q5_K_S", QP_FT_Q5_K_S, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output", 0},
+    {"Q4_1", QP_FT_Q4_1, PICOLM_TYPE_Q4_1, "5.0 bpw", 0},
+    {"Q4_0", QP_FT_Q4_0, PICOLM_TYPE_Q4_0, "4.5 bpw", 0},
+    {"Q4_K_M", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K, Q6_K for output and half of attn_v/ffn_down", 0},
+    {"Q4_K", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "alias of Q4_K_M (as llama-quantize)", 0},
+    {"Q4_K_S", QP_FT_Q4_K_S, PICOLM_TYPE_Q4_K, "Q4_K, Q5_K for early attn_v/ffn_down", 0},
+    /* picolm's own: Q4_K_M's per-tensor rule, Q4_K tensors stored as Q4_K_R
+       (same values, scales pre-unpacked for the kernels; needs format-repack) */
+    {"Q4_K_M_R", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K stored as Q4_K_R (picolm only, faster kernels)", QP_TYPE_Q4_K_R},
+    {"IQ4_NL", QP_FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear", 0},
+    {"IQ4_XS", QP_FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear", 0},
+    {"Q3_K_L", QP_FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down", 0},
+    {"Q3_K_M", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "Q3_K, Q4_K/Q5_K for attn_v/attn_output/ffn_down", 0},
+    {"Q3_K", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "alias of Q3_K_M (as llama-quantize)", 0},
+    {"Q3_K_S", QP_FT_Q3_K_S, PICOLM_TYPE_Q3_K, "Q3_K, Q6_K for output", 0},
+    {"Q2_K", QP_FT_Q2_K, PICOLM_TYPE_Q2_K, "Q2_K, Q3_K/Q4_K for attn_v/attn_output/ffn_down", 0},
+    {NULL, 0, 0, NULL, 0},
 };
 
 const qp_mix *qp_find_mix(const char *name) {
@@ -143,6 +146,15 @@ uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, const qp_
         bs = block_of(d, t);
         if (!bs || nx % bs) t = PICOLM_TYPE_F16;
         if (fallback_from) *fallback_from = from;
+    }
+    if (t == PICOLM_TYPE_Q4_K && m->q4_K_as) {
+        /* the repacked layout has Q4_K's block size, so the fit above holds */
+        if (block_of(d, m->q4_K_as) != block_of(d, t)) {
+            snprintf(err, errlen, "tensor '%s' needs type %u (mix %s), which no loaded format plugin provides with Q4_K's block size",
+                     name, m->q4_K_as, m->name);
+            return UINT32_MAX;
+        }
+        t = m->q4_K_as;
     }
     return t;
 }

@@ -26,7 +26,12 @@ typedef struct qp_mix {
     int ftype;           /* QP_FT_* */
     uint32_t type;       /* default tensor type */
     const char *what;    /* one line for --help */
+    uint32_t q4_K_as;    /* 0, or the type the rule's Q4_K tensors are stored in
+                            (picolm's repacked mixes, e.g. Q4_K_M_R) */
 } qp_mix;
+
+/* formats/repack.c: Q4_K with pre-unpacked scales (picolm id, no llama.cpp equivalent) */
+#define QP_TYPE_Q4_K_R 1012u
 
 /* llama-quantize's types and mixes, in its --help order; name NULL ends it. */
 extern const qp_mix qp_mixes[];

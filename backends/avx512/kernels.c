@@ -27,24 +27,43 @@ AI __m512i madd_acc(__m512i acc, __m512i s, __m512i p, const int VNNI) {
     return VNNI ? _mm512_dpwssd_epi32(acc, s, p) : _mm512_add_epi32(acc, _mm512_madd_epi16(s, p));
 }
 
-AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI) {
-    const block_q4_K *x = vx;
+/* Q4_K_R (formats/repack.c, id 1012): Q4_K with the 6-bit scales and mins
+   pre-unpacked to bytes (148-byte blocks).  The Q4_K kernels below take
+   R = 1 for it: the same code, with the scales loaded instead of unpacked. */
+#define PICOLM_TYPE_Q4_K_R 1012u
+typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8_t qs[QK_K / 2]; } block_q4_K_r;
+PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
+#define K4_BSZ(R) ((R) ? sizeof(block_q4_K_r) : sizeof(block_q4_K))
+/* superblock i of the row at x */
+AI const void *k4_blk(const void *x, int64_t i, const int R) { return (const char *)x + (size_t)i * K4_BSZ(R); }
+AI const uint8_t *k4_qs(const void *b, const int R) { return R ? ((const block_q4_K_r *)b)->qs : ((const block_q4_K *)b)->qs; }
+AI float k4_d(const void *b) { return x86_h2f(((const block_q4_K *)b)->d); }    /* d, dmin lead both layouts */
+AI float k4_dmin(const void *b) { return x86_h2f(((const block_q4_K *)b)->dmin); }
+/* the 8 scales (bytes 0-7) and 8 mins (bytes 8-15) */
+AI __m128i k4_sm8(const void *b, const int R) {
+    if (R) return _mm_loadu_si128((const __m128i *)((const block_q4_K_r *)b)->sc);
+    uint32_t utmp[4];
+    x86_k4_scales(((const block_q4_K *)b)->scales, utmp);
+    return _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
+}
+
+AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI, const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
     __m256 accm[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int64_t i = 0; i < nb; i++) {
-        uint32_t utmp[4];
-        x86_k4_scales(x[i].scales, utmp);
-        const __m128i sm8 = _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
+        const void *xb = k4_blk(vx, i, R);
+        const uint8_t *qs = k4_qs(xb, R);
+        const __m128i sm8 = k4_sm8(xb, R);
         const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
+        const float dx = k4_d(xb), mx = k4_dmin(xb);
         __m512i sumi[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512() };
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             /* 32 bytes -> elements 64j..64j+63: low nibbles, then high nibbles */
-            __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j)));
+            __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)));
             v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
             const __m512i s = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl[j]));
             for (int c = 0; c < NC; c++) {
@@ -121,8 +140,10 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
     for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]);
 }
 
-AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0); }
-AI void avx512vnni_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1); }
+AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 0); }
+AI void avx512vnni_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1, 0); }
+AI void avx512_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 1); }
+AI void avx512vnni_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1, 1); }
 AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 0); }
 AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 1); }
 
@@ -152,7 +173,7 @@ static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), 
 /* 64 weight bytes at a time: bytes 0-31 are elements 128k + 0..31 (low
    nibbles) / 32..63 (high), bytes 32-63 elements 128k + 64..95 / 96..127.
    The activations are arranged to match once per superblock for NR rows. */
-AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) {
+AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR, const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512 acc[4];
@@ -166,17 +187,15 @@ AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
                                                    _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 64 + 32 * h)), 1);
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         for (int r = 0; r < NR; r++) {
-            const block_q4_K *x = (const block_q4_K *)((const char *)vx + r * ws) + i;
+            const void *x = k4_blk((const char *)vx + r * ws, i, R);
             dec_prefetch(x);
-            uint32_t utmp[4];
-            x86_k4_scales(x->scales, utmp);
-            const __m128i sm8 = _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
+            const __m128i sm8 = k4_sm8(x, R);
             const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
             const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
             __m512i sumi = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int k = 0; k < 2; k++) {
-                const __m512i L = _mm512_loadu_si512((const void *)(x->qs + 64 * k));
+                const __m512i L = _mm512_loadu_si512((const void *)(k4_qs(x, R) + 64 * k));
                 const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
                 const __m512i slo = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl2[2 * k]));
                 const __m512i shi = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl2[2 * k + 1]));
@@ -184,12 +203,14 @@ AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
                 sumi = _mm512_dpwssd_epi32(sumi, shi, _mm512_maddubs_epi16(hi, q8[2 * k + 1]));
             }
             const __m256i pm = _mm256_madd_epi16(mins, bs);
-            accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(x86_h2f(x->dmin) * y[i].d), _mm256_cvtepi32_ps(pm), accm[r]);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x86_h2f(x->d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc[r]);
+            accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(k4_dmin(x) * y[i].d), _mm256_cvtepi32_ps(pm), accm[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(k4_d(x) * y[i].d), _mm512_cvtepi32_ps(sumi), acc[r]);
         }
     }
     for (int r = 0; r < NR; r++) out[r] = x86_hsum512(acc[r]) - x86_hsum_ps(accm[r]);
 }
+AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 0); }
+AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 1); }
 
 AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) {
     const int64_t nb = n / QK_K;
@@ -326,30 +347,30 @@ AI void tr16x16(__m512i r[16]) {
 }
 
 /* Q4_K group g (elements 64g..64g+63): low nibbles of qs[32g..], then high */
-AI __m512i q4_K_group(const block_q4_K *x, int g) {
-    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * g)));
+AI __m512i q4_K_group(const uint8_t *qs, int g) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
     return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0xF));
 }
 
-static void pack_q4_K(panel *P, const block_q4_K *x0, size_t ws, int nrows, int64_t i) {
+AI void pack_q4_K(panel *P, const void *x0, size_t ws, int nrows, int64_t i, const int R) {
     memset(P->sc, 0, sizeof P->sc);
     memset(P->mp, 0, sizeof P->mp);
     memset(P->d, 0, sizeof P->d);
     memset(P->dmin, 0, sizeof P->dmin);
     for (int r = 0; r < nrows; r++) {
-        const block_q4_K *x = (const block_q4_K *)((const char *)x0 + r * ws) + i;
-        uint32_t utmp[4];
-        x86_k4_scales(x->scales, utmp);
-        const uint8_t *sc = (const uint8_t *)utmp, *mn = sc + 8;
+        const void *x = k4_blk((const char *)x0 + r * ws, i, R);
+        uint8_t sm[16];
+        _mm_storeu_si128((__m128i *)sm, k4_sm8(x, R));
+        const uint8_t *sc = sm, *mn = sm + 8;
         for (int s = 0; s < 8; s++) P->sc[s][r] = sc[s];
         for (int t = 0; t < 4; t++) P->mp[t][r] = (int32_t)((uint32_t)mn[2 * t] | ((uint32_t)mn[2 * t + 1] << 16));
-        P->d[r] = x86_h2f(x->d);
-        P->dmin[r] = x86_h2f(x->dmin);
+        P->d[r] = k4_d(x);
+        P->dmin[r] = k4_dmin(x);
     }
     for (int g = 0; g < 4; g++) {
         __m512i v[16];
         for (int r = 0; r < 16; r++)
-            v[r] = r < nrows ? q4_K_group((const block_q4_K *)((const char *)x0 + r * ws) + i, g) : _mm512_setzero_si512();
+            v[r] = r < nrows ? q4_K_group(k4_qs(k4_blk((const char *)x0 + r * ws, i, R), R), g) : _mm512_setzero_si512();
         tr16x16(v);
         for (int k = 0; k < 16; k++) _mm512_store_si512((void *)P->q[16 * g + k], v[k]);
     }
@@ -508,7 +529,8 @@ static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, 
 PANEL_COLS(panel_q4_K_cols)
 PANEL_COLS(panel_q6_K_cols)
 
-static void pack_q4_K_v(panel *P, const void *x0, size_t ws, int nrows, int64_t i) { pack_q4_K(P, x0, ws, nrows, i); }
+static void pack_q4_K_v(panel *P, const void *x0, size_t ws, int nrows, int64_t i) { pack_q4_K(P, x0, ws, nrows, i, 0); }
+static void pack_q4_K_r_v(panel *P, const void *x0, size_t ws, int nrows, int64_t i) { pack_q4_K(P, x0, ws, nrows, i, 1); }
 static void pack_q6_K_v(panel *P, const void *x0, size_t ws, int nrows, int64_t i) { pack_q6_K(P, x0, ws, nrows, i); }
 
 /* ---- row kernels (vec_dot, and gemm for few columns) --------------------- */
@@ -518,6 +540,8 @@ X86_WRAP(avx512, q8_0, avx512_q8_0_nc)
 X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
 X86_WRAP(avx512_vnni, q4_K, avx512vnni_q4_K_nc)
 X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
+X86_WRAP(avx512, q4_K_r, avx512_q4_K_r_nc)
+X86_WRAP(avx512_vnni, q4_K_r, avx512vnni_q4_K_r_nc)
 
 /* One activation column (decode): DEC_NR rows per call, taken from DEC_NR
    equal contiguous slices of the range (rows r, r + m, r + 2m, ...), so
@@ -538,18 +562,30 @@ X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
     } while (0)
 
 /* VNNI gemm: panels of 16 rows when there are enough columns */
-static void avx512_vnni_gemm_q4_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
-                                        float *dst, size_t ds) {
-    if (nc == 1) { DEC_ROWS(q4_K_rows); return; }
-    if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q4_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
-    prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q4_K));
+AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
+                          float *dst, size_t ds, const int R) {
+    if (nc == 1) {
+        if (R) DEC_ROWS(q4_K_r_rows);
+        else DEC_ROWS(q4_K_rows);
+        return;
+    }
+    if (nc < PANEL_MIN_NC) {
+        if (R) avx512_vnni_gemm_q4_K_r(n, nr, nc, w, ws, a, as, dst, ds);
+        else avx512_vnni_gemm_q4_K(n, nr, nc, w, ws, a, as, dst, ds);
+        return;
+    }
+    prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * K4_BSZ(R));
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
         const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
         const int64_t rn = nr - r - PANEL_ROWS;
-        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, sizeof(block_q4_K), rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
-                   pack_q4_K_v, panel_q4_K_cols_tab);
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, K4_BSZ(R), rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
+                   R ? pack_q4_K_r_v : pack_q4_K_v, panel_q4_K_cols_tab);
     }
 }
+static void avx512_vnni_gemm_q4_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
+                                        float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 0); }
+static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
+                                          float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
     if (nc == 1) { DEC_ROWS(q6_K_rows); return; }
@@ -577,9 +613,10 @@ X86_WRAP(avx2, bf16, avx2_bf16_nc)
 
 #define K(P, T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, P##_vec_dot_##name, P##_gemm_##name }
 /* Not const: init swaps in the VNNI kernels when the CPU has them (entries
-   0-2, see avx512_select). */
+   0-3, see avx512_select). */
 static picolm_kernel avx512_kernels[] = {
     K(avx512, Q4_K, Q8_K, q4_K), K(avx512, Q6_K, Q8_K, q6_K), K(avx512, Q8_0, Q8_0, q8_0),
+    { PICOLM_TYPE_Q4_K_R, PICOLM_TYPE_Q8_K, avx512_vec_dot_q4_K_r, avx512_gemm_q4_K_r },
     K(avx2, Q4_0, Q8_0, q4_0), K(avx2, Q4_1, Q8_1, q4_1), K(avx2, Q5_0, Q8_0, q5_0), K(avx2, Q5_1, Q8_1, q5_1),
     K(avx2, IQ4_NL, Q8_0, iq4_nl), K(avx2, Q2_K, Q8_K, q2_K), K(avx2, Q3_K, Q8_K, q3_K), K(avx2, Q5_K, Q8_K, q5_K),
     K(avx2, IQ4_XS, Q8_K, iq4_xs), K(avx2, F32, F32, f32), K(avx2, F16, F16, f16), K(avx2, BF16, BF16, bf16),
@@ -602,6 +639,8 @@ HIDDEN void avx512_select(uint64_t cpu_features) {
     avx512_kernels[1].gemm = vnni ? avx512_vnni_gemm_q6_K_panel : avx512_gemm_q6_K;
     avx512_kernels[2].vec_dot = vnni ? avx512_vnni_vec_dot_q8_0 : avx512_vec_dot_q8_0;
     avx512_kernels[2].gemm = vnni ? avx512_vnni_gemm_q8_0 : avx512_gemm_q8_0;
+    avx512_kernels[3].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K_r : avx512_vec_dot_q4_K_r;
+    avx512_kernels[3].gemm = vnni ? avx512_vnni_gemm_q4_K_r_panel : avx512_gemm_q4_K_r;
 }
 
 HIDDEN const picolm_backend_vtable picolm_avx512_vtable = {
