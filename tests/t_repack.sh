@@ -1,0 +1,70 @@
+#!/bin/sh
+# The repacked Q4_K_M_R mix (formats/repack.c: Q4_K_R = Q4_K with
+# pre-unpacked scales) against plain Q4_K_M from the same f32 model:
+# - per-tensor types: Q4_K_M's, with every Q4_K tensor stored as Q4_K_R;
+# - every tensor dequantizes to exactly the Q4_K_M tensor's floats;
+# - the model runs: logits within the README tolerances of the reference;
+# - same backend, same kernels: logits bit-identical to the Q4_K_M file's
+#   (reference code, and avx512 when this CPU runs it), batched and not.
+BUILD=${PICOLM_BUILD:-build}
+BIN=$BUILD/bin
+S=${PICOLM_SHARED:-../shared}
+M=$S/models
+R=$S/reference/logits
+Q=$BIN/picolm-quantize
+if [ ! -f "$M/tiny-shakespeare-f32.gguf" ]; then
+    echo "SKIP: t_repack: PICOLM_SHARED=$S has no models: shared data absent"; exit 0
+fi
+for b in picolm-quantize picolm-gguf picolm-logits; do
+    [ -x "$BIN/$b" ] || { echo "FAIL: t_repack: $BIN/$b not built"; exit 1; }
+done
+[ -x "$BUILD/tests/test_quantize" ] || { echo "FAIL: t_repack: $BUILD/tests/test_quantize (logits comparer) not built"; exit 1; }
+[ -f "$BUILD/plugins/format-repack.so" ] || { echo "FAIL: t_repack: $BUILD/plugins/format-repack.so not built"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+F32=$M/tiny-shakespeare-f32.gguf
+
+# (picolm-gguf names plugin-only ids "typeNNNN": 1012 is Q4_K_R)
+types() { "$BIN/picolm-gguf" info "$1" | awk '$0 ~ /^  tensor / {t=1; next} t && NF >= 3 && $1 ~ /weight$/ {print $1, $2}' |
+          sed 's/ type1012$/ Q4_K_R/' | sort; }
+
+"$Q" "$F32" "$tmp/k.gguf" Q4_K_M -j 2 2>"$tmp/log" || { echo "FAIL: Q4_K_M: $(tail -1 "$tmp/log")"; exit 1; }
+"$Q" "$F32" "$tmp/r.gguf" Q4_K_M_R -j 2 2>"$tmp/log" || { echo "FAIL: Q4_K_M_R: picolm-quantize failed: $(tail -1 "$tmp/log")"; exit 1; }
+
+types "$tmp/k.gguf" | sed 's/ Q4_K$/ Q4_K_R/' >"$tmp/want"; types "$tmp/r.gguf" >"$tmp/got"
+nr=$(grep -c ' Q4_K_R$' "$tmp/got")
+if cmp -s "$tmp/want" "$tmp/got" && [ "$nr" -gt 0 ]; then echo "PASS: Q4_K_M_R: Q4_K_M's per-tensor types, $nr Q4_K tensors as Q4_K_R"
+else echo "FAIL: Q4_K_M_R types: $(diff "$tmp/want" "$tmp/got" | grep '^[<>]' | head -3 | tr '\n' ' ')"; fi
+ks=$(stat -c %s "$tmp/k.gguf"); rs=$(stat -c %s "$tmp/r.gguf")
+echo "INFO: file size Q4_K_M $ks, Q4_K_M_R $rs bytes"
+
+# dequantized tensors: bit for bit
+bad=""; n=0
+for t in $(awk '$2 == "Q4_K_R" {print $1}' "$tmp/got"); do
+    "$BIN/picolm-gguf" dequant "$tmp/k.gguf" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$tmp/r.gguf" "$t" "$tmp/b" 2>/dev/null &&
+        [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" || bad="$bad $t"
+    n=$((n + 1))
+done
+[ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n Q4_K_R tensors dequantize to exactly the Q4_K tensors' floats" ||
+    echo "FAIL: dequantized Q4_K_R differs from Q4_K:$bad"
+
+tok=$R/tiny-shakespeare-q4_k_m.tokens.i32
+ref=$R/tiny-shakespeare-q4_k_m.logits.f32
+[ -f "$tok" ] || { echo "SKIP: logits: $tok absent"; exit 0; }
+if "$BIN/picolm-logits" "$tmp/r.gguf" "$tok" "$tmp/r.f32" --batch 16 -j 2 2>"$tmp/log"; then
+    if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/r.f32" "$ref" 1024 0.10 1e-3); then echo "PASS: Q4_K_M_R runs: $out"
+    else echo "FAIL: Q4_K_M_R logits vs reference: $out"; fi
+else echo "FAIL: picolm-logits on Q4_K_M_R: $(tail -1 "$tmp/log")"; fi
+
+# Same kernels over the same values: identical logits (batch 1 = decode
+# kernels, batch 64 = prefill gemm).  avx512 only where the CPU runs it.
+backends="reference"
+grep -q avx512 /proc/cpuinfo 2>/dev/null && grep -q avx512_vnni /proc/cpuinfo && backends="$backends avx512"
+for be in $backends; do
+    for bt in 1 64; do
+        if "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$tmp/k.f32" --batch $bt --backend $be -j 2 2>"$tmp/log" &&
+            "$BIN/picolm-logits" "$tmp/r.gguf" "$tok" "$tmp/r.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
+            cmp -s "$tmp/k.f32" "$tmp/r.f32" && echo "PASS: $be, batch $bt: Q4_K_M_R logits identical to Q4_K_M's" ||
+                echo "FAIL: $be, batch $bt: Q4_K_M_R logits differ from Q4_K_M's ($("$BUILD/tests/test_quantize" --cmp-logits "$tmp/r.f32" "$tmp/k.f32" 1024 0.10 1e-3))"
+        else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
+    done
+done
