@@ -361,6 +361,22 @@ static void mm_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
     }
 }
 
+/* Activation quantization of a batch: rows [u0, u1) of up to 3 types */
+typedef struct aq_task {
+    picolm_from_float_fn fn[3];
+    uint8_t *q[3];
+    size_t stride[3];
+    int n_q, cols;
+    const float *x;
+} aq_task;
+
+static void aq_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
+    (void)tid;
+    const aq_task *A = ctx;
+    for (int64_t b = u0; b < u1; b++)
+        for (int k = 0; k < A->n_q; k++) A->fn[k](A->x + (size_t)b * A->cols, A->q[k] + (size_t)b * A->stride[k], A->cols);
+}
+
 /* Up to 3 matrices sharing the same input (Q/K/V, gate/up) in one parallel
    region: the input is quantized once per distinct activation type. */
 static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
@@ -369,24 +385,31 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
     T.nb = nb;
     T.start[0] = 0;
     const int cols = (int)w[0]->cols;
+    const int nthr = c->pool ? threadpool_size(c->pool) : 1;
     uint8_t *q = c->act_q;
     size_t stride = 0;
     uint32_t qtype = UINT32_MAX;
+    aq_task A = {.n_q = 0, .cols = cols, .x = x};
     for (int j = 0; j < n; j++) {
         const pl_type *t = &c->m->d->types[w[j]->type];
         if (t->vec_dot_type != qtype) { /* quantize x to this kernel's activation type */
             if (qtype != UINT32_MAX) q += stride * (size_t)nb;
             qtype = t->vec_dot_type;
             stride = dispatch_row_size(c->m->d, qtype, cols);
-            for (int b = 0; b < nb; b++) t->act_quant(x + (size_t)b * cols, q + (size_t)b * stride, cols);
+            A.fn[A.n_q] = t->act_quant;
+            A.q[A.n_q] = q;
+            A.stride[A.n_q++] = stride;
         }
         T.job[j] = (mm_job){w[j], out[j], (int)w[j]->rows, q, stride, t};
         T.start[j + 1] = T.start[j] + w[j]->rows;
     }
+    /* a prefill batch is quantized by all threads (serial, it was a few %
+       of the prefill time with 2 threads); one row (decode) inline */
+    if (nthr > 1 && nb >= 2 * nthr) threadpool_run(c->pool, nb, aq_worker, &A);
+    else aq_worker(&A, 0, nb, 0);
     /* about MM_CHUNKS chunks per thread: small enough to rebalance, large
        enough for long sequential weight streams; 16-row multiples keep the
        16-row gemm panels whole */
-    const int nthr = c->pool ? threadpool_size(c->pool) : 1;
     const int64_t rows = T.start[n];
     int64_t ch = (rows / ((int64_t)nthr * MM_CHUNKS) + 15) & ~(int64_t)15;
     T.chunk = ch < 16 ? 16 : ch;

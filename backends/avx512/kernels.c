@@ -39,6 +39,12 @@ AI const void *k4_blk(const void *x, int64_t i, const int R) { return (const cha
 AI const uint8_t *k4_qs(const void *b, const int R) { return R ? ((const block_q4_K_r *)b)->qs : ((const block_q4_K *)b)->qs; }
 AI float k4_d(const void *b) { return x86_h2f(((const block_q4_K *)b)->d); }    /* d, dmin lead both layouts */
 AI float k4_dmin(const void *b) { return x86_h2f(((const block_q4_K *)b)->dmin); }
+/* (d, dmin, 0, 0) as floats */
+AI __m128 k4_dd(const void *b) {
+    int32_t v;
+    memcpy(&v, b, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
 /* the 8 scales (bytes 0-7) and 8 mins (bytes 8-15) */
 AI __m128i k4_sm8(const void *b, const int R) {
     if (R) return _mm_loadu_si128((const __m128i *)((const block_q4_K_r *)b)->sc);
@@ -186,6 +192,7 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
                 q8[2 * k + h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 32 * h))),
                                                    _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 64 + 32 * h)), 1);
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m128 yd = _mm_set1_ps(y[i].d);
         for (int r = 0; r < NR; r++) {
             const void *x = k4_blk((const char *)vx + r * ws, i, R);
             dec_prefetch(x);
@@ -203,8 +210,10 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
                 sumi = _mm512_dpwssd_epi32(sumi, shi, _mm512_maddubs_epi16(hi, q8[2 * k + 1]));
             }
             const __m256i pm = _mm256_madd_epi16(mins, bs);
-            accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(k4_dmin(x) * y[i].d), _mm256_cvtepi32_ps(pm), accm[r]);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(k4_d(x) * y[i].d), _mm512_cvtepi32_ps(sumi), acc[r]);
+            /* d and dmin converted together, times y's d (the same float products) */
+            const __m128 dd = _mm_mul_ps(k4_dd(x), yd);
+            accm[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(pm), accm[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(sumi), acc[r]);
         }
     }
     for (int r = 0; r < NR; r++) out[r] = x86_hsum512(acc[r]) - x86_hsum_ps(accm[r]);
