@@ -5,7 +5,7 @@
 # - every tensor dequantizes to exactly the Q4_K_M tensor's floats;
 # - the model runs: logits within the README tolerances of the reference;
 # - same backend, same kernels: logits bit-identical to the Q4_K_M file's
-#   (reference code, and avx512 when this CPU runs it), batched and not.
+#   (reference code, avx2 and avx512 when this CPU runs them), batched and not.
 BUILD=${PICOLM_BUILD:-build}
 BIN=$BUILD/bin
 S=${PICOLM_SHARED:-../shared}
@@ -56,8 +56,9 @@ if "$BIN/picolm-logits" "$tmp/r.gguf" "$tok" "$tmp/r.f32" --batch 16 -j 2 2>"$tm
 else echo "FAIL: picolm-logits on Q4_K_M_R: $(tail -1 "$tmp/log")"; fi
 
 # Same kernels over the same values: identical logits (batch 1 = decode
-# kernels, batch 64 = prefill gemm).  avx512 only where the CPU runs it.
+# kernels, batch 64 = prefill gemm), on the backends this CPU runs.
 backends="reference"
+grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo && backends="$backends avx2"
 grep -q avx512 /proc/cpuinfo 2>/dev/null && grep -q avx512_vnni /proc/cpuinfo && backends="$backends avx512"
 for be in $backends; do
     for bt in 1 64; do

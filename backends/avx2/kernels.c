@@ -11,6 +11,7 @@ X86_WRAP(avx2, iq4_nl, avx2_iq4_nl_nc)
 X86_WRAP(avx2, q2_K, avx2_q2_K_nc)
 X86_WRAP(avx2, q3_K, avx2_q3_K_nc)
 X86_WRAP(avx2, q4_K, avx2_q4_K_nc)
+X86_WRAP(avx2, q4_K_r, avx2_q4_K_r_nc)
 X86_WRAP(avx2, q5_K, avx2_q5_K_nc)
 X86_WRAP(avx2, q6_K, avx2_q6_K_nc)
 X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
@@ -21,6 +22,7 @@ X86_WRAP(avx2, bf16, avx2_bf16_nc)
 #define K(T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, avx2_vec_dot_##name, avx2_gemm_##name }
 static const picolm_kernel avx2_kernels[] = {
     K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K(Q8_0, Q8_0, q8_0),
+    { PICOLM_TYPE_Q4_K_R, PICOLM_TYPE_Q8_K, avx2_vec_dot_q4_K_r, avx2_gemm_q4_K_r },
     K(Q4_0, Q8_0, q4_0), K(Q4_1, Q8_1, q4_1), K(Q5_0, Q8_0, q5_0), K(Q5_1, Q8_1, q5_1),
     K(IQ4_NL, Q8_0, iq4_nl), K(Q2_K, Q8_K, q2_K), K(Q3_K, Q8_K, q3_K), K(Q5_K, Q8_K, q5_K),
     K(IQ4_XS, Q8_K, iq4_xs), K(F32, F32, f32), K(F16, F16, f16), K(BF16, BF16, bf16),

@@ -221,22 +221,46 @@ AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
 /* ======================================================================== */
 /* K-quants x Q8_K                                                            */
 /* ======================================================================== */
-AI void avx2_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q4_K *x = vx;
+/* Q4_K_R (formats/repack.c, id 1012): Q4_K with the 6-bit scales and mins
+   pre-unpacked to bytes (148-byte blocks).  The Q4_K kernels (here and in
+   ../avx512) take R = 1 for it: the same code, with the scales loaded instead of unpacked. */
+#define PICOLM_TYPE_Q4_K_R 1012u
+typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8_t qs[QK_K / 2]; } block_q4_K_r;
+PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
+#define K4_BSZ(R) ((R) ? sizeof(block_q4_K_r) : sizeof(block_q4_K))
+/* superblock i of the row at x */
+AI const void *k4_blk(const void *x, int64_t i, const int R) { return (const char *)x + (size_t)i * K4_BSZ(R); }
+AI const uint8_t *k4_qs(const void *b, const int R) { return R ? ((const block_q4_K_r *)b)->qs : ((const block_q4_K *)b)->qs; }
+AI float k4_d(const void *b) { return x86_h2f(((const block_q4_K *)b)->d); }    /* d, dmin lead both layouts */
+AI float k4_dmin(const void *b) { return x86_h2f(((const block_q4_K *)b)->dmin); }
+/* (d, dmin, 0, 0) as floats */
+AI __m128 k4_dd(const void *b) {
+    int32_t v;
+    memcpy(&v, b, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
+/* the 8 scales (bytes 0-7) and 8 mins (bytes 8-15) */
+AI __m128i k4_sm8(const void *b, const int R) {
+    if (R) return _mm_loadu_si128((const __m128i *)((const block_q4_K_r *)b)->sc);
+    uint32_t utmp[4];
+    x86_k4_scales(((const block_q4_K *)b)->scales, utmp);
+    return _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
+}
+
+AI void avx2_q4_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int R) {
     const int64_t nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m128 accm[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
     for (int64_t i = 0; i < nb; i++) {
-        uint32_t utmp[4];
-        x86_k4_scales(x[i].scales, utmp);
-        const __m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
+        const void *xb = k4_blk(vx, i, R);
+        const __m256i ms = _mm256_cvtepu8_epi16(k4_sm8(xb, R));
         const __m128i mins = _mm256_extracti128_si256(ms, 1);
         const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
+        const float dx = k4_d(xb), mx = k4_dmin(xb);
         __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
         for (int j = 0; j < 4; j++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(k4_qs(xb, R) + 32 * j));
             const __m256i ql = _mm256_and_si256(q4, m4);
             const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
             const __m256i sl = x86_bcast_lane16(scales, 2 * j);
@@ -259,6 +283,8 @@ AI void avx2_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
     }
     for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
 }
+AI void avx2_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 0); }
+AI void avx2_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 1); }
 
 AI void avx2_q5_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
     const block_q5_K *x = vx;

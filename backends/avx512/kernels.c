@@ -27,32 +27,6 @@ AI __m512i madd_acc(__m512i acc, __m512i s, __m512i p, const int VNNI) {
     return VNNI ? _mm512_dpwssd_epi32(acc, s, p) : _mm512_add_epi32(acc, _mm512_madd_epi16(s, p));
 }
 
-/* Q4_K_R (formats/repack.c, id 1012): Q4_K with the 6-bit scales and mins
-   pre-unpacked to bytes (148-byte blocks).  The Q4_K kernels below take
-   R = 1 for it: the same code, with the scales loaded instead of unpacked. */
-#define PICOLM_TYPE_Q4_K_R 1012u
-typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8_t qs[QK_K / 2]; } block_q4_K_r;
-PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
-#define K4_BSZ(R) ((R) ? sizeof(block_q4_K_r) : sizeof(block_q4_K))
-/* superblock i of the row at x */
-AI const void *k4_blk(const void *x, int64_t i, const int R) { return (const char *)x + (size_t)i * K4_BSZ(R); }
-AI const uint8_t *k4_qs(const void *b, const int R) { return R ? ((const block_q4_K_r *)b)->qs : ((const block_q4_K *)b)->qs; }
-AI float k4_d(const void *b) { return x86_h2f(((const block_q4_K *)b)->d); }    /* d, dmin lead both layouts */
-AI float k4_dmin(const void *b) { return x86_h2f(((const block_q4_K *)b)->dmin); }
-/* (d, dmin, 0, 0) as floats */
-AI __m128 k4_dd(const void *b) {
-    int32_t v;
-    memcpy(&v, b, 4);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
-}
-/* the 8 scales (bytes 0-7) and 8 mins (bytes 8-15) */
-AI __m128i k4_sm8(const void *b, const int R) {
-    if (R) return _mm_loadu_si128((const __m128i *)((const block_q4_K_r *)b)->sc);
-    uint32_t utmp[4];
-    x86_k4_scales(((const block_q4_K *)b)->scales, utmp);
-    return _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
-}
-
 AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI, const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
