@@ -311,7 +311,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     /* Metadata: what llama.cpp's converter writes for a Llama, plus the vocabulary. */
     char name[96];
     snprintf(name, sizeof name, "picolm-synth %s %s (random weights)", s.name, tname);
-    const int ft = mix ? mix->ftype : qp_pure_ftype(base);
+    const int ft = mix ? (mix->q4_K_as ? -1 : mix->ftype) : qp_pure_ftype(base); /* repacked mixes: no llama.cpp file type */
     int bad = gguf_writer_set_str(w, "general.architecture", "llama") || gguf_writer_set_str(w, "general.name", name) ||
               gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s.n_ctx) ||
               gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s.n_embd) ||

@@ -34,6 +34,8 @@ types "$tmp/k.gguf" | sed 's/ Q4_K$/ Q4_K_R/' >"$tmp/want"; types "$tmp/r.gguf" 
 nr=$(grep -c ' Q4_K_R$' "$tmp/got")
 if cmp -s "$tmp/want" "$tmp/got" && [ "$nr" -gt 0 ]; then echo "PASS: Q4_K_M_R: Q4_K_M's per-tensor types, $nr Q4_K tensors as Q4_K_R"
 else echo "FAIL: Q4_K_M_R types: $(diff "$tmp/want" "$tmp/got" | grep '^[<>]' | head -3 | tr '\n' ' ')"; fi
+"$BIN/picolm-gguf" info "$tmp/r.gguf" | grep -q 'general.file_type' && echo "FAIL: Q4_K_M_R writes a llama.cpp general.file_type" ||
+    echo "PASS: Q4_K_M_R writes no llama.cpp general.file_type (llama.cpp has no such type)"
 ks=$(stat -c %s "$tmp/k.gguf"); rs=$(stat -c %s "$tmp/r.gguf")
 echo "INFO: file size Q4_K_M $ks, Q4_K_M_R $rs bytes"
 

@@ -304,7 +304,8 @@ int main(int argc, char **argv) {
     int bad = 0;
     for (uint64_t i = 0; !bad && i < in.n_kv; i++) bad = gguf_writer_copy_kv(w, &in.kv[i]);
     bad = bad || gguf_writer_set_u32(w, "general.quantization_version", QNT_VERSION);
-    if (m.ftype >= 0) bad = bad || gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
+    /* a repacked mix (Q4_K_M_R) has no llama.cpp file type: none written */
+    if (m.ftype >= 0 && !m.q4_K_as) bad = bad || gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
     else gguf_writer_remove_kv(w, "general.file_type"); /* llama.cpp has no number for a plugin's type */
     gguf_writer_remove_kv(w, "split.no");
     gguf_writer_remove_kv(w, "split.count");
