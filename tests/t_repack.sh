@@ -23,9 +23,8 @@ done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 F32=$M/tiny-shakespeare-f32.gguf
 
-# (picolm-gguf names plugin-only ids "typeNNNN": 1012 is Q4_K_R)
-types() { "$BIN/picolm-gguf" info "$1" | awk '$0 ~ /^  tensor / {t=1; next} t && NF >= 3 && $1 ~ /weight$/ {print $1, $2}' |
-          sed 's/ type1012$/ Q4_K_R/' | sort; }
+# per-tensor types as picolm-gguf names them (plugin types by their plugin name)
+types() { "$BIN/picolm-gguf" info "$1" | awk '$0 ~ /^  tensor / {t=1; next} t && NF >= 3 && $1 ~ /weight$/ {print $1, $2}' | sort; }
 
 "$Q" "$F32" "$tmp/k.gguf" Q4_K_M -j 2 2>"$tmp/log" || { echo "FAIL: Q4_K_M: $(tail -1 "$tmp/log")"; exit 1; }
 "$Q" "$F32" "$tmp/r.gguf" Q4_K_M_R -j 2 2>"$tmp/log" || { echo "FAIL: Q4_K_M_R: picolm-quantize failed: $(tail -1 "$tmp/log")"; exit 1; }

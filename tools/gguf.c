@@ -33,6 +33,11 @@ static void print_value(const gguf_kv *kv) {
     }
 }
 
+/* The loaded format's own name (plugin types too), else ggml's. */
+static const char *type_name(const pl_dispatch *d, uint32_t t) {
+    return t < PICOLM_TYPE_MAX && d->types[t].fmt ? d->types[t].fmt->name : gguf_type_name(t);
+}
+
 static int info(const char *path, const pl_dispatch *d) {
     gguf_file f;
     char err[1024];
@@ -53,7 +58,7 @@ static int info(const char *path, const pl_dispatch *d) {
         char shape[64] = "";
         for (uint32_t k = 0; k < t->n_dims; k++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
-        printf("  %-32.*s %-8s %-24s %12llu %12llu\n", (int)t->name.len, t->name.ptr, gguf_type_name(t->type), shape,
+        printf("  %-32.*s %-8s %-24s %12llu %12llu\n", (int)t->name.len, t->name.ptr, type_name(d, t->type), shape,
                (unsigned long long)t->offset, (unsigned long long)t->nbytes);
         total += t->nbytes;
     }
