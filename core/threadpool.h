@@ -1,7 +1,7 @@
 /*
  * Persistent thread pool for the forward pass.  Threads are created once;
  * threadpool_run hands work over through an atomic generation counter that
- * idle workers spin on for a short while (~100 us; none when the pool has
+ * idle workers spin on for a short while (~1 ms; none when the pool has
  * more threads than CPUs) before sleeping on a
  * condition variable, so back-to-back calls (hundreds per token) cost about
  * a cache-line round trip while an idle pool uses no CPU.
