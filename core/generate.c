@@ -335,12 +335,8 @@ static int make_plan(engine *e, const picolm_config *cfg, mem_plan *p, char *err
     p->weights = (double)e->model.gguf.size;
     p->kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
     p->rope_tok = (double)hp->rope_dim * sizeof(float); /* cos + sin per position */
-    /* the batch buffers are what a 1-token context allocates beyond its KV and RoPE rows */
-    llama_ctx c;
-    const int nb = cfg->batch < hp->n_ctx_train ? cfg->batch : hp->n_ctx_train; /* a context must hold the batch */
-    if (build_ctx(&c, &e->model, nb, cfg->batch, kv, e->pool, err, errlen)) return -1;
-    p->bufs = (double)c.anon_bytes - (p->kv_tok + p->rope_tok) * nb;
-    free_ctx(&c);
+    const int nb = cfg->batch < hp->n_ctx_train ? cfg->batch : hp->n_ctx_train; /* build_ctx caps the batch at the context */
+    p->bufs = (double)llama_scratch_bytes(&e->model, nb, threadpool_size(e->pool));
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
     return 0;
 }

@@ -3,21 +3,13 @@
 
 #include <math.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "picolm/fp16.h"
 #include "threadpool.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Loading                                                                   */
@@ -31,12 +23,12 @@ static int hp_int(const gguf_file *f, const char *arch, const char *key, int64_t
     int64_t v;
     int r = gguf_get_i64(f, full, &v);
     if (r == -1) {
-        if (def < 0) return fail(err, errlen, "missing metadata '%s'", full);
+        if (def < 0) return pl_fail(err, errlen, "missing metadata '%s'", full);
         v = def;
     } else if (r) {
-        return fail(err, errlen, "metadata '%s' is not an integer", full);
+        return pl_fail(err, errlen, "metadata '%s' is not an integer", full);
     }
-    if (v < lo || v > hi) return fail(err, errlen, "metadata '%s' = %lld is out of range [%lld, %lld]", full, (long long)v, (long long)lo, (long long)hi);
+    if (v < lo || v > hi) return pl_fail(err, errlen, "metadata '%s' = %lld is out of range [%lld, %lld]", full, (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
 }
@@ -46,8 +38,8 @@ static int hp_float(const gguf_file *f, const char *arch, const char *key, float
     snprintf(full, sizeof full, "%s.%s", arch, key);
     int r = gguf_get_f32(f, full, out);
     if (r == -1) *out = def;
-    else if (r) return fail(err, errlen, "metadata '%s' is not a float", full);
-    if (!isfinite(*out)) return fail(err, errlen, "metadata '%s' is not finite", full);
+    else if (r) return pl_fail(err, errlen, "metadata '%s' is not a float", full);
+    if (!isfinite(*out)) return pl_fail(err, errlen, "metadata '%s' is not finite", full);
     return 0;
 }
 
@@ -56,14 +48,14 @@ static int bind_mat(llama_model *m, qmat *q, const char *name, int64_t cols, int
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
     if (!t) {
         if (optional) return 1;
-        return fail(err, errlen, "missing tensor '%s'", name);
+        return pl_fail(err, errlen, "missing tensor '%s'", name);
     }
     if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
-        return fail(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
+        return pl_fail(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
                     (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)cols, (long long)rows);
     const pl_type *ty = &m->d->types[t->type];
     if (!ty->fmt || !(ty->fmt->flags & PICOLM_FMT_WEIGHT) || !ty->vec_dot || !ty->act_quant)
-        return fail(err, errlen, "tensor '%s' has type %s (%u), which no loaded format plugin can multiply", name,
+        return pl_fail(err, errlen, "tensor '%s' has type %s (%u), which no loaded format plugin can multiply", name,
                     ty->fmt ? ty->fmt->name : gguf_type_name(t->type), t->type);
     q->data = t->data;
     q->type = t->type;
@@ -78,8 +70,8 @@ static int bind_mat(llama_model *m, qmat *q, const char *name, int64_t cols, int
 /* A norm vector: F32 in the file is used in place, anything else dequantized once. */
 static int bind_vec(llama_model *m, const float **out, const char *name, int64_t n, float **owned_cursor, char *err, size_t errlen) {
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
-    if (!t) return fail(err, errlen, "missing tensor '%s'", name);
-    if (t->nelements != n || t->ne[0] != n) return fail(err, errlen, "tensor '%s' has %lld elements, expected %lld", name, (long long)t->nelements, (long long)n);
+    if (!t) return pl_fail(err, errlen, "missing tensor '%s'", name);
+    if (t->nelements != n || t->ne[0] != n) return pl_fail(err, errlen, "tensor '%s' has %lld elements, expected %lld", name, (long long)t->nelements, (long long)n);
     if (t->type == PICOLM_TYPE_F32) {
         *out = t->data;
     } else {
@@ -97,13 +89,13 @@ int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gg
     char e[512];
     if (gguf_open(&m->gguf, path, lim, err, errlen)) return -1;
     if (gguf_bind_types(&m->gguf, dispatch_type_size, (void *)d, e, sizeof e)) {
-        fail(err, errlen, "%s: %s", path, e);
+        pl_fail(err, errlen, "%s: %s", path, e);
         goto bad;
     }
     gguf_str arch;
-    if (gguf_get_str(&m->gguf, "general.architecture", &arch)) { fail(err, errlen, "%s: missing general.architecture", path); goto bad; }
+    if (gguf_get_str(&m->gguf, "general.architecture", &arch)) { pl_fail(err, errlen, "%s: missing general.architecture", path); goto bad; }
     if (!gguf_str_eq(arch, "llama")) {
-        fail(err, errlen, "%s: architecture '%.*s' is not supported (only llama)", path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        pl_fail(err, errlen, "%s: architecture '%.*s' is not supported (only llama)", path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
         goto bad;
     }
     snprintf(m->arch, sizeof m->arch, "llama");
@@ -118,51 +110,50 @@ int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gg
         hp_float(&m->gguf, "llama", "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, e, sizeof e) ||
         hp_float(&m->gguf, "llama", "rope.freq_base", 10000.0f, &hp->rope_base, e, sizeof e) ||
         hp_float(&m->gguf, "llama", "rope.scaling.factor", 1.0f, &hp->rope_scale, e, sizeof e)) {
-        fail(err, errlen, "%s: %s", path, e);
+        pl_fail(err, errlen, "%s: %s", path, e);
         goto bad;
     }
     if (hp->n_head % hp->n_head_kv) {
-        fail(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
+        pl_fail(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", path, hp->n_head, hp->n_head_kv);
         goto bad;
     }
     int key_len = 0;
-    if (hp_int(&m->gguf, "llama", "attention.key_length", 0, 0, 65536, &key_len, e, sizeof e)) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (hp_int(&m->gguf, "llama", "attention.key_length", 0, 0, 65536, &key_len, e, sizeof e)) { pl_fail(err, errlen, "%s: %s", path, e); goto bad; }
     if (key_len) hp->head_dim = key_len;
     else if (hp->n_embd % hp->n_head) {
-        fail(err, errlen, "%s: embedding_length %d is not divisible by head_count %d", path, hp->n_embd, hp->n_head);
+        pl_fail(err, errlen, "%s: embedding_length %d is not divisible by head_count %d", path, hp->n_embd, hp->n_head);
         goto bad;
     } else hp->head_dim = hp->n_embd / hp->n_head;
-    if (hp->head_dim % 2) { fail(err, errlen, "%s: head dimension %d is odd", path, hp->head_dim); goto bad; }
+    if (hp->head_dim % 2) { pl_fail(err, errlen, "%s: head dimension %d is odd", path, hp->head_dim); goto bad; }
     if (hp_int(&m->gguf, "llama", "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope_dim, e, sizeof e)) {
-        fail(err, errlen, "%s: %s", path, e);
+        pl_fail(err, errlen, "%s: %s", path, e);
         goto bad;
     }
-    if (hp->rope_dim % 2) { fail(err, errlen, "%s: rope.dimension_count %d is odd", path, hp->rope_dim); goto bad; }
-    if (hp->rope_base <= 0 || hp->rope_scale <= 0 || hp->rms_eps < 0) { fail(err, errlen, "%s: invalid rope base/scale or rms epsilon", path); goto bad; }
+    if (hp->rope_dim % 2) { pl_fail(err, errlen, "%s: rope.dimension_count %d is odd", path, hp->rope_dim); goto bad; }
+    if (hp->rope_base <= 0 || hp->rope_scale <= 0 || hp->rms_eps < 0) { pl_fail(err, errlen, "%s: invalid rope base/scale or rms epsilon", path); goto bad; }
 
     const gguf_tensor *te = gguf_find_tensor(&m->gguf, "token_embd.weight");
-    if (!te) { fail(err, errlen, "%s: missing tensor 'token_embd.weight'", path); goto bad; }
-    if (te->n_dims != 2 || te->ne[1] > BIG * 16) { fail(err, errlen, "%s: token_embd.weight must be 2-D [n_embd, n_vocab]", path); goto bad; }
+    if (!te) { pl_fail(err, errlen, "%s: missing tensor 'token_embd.weight'", path); goto bad; }
+    if (te->n_dims != 2 || te->ne[1] > BIG * 16) { pl_fail(err, errlen, "%s: token_embd.weight must be 2-D [n_embd, n_vocab]", path); goto bad; }
     hp->n_vocab = (int)te->ne[1];
     int vs = 0;
     if (hp_int(&m->gguf, "llama", "vocab_size", hp->n_vocab, 1, BIG * 16, &vs, e, sizeof e) || vs != hp->n_vocab) {
-        fail(err, errlen, "%s: llama.vocab_size (%d) disagrees with token_embd.weight (%d rows)", path, vs, hp->n_vocab);
+        pl_fail(err, errlen, "%s: llama.vocab_size (%d) disagrees with token_embd.weight (%d rows)", path, vs, hp->n_vocab);
         goto bad;
     }
     const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
-    if (bind_mat(m, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, e, sizeof e)) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (bind_mat(m, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, e, sizeof e)) { pl_fail(err, errlen, "%s: %s", path, e); goto bad; }
     int r = bind_mat(m, &m->output, "output.weight", hp->n_embd, hp->n_vocab, 1, e, sizeof e);
-    if (r < 0) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (r < 0) { pl_fail(err, errlen, "%s: %s", path, e); goto bad; }
     if (r == 1) m->output = m->tok_embd; /* tied embeddings */
-    else m->weight_bytes -= 0;
     /* token_embd is read one row per token, not whole: only count it when it is the output */
     if (r == 0) m->weight_bytes -= m->tok_embd.row_bytes * (uint64_t)m->tok_embd.rows;
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     m->owned = calloc((size_t)(2 * hp->n_layer + 1) * (size_t)hp->n_embd, sizeof(float));
-    if (!m->layers || !m->owned) { fail(err, errlen, "out of memory"); goto bad; }
+    if (!m->layers || !m->owned) { pl_fail(err, errlen, "out of memory"); goto bad; }
     float *own = m->owned;
-    if (bind_vec(m, &m->output_norm, "output_norm.weight", hp->n_embd, &own, e, sizeof e)) { fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (bind_vec(m, &m->output_norm, "output_norm.weight", hp->n_embd, &own, e, sizeof e)) { pl_fail(err, errlen, "%s: %s", path, e); goto bad; }
     for (int l = 0; l < hp->n_layer; l++) {
         llama_layer *L = &m->layers[l];
         char n[10][64];
@@ -179,7 +170,7 @@ int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gg
             bind_mat(m, &L->w_gate, n[6], hp->n_embd, hp->n_ff, 0, e, sizeof e) ||
             bind_mat(m, &L->w_up, n[7], hp->n_embd, hp->n_ff, 0, e, sizeof e) ||
             bind_mat(m, &L->w_down, n[8], hp->n_ff, hp->n_embd, 0, e, sizeof e)) {
-            fail(err, errlen, "%s: %s", path, e);
+            pl_fail(err, errlen, "%s: %s", path, e);
             goto bad;
         }
         /* names point into a stack buffer: keep the static-lifetime ones only */
@@ -209,8 +200,10 @@ size_t llama_kv_bytes_per_token(const llama_hparams *hp, int kv_type) {
     return 2 * row * (size_t)hp->n_layer;
 }
 
+static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
 static void *xalloc(llama_ctx *c, size_t n) {
-    size_t r = (n + 63) / 64 * 64;
+    size_t r = round64(n);
     void *p = aligned_alloc(64, r ? r : 64);
     if (p) {
         memset(p, 0, r);
@@ -220,22 +213,47 @@ static void *xalloc(llama_ctx *c, size_t n) {
 }
 
 /* Largest quantized activation row for every matrix the model multiplies. */
+/* Bytes of one quantized activation row for matrix w. */
+static size_t act_row(const llama_model *m, const qmat *w) {
+    return dispatch_row_size(m->d, m->d->types[w->type].vec_dot_type, w->cols);
+}
+
+/* Largest quantized activation row for every matrix the model multiplies. */
 static size_t act_row_max(const llama_model *m) {
-    const llama_layer *L = &m->layers[0];
-    const qmat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &m->output};
-    size_t mx = 0;
+    size_t mx = act_row(m, &m->output);
     for (int l = 0; l < m->hp.n_layer; l++) {
-        L = &m->layers[l];
+        const llama_layer *L = &m->layers[l];
         const qmat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) {
-            const pl_type *t = &m->d->types[lm[i]->type];
-            size_t s = dispatch_row_size(m->d, t->vec_dot_type, lm[i]->cols);
-            if (s > mx) mx = s;
-        }
+        for (int i = 0; i < 7; i++)
+            if (act_row(m, lm[i]) > mx) mx = act_row(m, lm[i]);
     }
-    const pl_type *t = &m->d->types[mats[7]->type];
-    size_t s = dispatch_row_size(m->d, t->vec_dot_type, mats[7]->cols);
-    return s > mx ? s : mx;
+    return mx;
+}
+
+/* Sizes of the scratch buffers for a batch of B tokens: one place for
+   build_ctx (which allocates them) and the memory plan (which adds them). */
+enum { BUF_X, BUF_XB, BUF_Q, BUF_K, BUF_V, BUF_ATT, BUF_HB, BUF_HB2, BUF_LOGITS, BUF_ACTQ, N_BUF };
+
+static void scratch_sizes(const llama_model *m, size_t B, size_t nthr, size_t sz[N_BUF]) {
+    const llama_hparams *hp = &m->hp;
+    const size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t wide = (size_t)hp->n_ff > qd ? (size_t)hp->n_ff : qd;
+    sz[BUF_X] = B * (size_t)hp->n_embd * sizeof(float);
+    sz[BUF_XB] = B * wide * sizeof(float);
+    sz[BUF_Q] = B * qd * sizeof(float);
+    sz[BUF_K] = sz[BUF_V] = B * kvd * sizeof(float);
+    /* attention output rows, then per-thread scratch (rounded query, q8_0 K/V rows) */
+    sz[BUF_ATT] = (B * qd + nthr * 2 * (size_t)hp->head_dim) * sizeof(float);
+    sz[BUF_HB] = sz[BUF_HB2] = B * (size_t)hp->n_ff * sizeof(float);
+    sz[BUF_LOGITS] = (size_t)hp->n_vocab * sizeof(float);
+    sz[BUF_ACTQ] = 3 * act_row_max(m) * B; /* up to 3 activation types per region */
+}
+
+size_t llama_scratch_bytes(const llama_model *m, int n_batch, int n_threads) {
+    size_t sz[N_BUF], total = 0;
+    scratch_sizes(m, (size_t)(n_batch > 0 ? n_batch : 1), (size_t)(n_threads > 0 ? n_threads : 1), sz);
+    for (int i = 0; i < N_BUF; i++) total += round64(sz[i]);
+    return total;
 }
 
 int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, char *err, size_t errlen) {
@@ -247,7 +265,7 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     const int kvd = hp->n_head_kv * hp->head_dim;
     if (kv_type == KV_Q8_0 && (kvd % 32 || hp->head_dim % 32 || !m->d->types[PICOLM_TYPE_Q8_0].fmt ||
                                !m->d->types[PICOLM_TYPE_Q8_0].fmt->quantize_row))
-        return fail(err, errlen, "kv_type q8_0 needs head_dim %% 32 == 0 and the Q8_0 format plugin");
+        return pl_fail(err, errlen, "kv_type q8_0 needs head_dim %% 32 == 0 and the Q8_0 format plugin");
     c->m = m;
     c->pool = pool;
     c->n_ctx = n_ctx;
@@ -255,28 +273,27 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->kv_type = kv_type;
     c->kv_row_bytes = kv_type == KV_Q8_0 ? (size_t)kvd / 32 * 34 : (size_t)kvd * 2;
     const size_t kv = c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer;
-    const size_t B = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim;
-    const size_t wide = (size_t)(hp->n_ff > (int)qd ? hp->n_ff : (int)qd);
-    c->act_q_bytes = 3 * act_row_max(m) * B; /* up to 3 activation types per region */
+    size_t sz[N_BUF];
+    scratch_sizes(m, (size_t)n_batch, pool ? (size_t)threadpool_size(pool) : 1, sz);
+    c->act_q_bytes = sz[BUF_ACTQ];
     c->k_cache = xalloc(c, kv);
     c->v_cache = xalloc(c, kv);
     c->rope_cos = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
     c->rope_sin = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
-    c->x = xalloc(c, B * (size_t)hp->n_embd * sizeof(float));
-    c->xb = xalloc(c, B * wide * sizeof(float));
-    c->q = xalloc(c, B * qd * sizeof(float));
-    c->k = xalloc(c, B * (size_t)kvd * sizeof(float));
-    c->v = xalloc(c, B * (size_t)kvd * sizeof(float));
-    const size_t nthr = pool ? (size_t)threadpool_size(pool) : 1;
-    c->att = xalloc(c, (B * qd + nthr * 2 * (size_t)hp->head_dim) * sizeof(float));
-    c->hb = xalloc(c, B * (size_t)hp->n_ff * sizeof(float));
-    c->hb2 = xalloc(c, B * (size_t)hp->n_ff * sizeof(float));
-    c->logits = xalloc(c, (size_t)hp->n_vocab * sizeof(float));
-    c->act_q = xalloc(c, c->act_q_bytes);
+    c->x = xalloc(c, sz[BUF_X]);
+    c->xb = xalloc(c, sz[BUF_XB]);
+    c->q = xalloc(c, sz[BUF_Q]);
+    c->k = xalloc(c, sz[BUF_K]);
+    c->v = xalloc(c, sz[BUF_V]);
+    c->att = xalloc(c, sz[BUF_ATT]);
+    c->hb = xalloc(c, sz[BUF_HB]);
+    c->hb2 = xalloc(c, sz[BUF_HB2]);
+    c->logits = xalloc(c, sz[BUF_LOGITS]);
+    c->act_q = xalloc(c, sz[BUF_ACTQ]);
     if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
         !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q) {
         free_ctx(c);
-        return fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
+        return pl_fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
     }
     /* RoPE tables: theta_i = pos * base^(-2i/rope_dim), computed once in
        double (measured closer to llama.cpp's references than float). */
@@ -436,7 +453,7 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
     llama_ctx *c = A->c;
     const llama_hparams *hp = &c->m->hp;
     const pl_ops *ops = &c->m->d->ops;
-    const int hd = hp->head_dim, kvd = hp->n_head_kv * hd, qd = hp->n_head * hd;
+    const int hd = hp->head_dim, qd = hp->n_head * hd;
     const int group = hp->n_head / hp->n_head_kv;
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t layer_off = (size_t)A->layer * c->n_ctx * c->kv_row_bytes;
@@ -487,7 +504,6 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
         const float inv = 1.0f / sum;
         for (int d = 0; d < hd; d++) y[d] *= inv;
     }
-    (void)kvd;
 }
 
 /* Rotate interleaved pairs (x[2i], x[2i+1]) of every head by pos * theta_i. */
@@ -525,15 +541,15 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
     const llama_model *m = c->m;
     const llama_hparams *hp = &m->hp;
     const pl_ops *ops = &m->d->ops;
-    if (n <= 0 || n > c->n_batch) return fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
-    if (c->n_past + n > c->n_ctx) return fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
+    if (n <= 0 || n > c->n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
+    if (c->n_past + n > c->n_ctx) return pl_fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
     const int dim = hp->n_embd, hd = hp->head_dim, kvd = hp->n_head_kv * hd, qd = hp->n_head * hd, ff = hp->n_ff;
     const int pos0 = c->n_past;
 
     /* 1. embed: dequantize each token's row of token_embd */
     const picolm_format *ef = m->d->types[m->tok_embd.type].fmt;
     for (int b = 0; b < n; b++) {
-        if (tokens[b] < 0 || tokens[b] >= hp->n_vocab) return fail(err, errlen, "token id %d outside the vocabulary (%d)", tokens[b], hp->n_vocab);
+        if (tokens[b] < 0 || tokens[b] >= hp->n_vocab) return pl_fail(err, errlen, "token id %d outside the vocabulary (%d)", tokens[b], hp->n_vocab);
         ef->dequantize_row(m->tok_embd.data + (size_t)tokens[b] * m->tok_embd.row_bytes, c->x + (size_t)b * dim, dim);
     }
 

@@ -75,6 +75,10 @@ void free_ctx(llama_ctx *c);
    the logits of every token are written there (n x n_vocab). */
 int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
 
+/* Bytes of the scratch buffers build_ctx allocates beside the KV cache and
+   RoPE tables, for a batch of n_batch tokens and n_threads threads. */
+size_t llama_scratch_bytes(const llama_model *m, int n_batch, int n_threads);
+
 /* Bytes of KV cache needed per token of context. */
 size_t llama_kv_bytes_per_token(const llama_hparams *hp, int kv_type);
 
