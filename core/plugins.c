@@ -78,6 +78,18 @@ static const char *kind_name(uint32_t k) {
     return k == PICOLM_KIND_FORMAT ? "format" : k == PICOLM_KIND_BACKEND ? "backend" : k == PICOLM_KIND_SAMPLER ? "sampler" : "?";
 }
 
+/* Entry i of a plugin's table: the table's own entry size is the stride,
+   so a plugin built against an older (shorter) struct still indexes right. */
+static const picolm_format *format_at(const picolm_format_vtable *v, uint32_t i) {
+    return (const picolm_format *)((const char *)v->formats + (size_t)i * v->format_size);
+}
+static const picolm_kernel *kernel_at(const picolm_backend_vtable *v, uint32_t i) {
+    return (const picolm_kernel *)((const char *)v->kernels + (size_t)i * v->kernel_size);
+}
+static const picolm_act_quant *act_quant_at(const picolm_backend_vtable *v, uint32_t i) {
+    return (const picolm_act_quant *)((const char *)v->act_quants + (size_t)i * v->act_quant_size);
+}
+
 /* The vtable must at least reach its first array/function members. */
 static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
     if (!d->vtable) { snprintf(why, n, "descriptor has no vtable"); return 0; }
@@ -89,7 +101,7 @@ static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
             return 0;
         }
         for (uint32_t i = 0; i < v->n_formats; i++) {
-            const picolm_format *f = (const picolm_format *)((const char *)v->formats + (size_t)i * v->format_size);
+            const picolm_format *f = format_at(v, i);
             if (!f->name || !f->block_size || !f->type_size || !f->dequantize_row || f->type_id >= PICOLM_TYPE_MAX) {
                 snprintf(why, n, "format #%u (%s) is missing a required member or has an invalid type id", i, f->name ? f->name : "?");
                 return 0;
@@ -108,7 +120,7 @@ static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
             return 0;
         }
         for (uint32_t i = 0; i < v->n_kernels; i++) {
-            const picolm_kernel *k = (const picolm_kernel *)((const char *)v->kernels + (size_t)i * v->kernel_size);
+            const picolm_kernel *k = kernel_at(v, i);
             if (k->type_id >= PICOLM_TYPE_MAX || k->vec_dot_type >= PICOLM_TYPE_MAX || !k->vec_dot) {
                 snprintf(why, n, "kernel #%u is missing vec_dot or has an invalid type id", i);
                 return 0;
@@ -282,7 +294,7 @@ const pl_plugin *registry_find(const pl_registry *r, uint32_t kind, const char *
 
 #define FOR_FORMATS(v, f, i)                                                                       \
     for (uint32_t i = 0; i < (v)->n_formats; i++)                                                  \
-        for (const picolm_format *f = (const picolm_format *)((const char *)(v)->formats + (size_t)i * (v)->format_size); f; f = NULL)
+        for (const picolm_format *f = format_at((v), i); f; f = NULL)
 
 int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size) {
     const pl_dispatch *d = ctx;
@@ -348,12 +360,12 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
     /* 2. overlay the backend's kernels where their activation type can be produced */
     const picolm_backend_vtable *bv = be->desc->vtable;
     for (uint32_t i = 0; i < bv->n_kernels; i++) {
-        const picolm_kernel *k = (const picolm_kernel *)((const char *)bv->kernels + (size_t)i * bv->kernel_size);
+        const picolm_kernel *k = kernel_at(bv, i);
         pl_type *t = &d->types[k->type_id];
         if (!t->fmt) continue; /* a kernel for a format nobody describes */
         picolm_from_float_fn q = NULL;
         for (uint32_t j = 0; j < bv->n_act_quants; j++) {
-            const picolm_act_quant *a = (const picolm_act_quant *)((const char *)bv->act_quants + (size_t)j * bv->act_quant_size);
+            const picolm_act_quant *a = act_quant_at(bv, j);
             if (a->type_id == k->vec_dot_type) q = a->quantize_row;
         }
         if (!q && d->types[k->vec_dot_type].fmt) q = d->types[k->vec_dot_type].fmt->quantize_row;
@@ -411,7 +423,7 @@ void registry_print(const pl_registry *r, const char *chosen, void *stream) {
                 const picolm_backend_vtable *v = p->desc->vtable;
                 fprintf(out, "             kernels:");
                 for (uint32_t j = 0; j < v->n_kernels; j++) {
-                    const picolm_kernel *kk = (const picolm_kernel *)((const char *)v->kernels + (size_t)j * v->kernel_size);
+                    const picolm_kernel *kk = kernel_at(v, j);
                     fprintf(out, " %s%s", gguf_type_name(kk->type_id), kk->gemm ? "+gemm" : "");
                 }
                 fprintf(out, "%s\n", v->n_kernels ? "" : " (none: reference fallback)");
