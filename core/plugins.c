@@ -391,6 +391,16 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
 
 /* ---------------- report ---------------- */
 
+const char *registry_type_name(const pl_registry *r, uint32_t type) {
+    for (int i = 0; i < r->n; i++) {
+        if (!r->items[i].ok || r->items[i].kind != PICOLM_KIND_FORMAT) continue;
+        const picolm_format_vtable *v = r->items[i].desc->vtable;
+        for (uint32_t j = 0; j < v->n_formats; j++)
+            if (format_at(v, j)->type_id == type) return format_at(v, j)->name;
+    }
+    return gguf_type_name(type);
+}
+
 void registry_print(const pl_registry *r, const char *chosen, void *stream) {
     FILE *out = stream;
     char feats[512], model[128];
@@ -424,7 +434,7 @@ void registry_print(const pl_registry *r, const char *chosen, void *stream) {
                 fprintf(out, "             kernels:");
                 for (uint32_t j = 0; j < v->n_kernels; j++) {
                     const picolm_kernel *kk = kernel_at(v, j);
-                    fprintf(out, " %s%s", gguf_type_name(kk->type_id), kk->gemm ? "+gemm" : "");
+                    fprintf(out, " %s%s", registry_type_name(r, kk->type_id), kk->gemm ? "+gemm" : "");
                 }
                 fprintf(out, "%s\n", v->n_kernels ? "" : " (none: reference fallback)");
             }

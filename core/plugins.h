@@ -98,6 +98,10 @@ static inline size_t dispatch_row_size(const pl_dispatch *d, uint32_t type, int6
 /* gguf_bind_types callback (ctx = const pl_dispatch *). */
 int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size);
 
+/* A type's name as its format plugin spells it (plugin-only ids too), else
+   ggml's name, else "typeN". */
+const char *registry_type_name(const pl_registry *r, uint32_t type);
+
 /* Human-readable report for --list-plugins. */
 void registry_print(const pl_registry *r, const char *chosen_backend, void *FILE_stream);
 

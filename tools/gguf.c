@@ -33,12 +33,7 @@ static void print_value(const gguf_kv *kv) {
     }
 }
 
-/* The loaded format's own name (plugin types too), else ggml's. */
-static const char *type_name(const pl_dispatch *d, uint32_t t) {
-    return t < PICOLM_TYPE_MAX && d->types[t].fmt ? d->types[t].fmt->name : gguf_type_name(t);
-}
-
-static int info(const char *path, const pl_dispatch *d) {
+static int info(const char *path, const pl_registry *reg, const pl_dispatch *d) {
     gguf_file f;
     char err[1024];
     if (gguf_open(&f, path, NULL, err, sizeof err)) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
@@ -58,7 +53,7 @@ static int info(const char *path, const pl_dispatch *d) {
         char shape[64] = "";
         for (uint32_t k = 0; k < t->n_dims; k++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
-        printf("  %-32.*s %-8s %-24s %12llu %12llu\n", (int)t->name.len, t->name.ptr, type_name(d, t->type), shape,
+        printf("  %-32.*s %-8s %-24s %12llu %12llu\n", (int)t->name.len, t->name.ptr, registry_type_name(reg, t->type), shape,
                (unsigned long long)t->offset, (unsigned long long)t->nbytes);
         total += t->nbytes;
     }
@@ -112,7 +107,7 @@ int main(int argc, char **argv) {
     engine *e = build_engine(&o, err, sizeof err);
     if (!e) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
     int rc;
-    if (!strcmp(pos[0], "info") && npos == 2) rc = info(pos[1], &e->d);
+    if (!strcmp(pos[0], "info") && npos == 2) rc = info(pos[1], &e->reg, &e->d);
     else if (!strcmp(pos[0], "dequant") && npos == 4) rc = dequant(pos[1], pos[2], pos[3], &e->d);
     else { usage(stderr); rc = 2; }
     free_engine(e);
