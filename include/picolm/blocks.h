@@ -36,6 +36,51 @@ typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_
 typedef struct { picolm_half d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
 typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
 
+/* ---- picolm's row-interleaved layouts (type ids >= 1024, row_group 16) ----
+ * One block = one superblock (256 columns) of 16 consecutive rows, stored
+ * so that a 64-byte vector holds the same 4 columns of all 16 rows: byte
+ * 4r + i of a vector belongs to row r (a 32-bit lane per row, the shape of
+ * vpdpbusd / sdot).  The values are exactly those of the base format: a
+ * conversion is a permutation, nothing is requantized.  "Group" below means
+ * 4 consecutive columns: group g = columns 4g .. 4g+3 of the superblock.
+ *
+ * Q4_K_R16 (id 1112 = PICOLM_TYPE_Q4_K_R16; 16 x 144 bytes, like Q4_K):
+ *   d[r], dmin[r]          the rows' superblock scales (fp16)
+ *   scales_l[j][r]         low 4 bits of the 6-bit scale of sub-block 2j
+ *                          (low nibble) and 2j+1 (high nibble) of row r
+ *   mins_l[j][r]           the same for the 6-bit mins
+ *   scales_h[j][r]         high 2 bits of the scales of sub-blocks 4j..4j+3
+ *                          of row r, sub-block 4j+k at bits 2k..2k+1
+ *   mins_h[j][r]           the same for the mins
+ *   qs[v][4r + i]          v = 4s + k (sub-block s = columns 32s..32s+31,
+ *                          k = 0..3): low nibble = quant of column
+ *                          32s + 4k + i, high nibble = column 32s + 16 + 4k + i
+ *   value = d * scale_s * q - dmin * min_s (Q4_K's formula)
+ *
+ * Q6_K_R16 (id 1114 = PICOLM_TYPE_Q6_K_R16; 16 x 210 bytes, like Q6_K):
+ *   d[r]                   fp16 superblock scale
+ *   scales[s][r]           int8 scale of sub-block s (columns 16s..16s+15)
+ *   ql[v][4r + i]          v = 0..31: low nibble = low 4 bits of the quant
+ *                          of column 4v + i (group v), high nibble = of
+ *                          column 128 + 4v + i (group v + 32)
+ *   qh[u][4r + i]          u = 0..15: bits 2k..2k+1 = high 2 bits of the
+ *                          quant of column 64k + 4u + i (group u + 16k)
+ *   q = low4 | high2 << 4 (0..63); value = d * scale_s * (q - 32)
+ */
+#define PICOLM_ROWS_R16 16
+typedef struct {
+    picolm_half d[16], dmin[16];
+    uint8_t scales_l[4][16], mins_l[4][16];
+    uint8_t scales_h[2][16], mins_h[2][16];
+    uint8_t qs[32][64];
+} block_q4_K_r16;
+typedef struct {
+    picolm_half d[16];
+    int8_t scales[16][16];
+    uint8_t ql[32][64];
+    uint8_t qh[16][64];
+} block_q6_K_r16;
+
 /* The non-linear 4-bit grid of IQ4_NL / IQ4_XS. */
 static const int8_t picolm_kvalues_iq4nl[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
@@ -56,4 +101,6 @@ PICOLM_BLOCK_ASSERT(block_q6_K, 210);
 PICOLM_BLOCK_ASSERT(block_q8_K, 292);
 PICOLM_BLOCK_ASSERT(block_iq4_nl, 18);
 PICOLM_BLOCK_ASSERT(block_iq4_xs, 136);
+PICOLM_BLOCK_ASSERT(block_q4_K_r16, 16 * 144);
+PICOLM_BLOCK_ASSERT(block_q6_K_r16, 16 * 210);
 #endif

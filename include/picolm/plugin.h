@@ -58,6 +58,9 @@ enum picolm_type {
     PICOLM_TYPE_IQ4_NL = 20,
     PICOLM_TYPE_IQ4_XS = 23,
     PICOLM_TYPE_BF16 = 30,
+    /* picolm's row-interleaved layouts (blocks.h): 1100 + the base type */
+    PICOLM_TYPE_Q4_K_R16 = 1112,
+    PICOLM_TYPE_Q6_K_R16 = 1114,
     PICOLM_TYPE_MAX = 2048 /* exclusive upper bound of the dispatch table */
 };
 
@@ -111,7 +114,17 @@ typedef struct picolm_host {
        returns when every chunk is done.  May run inline. */
     void (*parallel_for)(int64_t n, picolm_task_fn fn, void *ctx);
     int n_threads;          /* threads parallel_for uses */
+    /* ---- appended in picolm 0.2: check struct_size before reading ---- */
+    uint64_t caps;          /* PICOLM_HOST_* bits: what this core supports */
 } picolm_host;
+
+/* picolm_host.caps */
+#define PICOLM_HOST_ROW_GROUPS (1ull << 0) /* picolm_format.row_group */
+
+/* Nonzero when the host understands row-grouped formats. */
+static inline int picolm_host_has(const picolm_host *h, uint64_t cap) {
+    return h && h->struct_size >= offsetof(picolm_host, caps) + sizeof h->caps && (h->caps & cap) == cap;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Kernels (shared by formats and backends)                                   */
@@ -149,6 +162,25 @@ typedef struct picolm_format {
     uint32_t vec_dot_type;               /* activation type of vec_dot */
     picolm_vec_dot_fn vec_dot;           /* (required for WEIGHT types)
                                             portable reference dot product */
+    /* ---- appended in picolm 0.2 (format_size tells whether present) ---- */
+    /* (optional; 0 or 1 = plain rows) Row groups: the layout interleaves
+       this many consecutive rows (2, 4, 8 or 16) so that a kernel finds the
+       same position of every row of the group side by side.  block_size and
+       type_size still describe ONE row (a row is n / block_size * type_size
+       bytes, so tensor sizes are unchanged), but a group of row_group rows
+       is one indivisible run of row_group * row_bytes bytes, and a tensor of
+       this type must have a multiple of row_group rows.  For such a format:
+         dequantize_row(src, dst, n)  converts a whole group: src is the
+             group, dst gets row_group rows of n floats (row-major);
+         quantize_row(src, dst, n)    the reverse (row_group rows of n);
+         vec_dot(n, s, x, y)          x is a group: s[0..row_group) get the
+             dot products of each of its rows with y (formats and backends);
+         gemm                         unchanged, with nr a multiple of
+             row_group and w at the start of a group.
+       A core older than this member would misread such a format, so its
+       plugin must refuse to load unless host->caps has
+       PICOLM_HOST_ROW_GROUPS (see picolm_host). */
+    uint32_t row_group;
 } picolm_format;
 
 typedef struct picolm_format_vtable {
