@@ -181,6 +181,15 @@ typedef struct picolm_format {
        plugin must refuse to load unless host->caps has
        PICOLM_HOST_ROW_GROUPS (see picolm_host). */
     uint32_t row_group;
+    /* (optional) Lossless conversion from the layout's base type, for
+       layouts that store another format's values in a different order (a
+       permutation, nothing requantized): picolm-quantize uses it to repack
+       an already-quantized file exactly.  base_type is that format's id
+       (e.g. Q4_K for Q4_K_R16); from_base converts max(row_group, 1) rows of
+       n elements of base_type, row i at src + i * src_stride, into dst
+       (one group, or one row when not grouped). */
+    uint32_t base_type;
+    void (*from_base)(const void *src, size_t src_stride, void *dst, int64_t n);
 } picolm_format;
 
 typedef struct picolm_format_vtable {
