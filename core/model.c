@@ -57,6 +57,9 @@ static int bind_mat(llama_model *m, qmat *q, const char *name, int64_t cols, int
     if (!ty->fmt || !(ty->fmt->flags & PICOLM_FMT_WEIGHT) || !ty->vec_dot || !ty->act_quant)
         return pl_fail(err, errlen, "tensor '%s' has type %s (%u), which no loaded format plugin can multiply", name,
                     ty->fmt ? ty->fmt->name : gguf_type_name(t->type), t->type);
+    if (rows % ty->row_group)
+        return pl_fail(err, errlen, "tensor '%s' (%s) has %lld rows, not a multiple of the %u rows its layout interleaves", name,
+                       ty->fmt->name, (long long)rows, ty->row_group);
     q->data = t->data;
     q->type = t->type;
     q->cols = cols;
@@ -76,6 +79,8 @@ static int bind_vec(llama_model *m, const float **out, const char *name, int64_t
         *out = t->data;
     } else {
         const picolm_format *f = m->d->types[t->type].fmt;
+        if (!f || m->d->types[t->type].row_group > 1)
+            return pl_fail(err, errlen, "tensor '%s' has type %s, which cannot hold a vector", name, f ? f->name : gguf_type_name(t->type));
         f->dequantize_row(t->data, *owned_cursor, n);
         *out = *owned_cursor;
         *owned_cursor += n;
@@ -143,6 +148,12 @@ int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gg
     }
     const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     if (bind_mat(m, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, e, sizeof e)) { pl_fail(err, errlen, "%s: %s", path, e); goto bad; }
+    if (m->d->types[m->tok_embd.type].row_group > 1) {
+        /* embeddings are looked up a row at a time; a grouped layout cannot be */
+        pl_fail(err, errlen, "%s: token_embd.weight has the row-interleaved type %s; store it in its base type", path,
+                m->d->types[m->tok_embd.type].fmt->name);
+        goto bad;
+    }
     int r = bind_mat(m, &m->output, "output.weight", hp->n_embd, hp->n_vocab, 1, e, sizeof e);
     if (r < 0) { pl_fail(err, errlen, "%s: %s", path, e); goto bad; }
     if (r == 1) m->output = m->tok_embd; /* tied embeddings */
@@ -348,6 +359,8 @@ static void mm_rows(const mm_task *T, int64_t r0, int64_t r1) {
         const mm_job *J = &T->job[j];
         a -= T->start[j];
         b -= T->start[j];
+        if (b > J->w->rows) b = J->w->rows; /* the padding up to 16 */
+        if (a >= b) continue;
         const qmat *w = J->w;
         /* gemm also for one column (decode): a backend may run several rows
            per call there */
@@ -356,9 +369,19 @@ static void mm_rows(const mm_task *T, int64_t r0, int64_t r1) {
                        J->out + a, (size_t)J->ldo);
             continue;
         }
-        for (int64_t r = a; r < b; r++) {
+        /* vec_dot of a row-grouped type computes a whole group (g rows) */
+        const int64_t g = J->t->row_group;
+        float s[16];
+        for (int64_t r = a; r < b; r += g) {
             const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-            for (int k = 0; k < T->nb; k++) J->t->vec_dot(w->cols, &J->out[(size_t)k * J->ldo + r], row, J->xq + (size_t)k * J->xq_stride);
+            for (int k = 0; k < T->nb; k++) {
+                float *o = &J->out[(size_t)k * J->ldo + r];
+                if (g == 1) J->t->vec_dot(w->cols, o, row, J->xq + (size_t)k * J->xq_stride);
+                else {
+                    J->t->vec_dot(w->cols, s, row, J->xq + (size_t)k * J->xq_stride);
+                    memcpy(o, s, (size_t)g * sizeof *s);
+                }
+            }
         }
     }
 }
@@ -418,7 +441,9 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
             A.stride[A.n_q++] = stride;
         }
         T.job[j] = (mm_job){w[j], out[j], (int)w[j]->rows, q, stride, t};
-        T.start[j + 1] = T.start[j] + w[j]->rows;
+        /* each job starts on a multiple of 16 rows of the joint space, so
+           that chunks (multiples of 16) never split a row group */
+        T.start[j + 1] = T.start[j] + ((w[j]->rows + 15) & ~(int64_t)15);
     }
     /* a prefill batch is quantized by all threads (serial, it was a few %
        of the prefill time with 2 threads); one row (decode) inline */

@@ -90,6 +90,12 @@ static const picolm_act_quant *act_quant_at(const picolm_backend_vtable *v, uint
     return (const picolm_act_quant *)((const char *)v->act_quants + (size_t)i * v->act_quant_size);
 }
 
+/* A format's row group (1 = plain rows); 1 when the plugin's struct predates the member. */
+static uint32_t format_row_group(const picolm_format_vtable *v, const picolm_format *f) {
+    if (v->format_size < offsetof(picolm_format, row_group) + sizeof f->row_group) return 1;
+    return f->row_group ? f->row_group : 1;
+}
+
 /* The vtable must at least reach its first array/function members. */
 static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
     if (!d->vtable) { snprintf(why, n, "descriptor has no vtable"); return 0; }
@@ -108,6 +114,11 @@ static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
             }
             if ((f->flags & PICOLM_FMT_WEIGHT) && !f->vec_dot) {
                 snprintf(why, n, "weight format %s has no reference vec_dot", f->name);
+                return 0;
+            }
+            const uint32_t g = format_row_group(v, f);
+            if (g != 1 && g != 2 && g != 4 && g != 8 && g != 16) {
+                snprintf(why, n, "format %s has row_group %u (allowed: 0, 1, 2, 4, 8, 16)", f->name, g);
                 return 0;
             }
         }
@@ -244,6 +255,7 @@ static void init_host(pl_registry *r) {
     r->host.free = host_free;
     r->host.parallel_for = host_parallel_for;
     r->host.n_threads = 1;
+    r->host.caps = PICOLM_HOST_ROW_GROUPS;
 }
 
 static void load_path_list(pl_registry *r, const char *list) {
@@ -344,6 +356,7 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
             pl_type *t = &d->types[f->type_id];
             if (t->fmt) continue;
             t->fmt = f;
+            t->row_group = format_row_group(v, f);
             t->fmt_plugin = p->name;
             t->vec_dot_type = f->vec_dot_type;
             t->vec_dot = f->vec_dot;

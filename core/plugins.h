@@ -54,6 +54,7 @@ typedef struct pl_ops {
 /* One entry per tensor type id. */
 typedef struct pl_type {
     const picolm_format *fmt;     /* NULL: no format plugin for this type */
+    uint32_t row_group;           /* rows per interleaved group (1: plain rows) */
     const char *fmt_plugin;       /* name of the plugin providing it */
     uint32_t vec_dot_type;        /* activation type of vec_dot/gemm */
     picolm_vec_dot_fn vec_dot;    /* backend kernel, else the reference */

@@ -62,9 +62,9 @@ static void bf16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 #define WA (PICOLM_FMT_WEIGHT | PICOLM_FMT_ACTIVATION)
 
 static const picolm_format float_formats[] = {
-    { PICOLM_TYPE_F32, WA, "F32", 1, 4, f32_to_float, f32_from_float, PICOLM_TYPE_F32, f32_vec_dot },
-    { PICOLM_TYPE_F16, WA, "F16", 1, 2, f16_to_float, f16_from_float, PICOLM_TYPE_F16, f16_vec_dot },
-    { PICOLM_TYPE_BF16, WA, "BF16", 1, 2, bf16_to_float, bf16_from_float, PICOLM_TYPE_BF16, bf16_vec_dot },
+    PICOLM_FORMAT(PICOLM_TYPE_F32, WA, "F32", 1, 4, f32_to_float, f32_from_float, PICOLM_TYPE_F32, f32_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_F16, WA, "F16", 1, 2, f16_to_float, f16_from_float, PICOLM_TYPE_F16, f16_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_BF16, WA, "BF16", 1, 2, bf16_to_float, bf16_from_float, PICOLM_TYPE_BF16, bf16_vec_dot),
 };
 
 static const picolm_format_vtable float_vtable = {

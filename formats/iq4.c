@@ -221,8 +221,8 @@ static void iq4_xs_vec_dot(int64_t n, float *s, const void *vx, const void *vy) 
 #define W PICOLM_FMT_WEIGHT
 
 static const picolm_format iq4_formats[] = {
-    { PICOLM_TYPE_IQ4_NL, W, "IQ4_NL", QK4_NL, sizeof(block_iq4_nl), iq4_nl_dequantize, iq4_nl_quantize, PICOLM_TYPE_Q8_0, iq4_nl_vec_dot },
-    { PICOLM_TYPE_IQ4_XS, W, "IQ4_XS", QK_K, sizeof(block_iq4_xs), iq4_xs_dequantize, iq4_xs_quantize, PICOLM_TYPE_Q8_K, iq4_xs_vec_dot },
+    PICOLM_FORMAT(PICOLM_TYPE_IQ4_NL, W, "IQ4_NL", QK4_NL, sizeof(block_iq4_nl), iq4_nl_dequantize, iq4_nl_quantize, PICOLM_TYPE_Q8_0, iq4_nl_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_IQ4_XS, W, "IQ4_XS", QK_K, sizeof(block_iq4_xs), iq4_xs_dequantize, iq4_xs_quantize, PICOLM_TYPE_Q8_K, iq4_xs_vec_dot),
 };
 
 static const picolm_format_vtable iq4_vtable = {

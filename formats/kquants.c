@@ -892,19 +892,19 @@ static void q8_K_quantize(const float *x, void *dst, int64_t n) {
 /* Descriptor                                                                 */
 /* ------------------------------------------------------------------------ */
 static const picolm_format kquant_formats[] = {
-    { PICOLM_TYPE_Q2_K, PICOLM_FMT_WEIGHT, "Q2_K", QK_K, sizeof(block_q2_K),
-      q2_K_dequantize, q2_K_quantize, PICOLM_TYPE_Q8_K, q2_K_vec_dot },
-    { PICOLM_TYPE_Q3_K, PICOLM_FMT_WEIGHT, "Q3_K", QK_K, sizeof(block_q3_K),
-      q3_K_dequantize, q3_K_quantize, PICOLM_TYPE_Q8_K, q3_K_vec_dot },
-    { PICOLM_TYPE_Q4_K, PICOLM_FMT_WEIGHT, "Q4_K", QK_K, sizeof(block_q4_K),
-      q4_K_dequantize, q4_K_quantize, PICOLM_TYPE_Q8_K, q4_K_vec_dot },
-    { PICOLM_TYPE_Q5_K, PICOLM_FMT_WEIGHT, "Q5_K", QK_K, sizeof(block_q5_K),
-      q5_K_dequantize, q5_K_quantize, PICOLM_TYPE_Q8_K, q5_K_vec_dot },
-    { PICOLM_TYPE_Q6_K, PICOLM_FMT_WEIGHT, "Q6_K", QK_K, sizeof(block_q6_K),
-      q6_K_dequantize, q6_K_quantize, PICOLM_TYPE_Q8_K, q6_K_vec_dot },
+    PICOLM_FORMAT(PICOLM_TYPE_Q2_K, PICOLM_FMT_WEIGHT, "Q2_K", QK_K, sizeof(block_q2_K),
+      q2_K_dequantize, q2_K_quantize, PICOLM_TYPE_Q8_K, q2_K_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q3_K, PICOLM_FMT_WEIGHT, "Q3_K", QK_K, sizeof(block_q3_K),
+      q3_K_dequantize, q3_K_quantize, PICOLM_TYPE_Q8_K, q3_K_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q4_K, PICOLM_FMT_WEIGHT, "Q4_K", QK_K, sizeof(block_q4_K),
+      q4_K_dequantize, q4_K_quantize, PICOLM_TYPE_Q8_K, q4_K_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q5_K, PICOLM_FMT_WEIGHT, "Q5_K", QK_K, sizeof(block_q5_K),
+      q5_K_dequantize, q5_K_quantize, PICOLM_TYPE_Q8_K, q5_K_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q6_K, PICOLM_FMT_WEIGHT, "Q6_K", QK_K, sizeof(block_q6_K),
+      q6_K_dequantize, q6_K_quantize, PICOLM_TYPE_Q8_K, q6_K_vec_dot),
     /* activation only: no weight-side vec_dot */
-    { PICOLM_TYPE_Q8_K, PICOLM_FMT_ACTIVATION, "Q8_K", QK_K, sizeof(block_q8_K),
-      q8_K_dequantize, q8_K_quantize, PICOLM_TYPE_Q8_K, NULL },
+    PICOLM_FORMAT(PICOLM_TYPE_Q8_K, PICOLM_FMT_ACTIVATION, "Q8_K", QK_K, sizeof(block_q8_K),
+      q8_K_dequantize, q8_K_quantize, PICOLM_TYPE_Q8_K, NULL),
 };
 
 static const picolm_format_vtable kquant_vtable = {

@@ -321,12 +321,12 @@ static void q8_1_dequantize(const void *vx, float *y, int64_t k) {
 #define A PICOLM_FMT_ACTIVATION
 
 static const picolm_format legacy_formats[] = {
-    { PICOLM_TYPE_Q4_0, W, "Q4_0", QK4_0, sizeof(block_q4_0), q4_0_dequantize, q4_0_quantize, PICOLM_TYPE_Q8_0, q4_0_vec_dot },
-    { PICOLM_TYPE_Q4_1, W, "Q4_1", QK4_1, sizeof(block_q4_1), q4_1_dequantize, q4_1_quantize, PICOLM_TYPE_Q8_1, q4_1_vec_dot },
-    { PICOLM_TYPE_Q5_0, W, "Q5_0", QK5_0, sizeof(block_q5_0), q5_0_dequantize, q5_0_quantize, PICOLM_TYPE_Q8_0, q5_0_vec_dot },
-    { PICOLM_TYPE_Q5_1, W, "Q5_1", QK5_1, sizeof(block_q5_1), q5_1_dequantize, q5_1_quantize, PICOLM_TYPE_Q8_1, q5_1_vec_dot },
-    { PICOLM_TYPE_Q8_0, W | A, "Q8_0", QK8_0, sizeof(block_q8_0), q8_0_dequantize, q8_0_quantize, PICOLM_TYPE_Q8_0, q8_0_vec_dot },
-    { PICOLM_TYPE_Q8_1, A, "Q8_1", QK8_1, sizeof(block_q8_1), q8_1_dequantize, q8_1_quantize, PICOLM_TYPE_Q8_1, NULL },
+    PICOLM_FORMAT(PICOLM_TYPE_Q4_0, W, "Q4_0", QK4_0, sizeof(block_q4_0), q4_0_dequantize, q4_0_quantize, PICOLM_TYPE_Q8_0, q4_0_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q4_1, W, "Q4_1", QK4_1, sizeof(block_q4_1), q4_1_dequantize, q4_1_quantize, PICOLM_TYPE_Q8_1, q4_1_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q5_0, W, "Q5_0", QK5_0, sizeof(block_q5_0), q5_0_dequantize, q5_0_quantize, PICOLM_TYPE_Q8_0, q5_0_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q5_1, W, "Q5_1", QK5_1, sizeof(block_q5_1), q5_1_dequantize, q5_1_quantize, PICOLM_TYPE_Q8_1, q5_1_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q8_0, W | A, "Q8_0", QK8_0, sizeof(block_q8_0), q8_0_dequantize, q8_0_quantize, PICOLM_TYPE_Q8_0, q8_0_vec_dot),
+    PICOLM_FORMAT(PICOLM_TYPE_Q8_1, A, "Q8_1", QK8_1, sizeof(block_q8_1), q8_1_dequantize, q8_1_quantize, PICOLM_TYPE_Q8_1, NULL),
 };
 
 static const picolm_format_vtable legacy_vtable = {

@@ -501,7 +501,7 @@ static int validate_stdin(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--validate")) return validate_stdin();
     memset(&reg, 0, sizeof reg);
-    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1};
+    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1, PICOLM_HOST_ROW_GROUPS};
     char path[1024];
     snprintf(path, sizeof path, "%s/plugins/sampler-json.so", build_dir());
     int idx = registry_load_file(&reg, path);

@@ -19,7 +19,7 @@ static void h_par(int64_t n, picolm_task_fn fn, void *ctx) { if (n > 0) fn(ctx, 
 static void init_registry(pl_registry *r) {
     memset(r, 0, sizeof *r);
     r->cpu = cpu_probe();
-    r->host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), r->cpu, h_log, h_alloc, h_free, h_par, 1};
+    r->host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), r->cpu, h_log, h_alloc, h_free, h_par, 1, PICOLM_HOST_ROW_GROUPS};
 }
 
 /* Build tests/plugins_src/probe.c as DIR/<file> with -DCASE_<c> (c may be ""). */
@@ -65,6 +65,7 @@ int main(void) {
         {"nocreate.so", "NOCREATE", "p_nocreate", "lacks create/apply"},
         {"badrole.so", "BADROLE", "p_badrole", "invalid role"},
         {"badformat.so", "BADFORMAT", "p_badformat", "invalid type id"},
+        {"badgroup.so", "BADGROUP", "p_badgroup", "format BADGROUP has row_group 3"},
         {"badbackend.so", "BADBACKEND", "p_badbackend", "kernel tables malformed"},
         {"initfail.so", "INITFAIL", "p_initfail", "init failed: probe refuses to start"},
     };

@@ -27,7 +27,7 @@ static pl_registry reg;
 
 static int load_samplers(void) {
     memset(&reg, 0, sizeof reg);
-    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1};
+    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1, PICOLM_HOST_ROW_GROUPS};
     int ok = 1;
     for (int i = 0; i < N_NAMES; i++) {
         char path[1024];

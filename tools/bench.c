@@ -348,7 +348,7 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
     pl_dispatch *ref = calloc(1, sizeof *ref), *d = calloc(1, sizeof *d);
     int cap = 64, n = 0, rc = -1;
     micro_result *res = malloc((size_t)cap * sizeof *res);
-    float *x = malloc((size_t)cols * sizeof(float)), *y = malloc((size_t)cols * sizeof(float));
+    float *x = malloc((size_t)cols * 16 * sizeof(float)), *y = malloc((size_t)cols * sizeof(float)); /* x: up to a 16-row group */
     uint8_t *mat = NULL, *act = NULL;
     if (!ref || !d || !res || !x || !y) { snprintf(err, errlen, "out of memory"); goto done; }
     if (registry_dispatch(reg, "reference", ref, err, errlen)) goto done;
@@ -362,14 +362,15 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
         for (int i = 0; i < o->n_formats; i++) wanted |= !strcasecmp(o->formats[i], f->name);
         if (!wanted) continue;
         const size_t rb = dispatch_row_size(ref, t, cols);
-        const int64_t rows = (int64_t)((want + rb - 1) / rb);
+        const int64_t g = ref->types[t].row_group; /* grouped layouts: quantize_row/vec_dot take g rows */
+        const int64_t rows = ((int64_t)((want + rb - 1) / rb) + 32 * g - 1) / (32 * g) * (32 * g);
         free(mat);
         mat = malloc((size_t)rows * rb);
         if (!mat) { snprintf(err, errlen, "out of memory"); goto done; }
         /* 32 distinct random rows, tiled: the content does not change the timing, the size does */
-        const int distinct = rows < 32 ? (int)rows : 32;
-        for (int r = 0; r < distinct; r++) {
-            for (int64_t i = 0; i < cols; i++) x[i] = 0.02f * rng_normal(&s);
+        const int distinct = (int)(32 * g);
+        for (int r = 0; r < distinct; r += (int)g) {
+            for (int64_t i = 0; i < cols * g; i++) x[i] = 0.02f * rng_normal(&s);
             f->quantize_row(x, mat + (size_t)r * rb, cols);
         }
         for (int64_t r = distinct; r < rows; r++) memcpy(mat + (size_t)r * rb, mat + (size_t)(r % distinct) * rb, rb);
@@ -388,10 +389,10 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
                 const double a = pl_now();
                 double el;
                 do {
-                    float acc = 0, v;
-                    for (int64_t r = 0; r < rows; r++) {
-                        ty->vec_dot(cols, &v, mat + (size_t)r * rb, act);
-                        acc += v;
+                    float acc = 0, v[16];
+                    for (int64_t r = 0; r < rows; r += g) {
+                        ty->vec_dot(cols, v, mat + (size_t)r * rb, act);
+                        acc += v[0];
                     }
                     sink += acc;
                     iters++;

@@ -192,6 +192,14 @@ typedef struct picolm_format {
     void (*from_base)(const void *src, size_t src_stride, void *dst, int64_t n);
 } picolm_format;
 
+/* One plain-row table entry with designated initializers, so that a table
+   keeps compiling warning-free (-Wextra) as the struct grows at its end. */
+#define PICOLM_FORMAT(id, fl, nm, bs, ts, deq, quant, vdt, vdot)                                                   \
+    {                                                                                                             \
+        .type_id = (id), .flags = (fl), .name = (nm), .block_size = (bs), .type_size = (ts), .dequantize_row = (deq), \
+        .quantize_row = (quant), .vec_dot_type = (vdt), .vec_dot = (vdot)                                         \
+    }
+
 typedef struct picolm_format_vtable {
     uint32_t struct_size;   /* sizeof(picolm_format_vtable) */
     uint32_t format_size;   /* sizeof(picolm_format): array stride */

@@ -65,9 +65,15 @@ __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
     .apply = probe_apply,
 };
 
+#ifdef CASE_BADGROUP
+/* a format interleaving 3 rows: groups must be powers of two up to 16 */
+static const picolm_format bad_formats[1] = {{.type_id = 1500, .name = "BADGROUP", .block_size = 1, .type_size = 4,
+                                              .dequantize_row = probe_deq, .row_group = 3}};
+#else
 /* a format table whose one entry has an out-of-range type id */
 static const picolm_format bad_formats[1] = {{.type_id = 5000, .name = "BAD", .block_size = 1, .type_size = 4,
                                               .dequantize_row = probe_deq}};
+#endif
 __attribute__((unused)) static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), sizeof(picolm_format), 1, bad_formats};
 /* a backend table claiming 3 kernels with no array */
 __attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct_size = sizeof(picolm_backend_vtable),
@@ -87,7 +93,7 @@ __attribute__((unused)) static const picolm_plugin desc = {
 #endif
 #if defined(CASE_KIND)
     .kind = 7,
-#elif defined(CASE_BADFORMAT)
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
     .kind = PICOLM_KIND_FORMAT,
 #elif defined(CASE_BADBACKEND)
     .kind = PICOLM_KIND_BACKEND,
@@ -106,7 +112,7 @@ __attribute__((unused)) static const picolm_plugin desc = {
     .fini = probe_fini,
 #if defined(CASE_NOVTABLE)
     .vtable = NULL,
-#elif defined(CASE_BADFORMAT)
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
     .vtable = &format_vt,
 #elif defined(CASE_BADBACKEND)
     .vtable = &backend_vt,

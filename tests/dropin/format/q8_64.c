@@ -61,8 +61,8 @@ static void q8_64_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 }
 
 static const picolm_format formats[] = {
-    {Q8_64_TYPE, PICOLM_FMT_WEIGHT, "Q8_64", QK, sizeof(block_q8_64), q8_64_dequantize, q8_64_quantize,
-     PICOLM_TYPE_F32, q8_64_vec_dot},
+    PICOLM_FORMAT(Q8_64_TYPE, PICOLM_FMT_WEIGHT, "Q8_64", QK, sizeof(block_q8_64), q8_64_dequantize, q8_64_quantize,
+     PICOLM_TYPE_F32, q8_64_vec_dot),
 };
 
 static const picolm_format_vtable vtable = {
