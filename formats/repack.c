@@ -13,13 +13,12 @@
  * Q4_K's: y = d * scale_j * q - dmin * min_j, so converting a Q4_K tensor
  * loses nothing, and dequantize_row equals Q4_K's bit for bit.
  *
- * Why per-row and not 16 rows interleaved: the ABI's row arithmetic (row r
- * at r * row_bytes, dequantize_row / vec_dot of ONE row without its
- * neighbours, token_embd row lookups) must hold for every format.  An
- * interleaved group cannot be decoded a row at a time.  The pre-unpacked
- * scales remove the scalar 6-bit unpacking from every kernel (decode row
- * kernels and the prefill packer) at the cost of 4 bytes per superblock
- * (+2.8% bytes).  See docs/perf.md.
+ * Why Q4_K_R is per-row: it predates row groups (ABI 0.2); an interleaved
+ * group cannot be decoded a row at a time, and the one-row ABI needed that.
+ * The pre-unpacked scales remove the scalar 6-bit unpacking from every
+ * kernel at the cost of 4 bytes per superblock (+2.8% bytes).  See
+ * docs/perf.md.  Q4_K_R16 / Q6_K_R16 (further down) use picolm_format's
+ * row_group to interleave 16 rows.
  *
  * The quantizer is Q4_K's reference quantizer (kquants.c, included below so
  * that both are the same code), followed by the unpacking.
@@ -91,10 +90,274 @@ static void q4_K_r_vec_dot(int64_t n, float *s, const void *vx, const void *vy) 
     *s = ksum8(sums, sumf);
 }
 
+/* ======================================================================== */
+/* Q4_K_R16 and Q6_K_R16: 16 rows interleaved (layouts in blocks.h)          */
+/* ======================================================================== */
+/*
+ * One block = one superblock (256 columns) of 16 consecutive rows, arranged
+ * so that a 64-byte vector holds the same 4 columns of all 16 rows (a 32-bit
+ * lane per row: vpdpbusd / sdot).  The values are exactly the base format's,
+ * so:
+ *   - from_base is a pure permutation (picolm-quantize repacks a Q4_K_M
+ *     file losslessly);
+ *   - quantize_row is the base reference quantizer followed by from_base,
+ *     so the bytes are a repacked llama-quantize result;
+ *   - dequantize_row and vec_dot below read each row back through the small
+ *     accessors (quant, scale, min of row r, column c) and then follow the
+ *     base format's reference code expression by expression: same integer
+ *     sums, same float steps in the same order, hence bit-identical results
+ *     row by row.  They are written for clarity, not speed: they are the
+ *     specification the SIMD kernels are tested against.
+ * The accessors spell out the layout once; nothing else indexes the arrays.
+ */
+#define R16 PICOLM_ROWS_R16
+
+/* --- base layouts, one column at a time ---------------------------------- */
+
+/* Q4_K: qs[32j + l] holds element 64j + l (low nibble), 64j + 32 + l (high). */
+static inline int q4k_quant(const block_q4_K *b, int c) {
+    const uint8_t byte = b->qs[32 * (c / 64) + c % 32];
+    return c % 64 < 32 ? byte & 0xF : byte >> 4;
+}
+
+/* Q6_K (unsigned 0..63): per half h of 128, element 128h + 32m + l has its
+   low 4 bits in ql[64h + l + 32(m & 1)] (nibble m >> 1) and its high 2 bits
+   in qh[32h + l] bits 2m..2m+1. */
+static inline int q6k_quant(const block_q6_K *b, int c) {
+    const int h = c / 128, m = (c % 128) / 32, l = c % 32;
+    const int lo = (b->ql[64 * h + l + 32 * (m & 1)] >> (4 * (m >> 1))) & 0xF;
+    const int hi = (b->qh[32 * h + l] >> (2 * m)) & 3;
+    return lo | hi << 4;
+}
+
+/* --- Q4_K_R16 accessors (row r, column c, sub-block s of 32) ------------- */
+
+/* qs[4s + k][4r + i]: column 32s + 4k + i in the low nibble, +16 in the high. */
+static inline uint8_t *q4r16_qbyte(block_q4_K_r16 *b, int r, int c, int *shift) {
+    const int s = c / 32, w = c % 32;
+    *shift = w < 16 ? 0 : 4;
+    return &b->qs[4 * s + (w % 16) / 4][4 * r + w % 4];
+}
+static inline int q4r16_quant(const block_q4_K_r16 *b, int r, int c) {
+    int sh;
+    return (*q4r16_qbyte((block_q4_K_r16 *)b, r, c, &sh) >> sh) & 0xF;
+}
+static inline void q4r16_set_quant(block_q4_K_r16 *b, int r, int c, int q) {
+    int sh;
+    *q4r16_qbyte(b, r, c, &sh) |= (uint8_t)(q << sh);
+}
+
+/* A 6-bit value split as in the scales/mins arrays: low 4 bits in nibble
+   s % 2 of lo[s / 2][r], high 2 bits at bits 2(s % 4) of hi[s / 4][r]. */
+static inline int r16_get6(const uint8_t lo[][16], const uint8_t hi[][16], int r, int s) {
+    return ((lo[s / 2][r] >> (4 * (s % 2))) & 0xF) | ((hi[s / 4][r] >> (2 * (s % 4))) & 3) << 4;
+}
+static inline void r16_set6(uint8_t lo[][16], uint8_t hi[][16], int r, int s, int v) {
+    lo[s / 2][r] |= (uint8_t)((v & 0xF) << (4 * (s % 2)));
+    hi[s / 4][r] |= (uint8_t)((v >> 4) << (2 * (s % 4)));
+}
+static inline int q4r16_scale(const block_q4_K_r16 *b, int r, int s) { return r16_get6(b->scales_l, b->scales_h, r, s); }
+static inline int q4r16_min(const block_q4_K_r16 *b, int r, int s) { return r16_get6(b->mins_l, b->mins_h, r, s); }
+
+/* --- Q6_K_R16 accessors -------------------------------------------------- */
+
+/* ql[v][4r + i]: low 4 bits of column 4v + i (low nibble), 128 + 4v + i (high). */
+static inline uint8_t *q6r16_lbyte(block_q6_K_r16 *b, int r, int c, int *shift) {
+    *shift = c < 128 ? 0 : 4;
+    return &b->ql[(c % 128) / 4][4 * r + c % 4];
+}
+/* qh[u][4r + i]: bits 2k..2k+1 = high 2 bits of column 64k + 4u + i. */
+static inline uint8_t *q6r16_hbyte(block_q6_K_r16 *b, int r, int c, int *shift) {
+    *shift = 2 * (c / 64);
+    return &b->qh[(c % 64) / 4][4 * r + c % 4];
+}
+static inline int q6r16_quant(const block_q6_K_r16 *b, int r, int c) {
+    int sl, sh;
+    const int lo = (*q6r16_lbyte((block_q6_K_r16 *)b, r, c, &sl) >> sl) & 0xF;
+    const int hi = (*q6r16_hbyte((block_q6_K_r16 *)b, r, c, &sh) >> sh) & 3;
+    return lo | hi << 4;
+}
+static inline void q6r16_set_quant(block_q6_K_r16 *b, int r, int c, int q) {
+    int sl, sh;
+    *q6r16_lbyte(b, r, c, &sl) |= (uint8_t)((q & 0xF) << sl);
+    *q6r16_hbyte(b, r, c, &sh) |= (uint8_t)((q >> 4) << sh);
+}
+
+/* --- base superblocks of 16 rows -> one R16 block ------------------------ */
+
+static void q4_K_r16_pack(const block_q4_K *const rows[R16], block_q4_K_r16 *o) {
+    memset(o, 0, sizeof *o); /* the setters OR bits in */
+    for (int r = 0; r < R16; r++) {
+        const block_q4_K *b = rows[r];
+        o->d[r] = b->d;
+        o->dmin[r] = b->dmin;
+        for (int s = 0; s < QK_K / 32; s++) {
+            uint8_t sc, m;
+            get_scale_min_k4(s, b->scales, &sc, &m);
+            r16_set6(o->scales_l, o->scales_h, r, s, sc);
+            r16_set6(o->mins_l, o->mins_h, r, s, m);
+        }
+        for (int c = 0; c < QK_K; c++) q4r16_set_quant(o, r, c, q4k_quant(b, c));
+    }
+}
+
+static void q6_K_r16_pack(const block_q6_K *const rows[R16], block_q6_K_r16 *o) {
+    memset(o, 0, sizeof *o);
+    for (int r = 0; r < R16; r++) {
+        const block_q6_K *b = rows[r];
+        o->d[r] = b->d;
+        for (int s = 0; s < QK_K / 16; s++) o->scales[s][r] = b->scales[s];
+        for (int c = 0; c < QK_K; c++) q6r16_set_quant(o, r, c, q6k_quant(b, c));
+    }
+}
+
+/* from_base: 16 rows of n elements (row r at src + r * stride) -> one group. */
+static void q4_K_r16_from_base(const void *src, size_t stride, void *dst, int64_t n) {
+    block_q4_K_r16 *o = dst;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q4_K *rows[R16];
+        for (int r = 0; r < R16; r++) rows[r] = (const block_q4_K *)((const char *)src + (size_t)r * stride) + i;
+        q4_K_r16_pack(rows, &o[i]);
+    }
+}
+
+static void q6_K_r16_from_base(const void *src, size_t stride, void *dst, int64_t n) {
+    block_q6_K_r16 *o = dst;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q6_K *rows[R16];
+        for (int r = 0; r < R16; r++) rows[r] = (const block_q6_K *)((const char *)src + (size_t)r * stride) + i;
+        q6_K_r16_pack(rows, &o[i]);
+    }
+}
+
+/* quantize_row: 16 rows of n floats; the base quantizer works superblock by
+   superblock, so one superblock of the 16 rows at a time needs no buffer. */
+static void q4_K_r16_quantize(const float *x, void *dst, int64_t n) {
+    block_q4_K_r16 *o = dst;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        block_q4_K tmp[R16];
+        const block_q4_K *rows[R16];
+        for (int r = 0; r < R16; r++) {
+            q4_K_quantize(x + r * n + i * QK_K, &tmp[r], QK_K);
+            rows[r] = &tmp[r];
+        }
+        q4_K_r16_pack(rows, &o[i]);
+    }
+}
+
+static void q6_K_r16_quantize(const float *x, void *dst, int64_t n) {
+    block_q6_K_r16 *o = dst;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        block_q6_K tmp[R16];
+        const block_q6_K *rows[R16];
+        for (int r = 0; r < R16; r++) {
+            q6_K_quantize(x + r * n + i * QK_K, &tmp[r], QK_K);
+            rows[r] = &tmp[r];
+        }
+        q6_K_r16_pack(rows, &o[i]);
+    }
+}
+
+/* dequantize_row: one group -> 16 rows of n floats.  Q4_K's
+   k4_dequantize_block and Q6_K's loop, reading through the accessors. */
+static void q4_K_r16_dequantize(const void *src, float *y, int64_t n) {
+    const block_q4_K_r16 *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        for (int r = 0; r < R16; r++) {
+            float *yr = y + r * n + i * QK_K;
+            const float d = h2f(x[i].d[r]);
+            const float min = h2f(x[i].dmin[r]);
+            for (int s = 0; s < QK_K / 32; s++) {
+                const float dj = d * q4r16_scale(&x[i], r, s);
+                const float mj = min * q4r16_min(&x[i], r, s);
+                for (int l = 0; l < 32; l++) yr[32 * s + l] = dj * (int8_t)q4r16_quant(&x[i], r, 32 * s + l) - mj;
+            }
+        }
+    }
+}
+
+static void q6_K_r16_dequantize(const void *src, float *y, int64_t n) {
+    const block_q6_K_r16 *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        for (int r = 0; r < R16; r++) {
+            float *yr = y + r * n + i * QK_K;
+            const float d = h2f(x[i].d[r]);
+            for (int c = 0; c < QK_K; c++) yr[c] = d * x[i].scales[c / 16][r] * (int8_t)(q6r16_quant(&x[i], r, c) - 32);
+        }
+    }
+}
+
+/* vec_dot: s[r] = dot(row r of the group, y).  Each row keeps its own
+   accumulators (sums[r][8], sumf[r]) updated superblock by superblock
+   exactly as q4_K_vec_dot / q6_K_vec_dot do for one row, so every row's
+   float operations happen in the base order. */
+static void q4_K_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
+    const block_q4_K_r16 *x = vx;
+    const block_q8_K *y = vy;
+    float sums[R16][8] = {{0}};
+    float sumf[R16] = {0};
+    int8_t aux8[QK_K];
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        for (int r = 0; r < R16; r++) {
+            for (int c = 0; c < QK_K; c++) aux8[c] = (int8_t)q4r16_quant(&x[i], r, c);
+            /* k4_dot_block with the scales and mins read from the layout */
+            int sumi = 0;
+            for (int j = 0; j < QK_K / 16; j++) sumi += y[i].bsums[j] * q4r16_min(&x[i], r, j / 2);
+            int sc16[QK_K / 16];
+            for (int j = 0; j < QK_K / 16; j++) sc16[j] = q4r16_scale(&x[i], r, j / 2);
+            kdot_block(aux8, sc16, x[i].d[r], &y[i], sums[r]);
+            const float dmin = h2f(x[i].dmin[r]) * y[i].d;
+            sumf[r] -= dmin * sumi;
+        }
+    }
+    for (int r = 0; r < R16; r++) s[r] = ksum8(sums[r], sumf[r]);
+}
+
+static void q6_K_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
+    const block_q6_K_r16 *x = vx;
+    const block_q8_K *y = vy;
+    float sums[R16][8] = {{0}};
+    int8_t aux8[QK_K];
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        for (int r = 0; r < R16; r++) {
+            for (int c = 0; c < QK_K; c++) aux8[c] = (int8_t)(q6r16_quant(&x[i], r, c) - 32);
+            int sc16[QK_K / 16];
+            for (int j = 0; j < QK_K / 16; j++) sc16[j] = x[i].scales[j][r];
+            kdot_block(aux8, sc16, x[i].d[r], &y[i], sums[r]);
+        }
+    }
+    for (int r = 0; r < R16; r++) s[r] = ksum8(sums[r], 0);
+}
+
 static const picolm_format repack_formats[] = {
-    { PICOLM_TYPE_Q4_K_R, PICOLM_FMT_WEIGHT, "Q4_K_R", QK_K, sizeof(block_q4_K_r),
-      q4_K_r_dequantize, q4_K_r_quantize, PICOLM_TYPE_Q8_K, q4_K_r_vec_dot },
+    { .type_id = PICOLM_TYPE_Q4_K_R, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R", .block_size = QK_K,
+      .type_size = sizeof(block_q4_K_r), .dequantize_row = q4_K_r_dequantize, .quantize_row = q4_K_r_quantize,
+      .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r_vec_dot },
+    /* grouped: type_size is per row (a group of 16 rows is 16 x that) */
+    { .type_id = PICOLM_TYPE_Q4_K_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R16", .block_size = QK_K,
+      .type_size = sizeof(block_q4_K_r16) / R16, .dequantize_row = q4_K_r16_dequantize, .quantize_row = q4_K_r16_quantize,
+      .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r16_vec_dot, .row_group = R16,
+      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r16_from_base },
+    { .type_id = PICOLM_TYPE_Q6_K_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q6_K_R16", .block_size = QK_K,
+      .type_size = sizeof(block_q6_K_r16) / R16, .dequantize_row = q6_K_r16_dequantize, .quantize_row = q6_K_r16_quantize,
+      .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q6_K_r16_vec_dot, .row_group = R16,
+      .base_type = PICOLM_TYPE_Q6_K, .from_base = q6_K_r16_from_base },
 };
+_Static_assert(sizeof(block_q4_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q4_K), "Q4_K_R16 row bytes = Q4_K's");
+_Static_assert(sizeof(block_q6_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q6_K), "Q6_K_R16 row bytes = Q6_K's");
+
+/* An older core reads picolm_format without row_group and would treat a
+   group as 16 independent rows: refuse to load there. */
+static int repack_init(const picolm_host *host, char *err, size_t errlen) {
+    if (picolm_host_has(host, PICOLM_HOST_ROW_GROUPS)) return 0;
+    if (err && errlen) {
+        const char *m = "format-repack needs a core with row-group support (PICOLM_HOST_ROW_GROUPS) for Q4_K_R16/Q6_K_R16";
+        size_t k = strlen(m) < errlen - 1 ? strlen(m) : errlen - 1;
+        memcpy(err, m, k);
+        err[k] = 0;
+    }
+    return 1;
+}
 
 static const picolm_format_vtable repack_vtable = {
     sizeof(picolm_format_vtable), sizeof(picolm_format),
@@ -107,7 +370,9 @@ static const picolm_plugin repack_plugin = {
     .kind = PICOLM_KIND_FORMAT,
     .name = "repack",
     .version = "1.0",
-    .description = "Repacked layouts (picolm type ids >= 1024): Q4_K_R = Q4_K with pre-unpacked 8-bit scales/mins",
+    .description = "Repacked layouts (picolm type ids >= 1024): Q4_K_R = Q4_K with pre-unpacked 8-bit scales/mins; "
+                   "Q4_K_R16/Q6_K_R16 = Q4_K/Q6_K with 16 rows interleaved",
+    .init = repack_init,
     .vtable = &repack_vtable,
 };
 
