@@ -91,8 +91,15 @@ static void run_chunk(struct threadpool *p, int id) {
    wait is short; a long wait means a gap between jobs or, worse, a loaded
    machine where a spinner that gets preempted loses the scheduler's wake-up
    preference and an idle core cannot pull the thread we wait for.  So: a
-   short wait grows the budget (up to p->spin_ns), a long one halves it. */
-#define SHORT_WAIT_NS 10000
+   short wait grows the budget (up to p->spin_ns), a long one halves it.
+   "Short" must include a sleep and its wake-up (tens of us): with a 10 us
+   bound a thread whose budget once reached 0 (after a few long gaps, e.g.
+   during start-up) never spun again, and decode then slept and woke at
+   every one of a token's ~110 parallel regions (177 context switches per
+   token, ~8% of decode). */
+#ifndef SHORT_WAIT_NS
+#define SHORT_WAIT_NS 100000
+#endif
 static void budget_update(const struct threadpool *p, int64_t *budget, int64_t waited) {
     if (waited < SHORT_WAIT_NS) {
         *budget = *budget * 2 + 2000;
