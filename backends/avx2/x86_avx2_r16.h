@@ -1,0 +1,247 @@
+/*
+ * AVX2 kernels for the 16-row interleaved layouts Q4_K_R16 / Q6_K_R16
+ * (blocks.h), header-only like x86_avx2.h (include it after that header, from
+ * a translation unit built with AVX2/FMA/F16C flags).
+ *
+ * A 64-byte vector of the layout holds the same 4 columns of 16 rows, a
+ * 32-bit lane per row; a ymm is one half of it: 8 rows.  The activations'
+ * 4 bytes of those columns are broadcast to the 8 lanes, so maddubs + madd
+ * gives each row's dot product of the 4 columns in its own lane.
+ *
+ * Same integers, same float steps as the row kernels (avx2_q4_K_t,
+ * avx2_q6_K_nc): those keep 8 int32 partial sums per row and superblock,
+ * lane p = columns 4p..4p+3 of every 32-column chunk, each converted and
+ * fma'd into its own float lane, summed at the end by x86_hsum_ps.  Here
+ * the vectors are "p-major" (one ymm = lane p of 8 rows), so every row goes
+ * through exactly those operations and the final horizontal sums become
+ * vertical adds in the same order.  Results are bit-identical to the row
+ * kernels on the base rows, so a Q4_K_M model and its R16 twin give the
+ * same logits with this backend.
+ *
+ * NC (1..R16_NC activation columns) is a compile-time constant at each call
+ * site: each weight vector is loaded and unpacked once per NC columns.
+ */
+#ifndef PICOLM_X86_AVX2_R16_H
+#define PICOLM_X86_AVX2_R16_H
+#include "x86_avx2.h"
+
+#define R16_NC 4 /* widest gemm tile (activation columns) */
+
+/* pshufb controls (on a 16-byte vector broadcast to both 128-bit lanes):
+   byte b of rows 8h..8h+7 -> the int16 pair (b, b) in row's 32-bit lane.
+   u: zero-extended; s: b in the high byte of each int16, for srai 8. */
+#define Z 0x80
+static const uint8_t r16_pair_u[2][32] __attribute__((aligned(32), unused)) = {
+#define P(r) r, Z, r, Z
+    { P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7) },
+    { P(8), P(9), P(10), P(11), P(12), P(13), P(14), P(15) },
+#undef P
+};
+static const uint8_t r16_pair_s[2][32] __attribute__((aligned(32), unused)) = {
+#define P(r) Z, r, Z, r
+    { P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7) },
+    { P(8), P(9), P(10), P(11), P(12), P(13), P(14), P(15) },
+#undef P
+};
+#undef Z
+
+AI __m256i r16_pairs_u8(__m128i v16, int h) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(v16), _mm256_load_si256((const __m256i *)r16_pair_u[h]));
+}
+AI __m256i r16_pairs_s8(__m128i v16, int h) {
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(v16),
+                                                 _mm256_load_si256((const __m256i *)r16_pair_s[h])), 8);
+}
+/* 4 bytes at p broadcast to 8 lanes */
+AI __m256i r16_bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+/* (a0+a4 + a2+a6) + (a1+a5 + a3+a7): x86_hsum_ps's order, lane-wise */
+AI __m256 r16_sum8(const __m256 a[8]) {
+    const __m256 t0 = _mm256_add_ps(a[0], a[4]), t1 = _mm256_add_ps(a[1], a[5]);
+    const __m256 t2 = _mm256_add_ps(a[2], a[6]), t3 = _mm256_add_ps(a[3], a[7]);
+    return _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3));
+}
+/* x86_hsum_ps128's order */
+AI __m256 r16_sum4(const __m256 a[4]) {
+    return _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+}
+
+/* ======================================================================== */
+/* Q4_K_R16 x Q8_K                                                            */
+/* ======================================================================== */
+/* 6-bit field of sub-block s of the 16 rows: low 4 bits in lo[s/2] (nibble
+   s&1), high 2 bits in hi[s/4] bits 2(s%4).. */
+AI __m128i r16_k4_get6(const uint8_t lo[][16], const uint8_t hi[][16], int s) {
+    __m128i l = _mm_loadu_si128((const __m128i *)lo[s / 2]);
+    if (s & 1) l = _mm_srli_epi16(l, 4);
+    __m128i h = _mm_loadu_si128((const __m128i *)hi[s / 4]);
+    switch (s % 4) { /* bits 2k..2k+1 -> bits 4..5 */
+    case 0: h = _mm_slli_epi16(h, 4); break;
+    case 1: h = _mm_slli_epi16(h, 2); break;
+    case 2: break;
+    default: h = _mm_srli_epi16(h, 2); break;
+    }
+    return _mm_or_si128(_mm_and_si128(l, _mm_set1_epi8(0x0F)), _mm_and_si128(h, _mm_set1_epi8(0x30)));
+}
+
+/* out[c * os + r] = dot(row r of the group at vx, column c), r < 16, c < NC */
+AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    const block_q4_K_r16 *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    /* float accumulators, per column and half: 8 data lanes p, 4 min lanes t */
+    __m256 acc[R16_NC][2][8], accm[R16_NC][2][4];
+    for (int c = 0; c < NC; c++)
+        for (int h = 0; h < 2; h++) {
+            for (int p = 0; p < 8; p++) acc[c][h][p] = _mm256_setzero_ps();
+            for (int t = 0; t < 4; t++) accm[c][h][t] = _mm256_setzero_ps();
+        }
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_K_r16 *b = x + i;
+        __m128i sc6[8], mn6[8];
+        for (int s = 0; s < 8; s++) {
+            sc6[s] = r16_k4_get6(b->scales_l, b->scales_h, s);
+            mn6[s] = r16_k4_get6(b->mins_l, b->mins_h, s);
+        }
+        const block_q8_K *y[R16_NC];
+        int32_t q8s[R16_NC][4]; /* (bsum of sub-block 2t, of 2t+1) as int16 pairs */
+        for (int c = 0; c < NC; c++) {
+            y[c] = (const block_q8_K *)vy[c] + i;
+            const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
+                                             _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
+            _mm_storeu_si128((__m128i *)q8s[c], q);
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->d + 8 * h)));
+            const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->dmin + 8 * h)));
+            /* mins: lane t of the row kernel = m[2t] * q8s[2t] + m[2t+1] * q8s[2t+1] */
+            for (int t = 0; t < 4; t++) {
+                const __m128i lo = _mm_unpacklo_epi8(mn6[2 * t], mn6[2 * t + 1]);
+                const __m128i hi = _mm_unpackhi_epi8(mn6[2 * t], mn6[2 * t + 1]);
+                const __m256i mp = _mm256_cvtepu8_epi16(h ? hi : lo);
+                for (int c = 0; c < NC; c++) {
+                    const __m256i pm = _mm256_madd_epi16(mp, _mm256_set1_epi32(q8s[c][t]));
+                    accm[c][h][t] = _mm256_fmadd_ps(_mm256_mul_ps(m8, _mm256_set1_ps(y[c]->d)), _mm256_cvtepi32_ps(pm), accm[c][h][t]);
+                }
+            }
+            __m256i scv[8];
+            for (int s = 0; s < 8; s++) scv[s] = r16_pairs_u8(sc6[s], h);
+            __m256 dy[R16_NC];
+            for (int c = 0; c < NC; c++) dy[c] = _mm256_mul_ps(d8, _mm256_set1_ps(y[c]->d));
+            /* lane p < 4: low nibbles of vector 4s+p; lane p+4: high nibbles */
+            for (int p = 0; p < 4; p++) {
+                __m256i sl[R16_NC], sh[R16_NC];
+                for (int c = 0; c < NC; c++) sl[c] = sh[c] = _mm256_setzero_si256();
+                for (int s = 0; s < 8; s++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs[4 * s + p] + 32 * h));
+                    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    for (int c = 0; c < NC; c++) {
+                        const int8_t *q8 = y[c]->qs + 32 * s + 4 * p;
+                        sl[c] = _mm256_add_epi32(sl[c], _mm256_madd_epi16(scv[s], _mm256_maddubs_epi16(lo, r16_bcast4(q8))));
+                        sh[c] = _mm256_add_epi32(sh[c], _mm256_madd_epi16(scv[s], _mm256_maddubs_epi16(hi, r16_bcast4(q8 + 16))));
+                    }
+                }
+                for (int c = 0; c < NC; c++) {
+                    acc[c][h][p] = _mm256_fmadd_ps(dy[c], _mm256_cvtepi32_ps(sl[c]), acc[c][h][p]);
+                    acc[c][h][p + 4] = _mm256_fmadd_ps(dy[c], _mm256_cvtepi32_ps(sh[c]), acc[c][h][p + 4]);
+                }
+            }
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int h = 0; h < 2; h++)
+            _mm256_storeu_ps(out + c * os + 8 * h, _mm256_sub_ps(r16_sum8(acc[c][h]), r16_sum4(accm[c][h])));
+}
+
+/* ======================================================================== */
+/* Q6_K_R16 x Q8_K                                                            */
+/* ======================================================================== */
+AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    const block_q6_K_r16 *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[R16_NC][2][8];
+    for (int c = 0; c < NC; c++)
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < 8; p++) acc[c][h][p] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q6_K_r16 *b = x + i;
+        const block_q8_K *y[R16_NC];
+        for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *)vy[c] + i;
+        for (int h = 0; h < 2; h++) {
+            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->d + 8 * h)));
+            __m256i scv[16];
+            for (int s = 0; s < 16; s++) scv[s] = r16_pairs_s8(_mm_loadu_si128((const __m128i *)b->scales[s]), h);
+            __m256 dy[R16_NC];
+            for (int c = 0; c < NC; c++) dy[c] = _mm256_mul_ps(d8, _mm256_set1_ps(y[c]->d));
+            /* lane p: groups g = p + 8m (columns 4g..4g+3), scale g / 4 */
+            for (int p = 0; p < 8; p++) {
+                /* the -32 offset: -32 * (sc[2p] * bsums[2p] + sc[2p+1] * bsums[2p+1]) */
+                const __m128i s0 = _mm_loadu_si128((const __m128i *)b->scales[2 * p]);
+                const __m128i s1 = _mm_loadu_si128((const __m128i *)b->scales[2 * p + 1]);
+                const __m256i sp = _mm256_cvtepi8_epi16(h ? _mm_unpackhi_epi8(s0, s1) : _mm_unpacklo_epi8(s0, s1));
+                __m256i sumi[R16_NC];
+                for (int c = 0; c < NC; c++) {
+                    const __m256i off = _mm256_madd_epi16(sp, r16_bcast4((const int8_t *)(y[c]->bsums + 2 * p)));
+                    sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+                }
+                for (int u = p; u < 16; u += 8) {
+                    /* groups u, u+16 (ql[u], ql[u+16] low nibbles), u+32, u+48 (high) */
+                    const __m256i qa = _mm256_loadu_si256((const __m256i *)(b->ql[u] + 32 * h));
+                    const __m256i qb = _mm256_loadu_si256((const __m256i *)(b->ql[u + 16] + 32 * h));
+                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh[u] + 32 * h));
+                    __m256i q[4];
+                    q[0] = _mm256_or_si256(_mm256_and_si256(qa, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                    q[1] = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4), _mm256_and_si256(qh, m30));
+                    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                    for (int k = 0; k < 4; k++) {
+                        const int g = u + 16 * k;
+                        for (int c = 0; c < NC; c++) {
+                            const __m256i pr = _mm256_maddubs_epi16(q[k], r16_bcast4(y[c]->qs + 4 * g));
+                            sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(scv[g / 4], pr));
+                        }
+                    }
+                }
+                for (int c = 0; c < NC; c++) acc[c][h][p] = _mm256_fmadd_ps(dy[c], _mm256_cvtepi32_ps(sumi[c]), acc[c][h][p]);
+            }
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + c * os + 8 * h, r16_sum8(acc[c][h]));
+}
+
+/* ======================================================================== */
+/* vec_dot / gemm wrappers for row groups of 16                               */
+/* ======================================================================== */
+/* vec_dot: s[0..16) for the group at x.  gemm: nr a multiple of 16, w at a
+   group start, row r at w + r * ws (a group is 16 rows); the group (36 KB of
+   Q4_K_R16 at 4096 columns) stays in L1/L2 while the activation columns
+   stream past it, R16_NC at a time. */
+#define R16_WRAP(pfx, name, TFN)                                                             \
+    static void pfx##_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {   \
+        const void *ys[1] = { y };                                                          \
+        TFN(n, x, ys, s, 16, 1);                                                            \
+    }                                                                                       \
+    static void pfx##_gemm_##name(int64_t n, int64_t nr, int64_t nc, const void *w,          \
+                                  size_t ws, const void *a, size_t as, float *dst,          \
+                                  size_t ds) {                                              \
+        for (int64_t g = 0; g + 16 <= nr; g += 16) {                                        \
+            const void *x = (const char *)w + g * ws;                                       \
+            int64_t c = 0;                                                                  \
+            const void *ys[R16_NC];                                                         \
+            for (; c + R16_NC <= nc; c += R16_NC) {                                         \
+                for (int k = 0; k < R16_NC; k++) ys[k] = (const char *)a + (c + k) * as;    \
+                TFN(n, x, ys, dst + c * ds + g, ds, R16_NC);                                \
+            }                                                                               \
+            const int m = (int)(nc - c);                                                    \
+            for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c + k) * as;             \
+            if (m == 3) TFN(n, x, ys, dst + c * ds + g, ds, 3);                             \
+            else if (m == 2) TFN(n, x, ys, dst + c * ds + g, ds, 2);                        \
+            else if (m == 1) TFN(n, x, ys, dst + c * ds + g, ds, 1);                        \
+        }                                                                                   \
+    }
+#endif
