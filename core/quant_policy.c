@@ -9,32 +9,37 @@
 #include "gguf.h"
 
 const qp_mix qp_mixes[] = {
-    {"F32", QP_FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization", 0},
-    {"F16", QP_FT_F16, PICOLM_TYPE_F16, "16.0 bpw", 0},
-    {"BF16", QP_FT_BF16, PICOLM_TYPE_BF16, "16.0 bpw", 0},
-    {"Q8_0", QP_FT_Q8_0, PICOLM_TYPE_Q8_0, "8.5 bpw", 0},
-    {"Q6_K", QP_FT_Q6_K, PICOLM_TYPE_Q6_K, "6.56 bpw", 0},
-    {"Q5_1", QP_FT_Q5_1, PICOLM_TYPE_Q5_1, "6.0 bpw", 0},
-    {"Q5_0", QP_FT_Q5_0, PICOLM_TYPE_Q5_0, "5.5 bpw", 0},
-    {"Q5_K_M", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output and half of attn_v/ffn_down", 0},
-    {"Q5_K", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "alias of Q5_K_M (as llama-quantize)", 0},
-    {"Q5_K_S", QP_FT_Q5_K_S, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output", 0},
-    {"Q4_1", QP_FT_Q4_1, PICOLM_TYPE_Q4_1, "5.0 bpw", 0},
-    {"Q4_0", QP_FT_Q4_0, PICOLM_TYPE_Q4_0, "4.5 bpw", 0},
-    {"Q4_K_M", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K, Q6_K for output and half of attn_v/ffn_down", 0},
-    {"Q4_K", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "alias of Q4_K_M (as llama-quantize)", 0},
-    {"Q4_K_S", QP_FT_Q4_K_S, PICOLM_TYPE_Q4_K, "Q4_K, Q5_K for early attn_v/ffn_down", 0},
+    {"F32", QP_FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization", {{0}}},
+    {"F16", QP_FT_F16, PICOLM_TYPE_F16, "16.0 bpw", {{0}}},
+    {"BF16", QP_FT_BF16, PICOLM_TYPE_BF16, "16.0 bpw", {{0}}},
+    {"Q8_0", QP_FT_Q8_0, PICOLM_TYPE_Q8_0, "8.5 bpw", {{0}}},
+    {"Q6_K", QP_FT_Q6_K, PICOLM_TYPE_Q6_K, "6.56 bpw", {{0}}},
+    {"Q5_1", QP_FT_Q5_1, PICOLM_TYPE_Q5_1, "6.0 bpw", {{0}}},
+    {"Q5_0", QP_FT_Q5_0, PICOLM_TYPE_Q5_0, "5.5 bpw", {{0}}},
+    {"Q5_K_M", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output and half of attn_v/ffn_down", {{0}}},
+    {"Q5_K", QP_FT_Q5_K_M, PICOLM_TYPE_Q5_K, "alias of Q5_K_M (as llama-quantize)", {{0}}},
+    {"Q5_K_S", QP_FT_Q5_K_S, PICOLM_TYPE_Q5_K, "Q5_K, Q6_K for output", {{0}}},
+    {"Q4_1", QP_FT_Q4_1, PICOLM_TYPE_Q4_1, "5.0 bpw", {{0}}},
+    {"Q4_0", QP_FT_Q4_0, PICOLM_TYPE_Q4_0, "4.5 bpw", {{0}}},
+    {"Q4_K_M", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K, Q6_K for output and half of attn_v/ffn_down", {{0}}},
+    {"Q4_K", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "alias of Q4_K_M (as llama-quantize)", {{0}}},
+    {"Q4_K_S", QP_FT_Q4_K_S, PICOLM_TYPE_Q4_K, "Q4_K, Q5_K for early attn_v/ffn_down", {{0}}},
     /* picolm's own: Q4_K_M's per-tensor rule, Q4_K tensors stored as Q4_K_R
        (same values, scales pre-unpacked for the kernels; needs format-repack) */
-    {"Q4_K_M_R", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K stored as Q4_K_R (picolm only, faster kernels)", QP_TYPE_Q4_K_R},
-    {"IQ4_NL", QP_FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear", 0},
-    {"IQ4_XS", QP_FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear", 0},
-    {"Q3_K_L", QP_FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down", 0},
-    {"Q3_K_M", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "Q3_K, Q4_K/Q5_K for attn_v/attn_output/ffn_down", 0},
-    {"Q3_K", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "alias of Q3_K_M (as llama-quantize)", 0},
-    {"Q3_K_S", QP_FT_Q3_K_S, PICOLM_TYPE_Q3_K, "Q3_K, Q6_K for output", 0},
-    {"Q2_K", QP_FT_Q2_K, PICOLM_TYPE_Q2_K, "Q2_K, Q3_K/Q4_K for attn_v/attn_output/ffn_down", 0},
-    {NULL, 0, 0, NULL, 0},
+    {"Q4_K_M_R", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K stored as Q4_K_R (picolm only, faster kernels)",
+     {{PICOLM_TYPE_Q4_K, QP_TYPE_Q4_K_R}}},
+    /* ... and with 16 rows interleaved (Q4_K_R16 / Q6_K_R16: integer GEMM
+       tiles for prefill); token_embd and odd row counts keep Q4_K / Q6_K */
+    {"Q4_K_M_R16", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K/Q6_K stored 16 rows interleaved (picolm only, fast prefill)",
+     {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R16}, {PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q6_K_R16}}},
+    {"IQ4_NL", QP_FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear", {{0}}},
+    {"IQ4_XS", QP_FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear", {{0}}},
+    {"Q3_K_L", QP_FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down", {{0}}},
+    {"Q3_K_M", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "Q3_K, Q4_K/Q5_K for attn_v/attn_output/ffn_down", {{0}}},
+    {"Q3_K", QP_FT_Q3_K_M, PICOLM_TYPE_Q3_K, "alias of Q3_K_M (as llama-quantize)", {{0}}},
+    {"Q3_K_S", QP_FT_Q3_K_S, PICOLM_TYPE_Q3_K, "Q3_K, Q6_K for output", {{0}}},
+    {"Q2_K", QP_FT_Q2_K, PICOLM_TYPE_Q2_K, "Q2_K, Q3_K/Q4_K for attn_v/attn_output/ffn_down", {{0}}},
+    {NULL, 0, 0, NULL, {{0}}},
 };
 
 const qp_mix *qp_find_mix(const char *name) {
@@ -42,6 +47,8 @@ const qp_mix *qp_find_mix(const char *name) {
         if (!strcasecmp(m->name, name)) return m;
     return NULL;
 }
+
+int qp_mix_repacked(const qp_mix *m) { return m->store[0].as != 0; }
 
 int qp_mix_has_policy(const qp_mix *m) {
     return m->type != PICOLM_TYPE_F32 && m->type != PICOLM_TYPE_F16 && m->type != PICOLM_TYPE_BF16;
@@ -69,7 +76,7 @@ static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
     return f ? f->block_size : 0;
 }
 
-uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, const qp_model *q, qp_counters *c,
+uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, int64_t ny, const qp_model *q, qp_counters *c,
                         const pl_dispatch *d, uint32_t *fallback_from, char *err, size_t errlen) {
     const int ft = m->ftype;
     uint32_t t = m->type;
@@ -147,14 +154,23 @@ uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, const qp_
         if (!bs || nx % bs) t = PICOLM_TYPE_F16;
         if (fallback_from) *fallback_from = from;
     }
-    if (t == PICOLM_TYPE_Q4_K && m->q4_K_as) {
-        /* the repacked layout has Q4_K's block size, so the fit above holds */
-        if (block_of(d, m->q4_K_as) != block_of(d, t)) {
-            snprintf(err, errlen, "tensor '%s' needs type %u (mix %s), which no loaded format plugin provides with Q4_K's block size",
-                     name, m->q4_K_as, m->name);
+    return qp_store_as(m, t, name, ny, d, err, errlen);
+}
+
+uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, const pl_dispatch *d, char *err, size_t errlen) {
+    for (int k = 0; k < QP_MAX_STORE && m->store[k].as; k++) {
+        const uint32_t as = m->store[k].as;
+        if (t != m->store[k].base) continue;
+        const pl_type *pt = as < PICOLM_TYPE_MAX ? &d->types[as] : NULL;
+        if (!pt || !pt->fmt || pt->fmt->block_size != block_of(d, t)) {
+            snprintf(err, errlen, "tensor '%s' needs type %u (mix %s: %s repacked), which no loaded format plugin provides "
+                     "with %s's block size", name, as, m->name, gguf_type_name(t), gguf_type_name(t));
             return UINT32_MAX;
         }
-        t = m->q4_K_as;
+        /* a group of rows is indivisible: whole groups only, and never the
+           embeddings, which the loader reads one row at a time */
+        if (pt->row_group > 1 && (ny % pt->row_group || !strcmp(name, "token_embd.weight"))) return t;
+        return as;
     }
     return t;
 }

@@ -21,17 +21,29 @@ enum {
     QP_FT_CUSTOM = -1 /* a plugin type llama.cpp has no file type for */
 };
 
+/* picolm's repacked mixes store some of the rule's types in another layout
+   of the same values: tensors the rule puts in `base` are written as `as`.
+   A grouped `as` (row_group > 1) applies only to matrices whose row count is
+   a multiple of the group and never to token_embd.weight (read one row at a
+   time); those keep `base`. */
+typedef struct qp_store {
+    uint32_t base, as;   /* as == 0: unused entry */
+} qp_store;
+#define QP_MAX_STORE 2
+
 typedef struct qp_mix {
     const char *name;
     int ftype;           /* QP_FT_* */
     uint32_t type;       /* default tensor type */
     const char *what;    /* one line for --help */
-    uint32_t q4_K_as;    /* 0, or the type the rule's Q4_K tensors are stored in
-                            (picolm's repacked mixes, e.g. Q4_K_M_R) */
+    qp_store store[QP_MAX_STORE]; /* repacked mixes (Q4_K_M_R, ...); else zero */
 } qp_mix;
 
-/* formats/repack.c: Q4_K with pre-unpacked scales (picolm id, no llama.cpp equivalent) */
-#define QP_TYPE_Q4_K_R 1012u
+/* formats/repack.c: picolm ids, no llama.cpp equivalent */
+#define QP_TYPE_Q4_K_R 1012u /* Q4_K with pre-unpacked scales */
+
+/* Whether m stores some types repacked (picolm only: no llama.cpp file type). */
+int qp_mix_repacked(const qp_mix *m);
 
 /* llama-quantize's types and mixes, in its --help order; name NULL ends it. */
 extern const qp_mix qp_mixes[];
@@ -60,13 +72,20 @@ typedef struct qp_counters {
     int i_attn_wv, i_ffn_down, i_ffn_gate, i_ffn_up;
 } qp_counters;
 
-/* The type of matrix `name` (row length nx) under mix m, given the format
-   plugins in d (block sizes).  When the chosen type does not fit the row,
+/* The type of matrix `name` (row length nx, ny rows per matrix: ne[1])
+   under mix m, given the format plugins in d (block sizes, row groups).  When the chosen type does not fit the row,
    llama.cpp's fallback is taken and *fallback_from (may be NULL) gets the
    type it replaced, else UINT32_MAX.  Returns UINT32_MAX with a message in
    err when no loaded plugin provides a needed type or no fallback exists. */
-uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, const qp_model *mf, qp_counters *c,
+uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, int64_t ny, const qp_model *mf, qp_counters *c,
                         const pl_dispatch *d, uint32_t *fallback_from, char *err, size_t errlen);
+
+/* The type a tensor the rule puts in t is stored in under m: m's repacked
+   layout of t when it has one and it applies (a grouped layout needs ny, the
+   rows per matrix, to be a multiple of its row_group, and never applies to
+   token_embd.weight), else t.  UINT32_MAX with a message when the layout
+   is not loaded.  qp_tensor_type already applies it. */
+uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, const pl_dispatch *d, char *err, size_t errlen);
 
 /* Whether llama-quantize quantizes a tensor at all (not 1-D, not norms, ...). */
 int qp_quantizable(const char *name, uint32_t n_dims);

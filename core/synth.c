@@ -83,32 +83,38 @@ static void normal_row(float *x, int64_t n, uint64_t seed, float std) {
 typedef struct synth_job {
     uint64_t seed;
     int64_t cols;
+    int group;                  /* rows per unit: the format's row_group (1: plain rows) */
     picolm_from_float_fn quant; /* NULL: F32 rows written as is */
     uint8_t *dst;
     size_t row_bytes;
-    float **scratch;
-    /* block pool (fast mode): rows are random picks of pre-quantized blocks */
+    float **scratch;            /* group * cols floats per thread */
+    /* block pool (fast mode): rows are random picks of pre-quantized blocks
+       (of a whole group of rows for a grouped format) */
     const uint8_t *pool;
     int64_t pool_blocks;
     size_t block_bytes;
 } synth_job;
 
-static void synth_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
+/* Units u0..u1 of `group` rows each (one row for plain formats); a grouped
+   quantizer takes its rows together. */
+static void synth_rows(void *ctx, int64_t u0, int64_t u1, int tid) {
     const synth_job *j = ctx;
-    for (int64_t r = r0; r < r1; r++) {
-        uint8_t *row = j->dst + (size_t)r * j->row_bytes;
-        const uint64_t seed = j->seed ^ ((uint64_t)r * 0xD1B54A32D192ED03ull);
+    for (int64_t u = u0; u < u1; u++) {
+        uint8_t *unit = j->dst + (size_t)u * (size_t)j->group * j->row_bytes;
         if (j->pool) {
-            uint64_t s = seed;
-            const size_t nb = j->row_bytes / j->block_bytes;
+            uint64_t s = j->seed ^ ((uint64_t)u * 0xD1B54A32D192ED03ull);
+            const size_t nb = (size_t)j->group * j->row_bytes / j->block_bytes;
             for (size_t b = 0; b < nb; b++)
-                memcpy(row + b * j->block_bytes, j->pool + (size_t)(splitmix64(&s) % (uint64_t)j->pool_blocks) * j->block_bytes,
+                memcpy(unit + b * j->block_bytes, j->pool + (size_t)(splitmix64(&s) % (uint64_t)j->pool_blocks) * j->block_bytes,
                        j->block_bytes);
             continue;
         }
-        float *x = j->quant ? j->scratch[tid] : (float *)row;
-        normal_row(x, j->cols, seed, 0.02f);
-        if (j->quant) j->quant(x, row, j->cols);
+        float *x = j->quant ? j->scratch[tid] : (float *)unit;
+        for (int k = 0; k < j->group; k++) {
+            const uint64_t r = (uint64_t)u * (uint64_t)j->group + (uint64_t)k;
+            normal_row(x + k * j->cols, j->cols, j->seed ^ (r * 0xD1B54A32D192ED03ull), 0.02f);
+        }
+        if (j->quant) j->quant(x, unit, j->cols);
     }
 }
 
@@ -119,6 +125,7 @@ static void synth_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
    random one; only the values repeat. */
 typedef struct pool_job {
     const picolm_format *f;
+    int group;       /* the format's row_group: a chunk is group rows of POOL_CHUNK / group blocks */
     uint8_t *dst;
     float **scratch;
     uint64_t seed;
@@ -131,7 +138,7 @@ static void pool_rows(void *ctx, int64_t c0, int64_t c1, int tid) {
     const int64_t n = (int64_t)j->f->block_size * POOL_CHUNK;
     for (int64_t c = c0; c < c1; c++) {
         normal_row(j->scratch[tid], n, j->seed ^ ((uint64_t)c * 0xD1B54A32D192ED03ull), 0.02f);
-        j->f->quantize_row(j->scratch[tid], j->dst + (size_t)c * POOL_CHUNK * j->f->type_size, n);
+        j->f->quantize_row(j->scratch[tid], j->dst + (size_t)c * POOL_CHUNK * j->f->type_size, n / j->group);
     }
 }
 
@@ -266,13 +273,18 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     qp_model_init(&qm, "llama", s.n_layer, s.n_head, s.n_head_kv, 0);
     for (int i = 0; i < n_t; i++) qp_model_count(&qm, ts[i].name);
     qp_counters qc = {0};
+    /* A pure grouped type: the matrices it cannot hold (token_embd, whole
+       groups only) keep its base type, as in the repacked mixes. */
+    qp_mix pure = {.name = tname, .type = base, .store = {{base, base}}};
+    if (!mix && d->types[base].row_group > 1 && d->types[base].fmt->base_type) pure.store[0].base = d->types[base].fmt->base_type;
     uint32_t used[16]; /* distinct matrix types, for the quantizer check and the block pools */
     int n_used = 0;
     for (int i = 0; i < n_t; i++) {
         stensor *t = &ts[i];
         t->type = PICOLM_TYPE_F32;
         if (!qp_quantizable(t->name, t->n_dims)) continue;
-        t->type = mix ? qp_tensor_type(mix, t->name, t->ne[0], &qm, &qc, d, NULL, err, errlen) : base;
+        t->type = mix ? qp_tensor_type(mix, t->name, t->ne[0], t->ne[1], &qm, &qc, d, NULL, err, errlen)
+                      : qp_store_as(&pure, pure.store[0].base, t->name, t->ne[1], d, err, errlen);
         if (t->type == UINT32_MAX) { free(ts); return -1; }
         int seen = 0;
         for (int u = 0; u < n_used; u++) seen |= used[u] == t->type;
@@ -293,7 +305,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     float **scratch = NULL;
     const int nthr = pool ? threadpool_size(pool) : 1;
     uint64_t max_bytes = 0, total = 0;
-    int64_t max_cols = 0;
+    int64_t max_cols = 0, max_unit = 0; /* floats of one unit (group of rows) */
     if (!w) { pl_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < n_t; i++) {
         const picolm_format *f = d->types[ts[i].type].fmt;
@@ -304,14 +316,20 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         }
         ts[i].nbytes = (uint64_t)dispatch_row_size(d, ts[i].type, ts[i].ne[0]) * (uint64_t)ts[i].ne[1];
         if (ts[i].nbytes > max_bytes) max_bytes = ts[i].nbytes;
+        const uint32_t g = d->types[ts[i].type].row_group > 1 ? d->types[ts[i].type].row_group : 1;
+        if (ts[i].ne[1] % g) {
+            pl_fail(err, errlen, "%s: %lld rows are not whole groups of %u (%s)", ts[i].name, (long long)ts[i].ne[1], g, f->name);
+            goto done;
+        }
         if (ts[i].ne[0] > max_cols) max_cols = ts[i].ne[0];
+        if (g * ts[i].ne[0] > max_unit) max_unit = g * ts[i].ne[0];
         total += ts[i].nbytes;
     }
 
     /* Metadata: what llama.cpp's converter writes for a Llama, plus the vocabulary. */
     char name[96];
     snprintf(name, sizeof name, "picolm-synth %s %s (random weights)", s.name, tname);
-    const int ft = mix ? (mix->q4_K_as ? -1 : mix->ftype) : qp_pure_ftype(base); /* repacked mixes: no llama.cpp file type */
+    const int ft = mix ? (qp_mix_repacked(mix) ? -1 : mix->ftype) : qp_pure_ftype(base); /* repacked mixes: no llama.cpp file type */
     int bad = gguf_writer_set_str(w, "general.architecture", "llama") || gguf_writer_set_str(w, "general.name", name) ||
               gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s.n_ctx) ||
               gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s.n_embd) ||
@@ -335,16 +353,17 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     scratch = calloc((size_t)nthr, sizeof *scratch);
     if (!buf || !scratch) { pl_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < nthr; i++)
-        if (!(scratch[i] = malloc((size_t)(max_cols > 256 * POOL_CHUNK ? max_cols : 256 * POOL_CHUNK) * sizeof(float)))) {
+        if (!(scratch[i] = malloc((size_t)(max_unit > 256 * POOL_CHUNK ? max_unit : 256 * POOL_CHUNK) * sizeof(float)))) {
             pl_fail(err, errlen, "out of memory");
             goto done;
         }
     /* block pools for the quantized types (not for F32/F16/BF16: cheap to make exactly) */
     for (int i = 0; !exact && i < n_used; i++) {
         const picolm_format *f = d->types[used[i]].fmt;
-        if (f->block_size < 32 || f->block_size > 256) continue;
+        const int g = d->types[used[i]].row_group > 1 ? (int)d->types[used[i]].row_group : 1;
+        if (f->block_size < 32 || f->block_size > 256 || POOL_CHUNK % g) continue;
         if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { pl_fail(err, errlen, "out of memory"); goto done; }
-        pool_job pj = {f, pools[i], scratch, 0xB10C0000ull + used[i]};
+        pool_job pj = {f, g, pools[i], scratch, 0xB10C0000ull + used[i]};
         threadpool_run(pool, POOL_BLOCKS / POOL_CHUNK, pool_rows, &pj);
     }
 
@@ -360,14 +379,15 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             for (int64_t j = 0; j < t->ne[0]; j++) x[j] = 1.0f;
         } else {
             const picolm_format *f = d->types[t->type].fmt;
+            const int g = d->types[t->type].row_group > 1 ? (int)d->types[t->type].row_group : 1;
             const uint8_t *bp = NULL;
             for (int u = 0; u < n_used; u++)
                 if (used[u] == t->type) bp = pools[u];
-            synth_job j = {.seed = 0x5EED0000ull + (uint64_t)i * 0x9E3779B97F4A7C15ull, .cols = t->ne[0],
+            synth_job j = {.seed = 0x5EED0000ull + (uint64_t)i * 0x9E3779B97F4A7C15ull, .cols = t->ne[0], .group = g,
                            .quant = t->type == PICOLM_TYPE_F32 ? NULL : f->quantize_row, .dst = buf,
                            .row_bytes = dispatch_row_size(d, t->type, t->ne[0]), .scratch = scratch,
-                           .pool = bp, .pool_blocks = POOL_BLOCKS, .block_bytes = f->type_size};
-            threadpool_run(pool, t->ne[1], synth_rows, &j);
+                           .pool = bp, .pool_blocks = POOL_BLOCKS / g, .block_bytes = (size_t)g * f->type_size};
+            threadpool_run(pool, t->ne[1] / g, synth_rows, &j);
         }
         if (gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
         done_bytes += t->nbytes;

@@ -73,6 +73,14 @@ static void q4_K_r_quantize(const float *x, void *dst, int64_t n) {
     }
 }
 
+/* from_base: one Q4_K row (not grouped: src_stride unused) -> Q4_K_R, exact. */
+static void q4_K_r_from_base(const void *src, size_t src_stride, void *dst, int64_t n) {
+    (void)src_stride;
+    const block_q4_K *x = src;
+    block_q4_K_r *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++) q4_K_r_from_q4_K(&x[i], &y[i]);
+}
+
 /* Q4_K's scalar reference dot, superblock by superblock (same float order). */
 static void q4_K_r_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_K_r *x = vx;
@@ -332,7 +340,8 @@ static void q6_K_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy
 static const picolm_format repack_formats[] = {
     { .type_id = PICOLM_TYPE_Q4_K_R, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R", .block_size = QK_K,
       .type_size = sizeof(block_q4_K_r), .dequantize_row = q4_K_r_dequantize, .quantize_row = q4_K_r_quantize,
-      .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r_vec_dot },
+      .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r_vec_dot,
+      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r_from_base },
     /* grouped: type_size is per row (a group of 16 rows is 16 x that) */
     { .type_id = PICOLM_TYPE_Q4_K_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R16", .block_size = QK_K,
       .type_size = sizeof(block_q4_K_r16) / R16, .dequantize_row = q4_K_r16_dequantize, .quantize_row = q4_K_r16_quantize,

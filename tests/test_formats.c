@@ -62,6 +62,11 @@ static const known_type known[] = {
     {PICOLM_TYPE_IQ4_XS, "IQ4_XS", QK_K, sizeof(block_iq4_xs), 0.115},   /* 0.077 */
     {PICOLM_TYPE_Q3_K, "Q3_K", QK_K, sizeof(block_q3_K), 0.22},   /* 0.151 */
     {PICOLM_TYPE_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), 0.42},   /* 0.296 */
+    /* picolm's repacked layouts: the base type's values, so its bounds;
+       a grouped type's type_size is per row (blocks.h gives the group) */
+    {1012u, "Q4_K_R", QK_K, 148, 0.105},  /* formats/repack.c: pre-unpacked scales */
+    {PICOLM_TYPE_Q4_K_R16, "Q4_K_R16", QK_K, sizeof(block_q4_K_r16) / PICOLM_ROWS_R16, 0.105},
+    {PICOLM_TYPE_Q6_K_R16, "Q6_K_R16", QK_K, sizeof(block_q6_K_r16) / PICOLM_ROWS_R16, 0.027},
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 
@@ -175,6 +180,9 @@ static void fill_gauss(float *x, int64_t n, float scale) {
 }
 
 static size_t row_bytes(const picolm_format *f, int64_t n) { return (size_t)(n / f->block_size) * f->type_size; }
+/* rows a grouped format converts at once (plugin.h: row_group); the copy in
+   fmts[] has members past the plugin's format_size zeroed */
+static int64_t group_of(const picolm_format *f) { return f->row_group > 1 ? f->row_group : 1; }
 
 /* ------------------------------------------------------------------------ */
 /* (a) layout                                                                */
@@ -208,17 +216,25 @@ static void test_layout(void) {
 /* (b) round trip                                                            */
 /* ------------------------------------------------------------------------ */
 static void test_roundtrip(void) {
-    enum { N = 64 * 256 };
-    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
-    void *q = malloc(N * 8);
+    enum { N = 64 * 256, GMAX = 16 };
+    /* edge data: 4 stretches of 4 blocks per row, GMAX rows for a grouped type */
+    const size_t cap = (size_t)GMAX * 4 * 4 * 256;
+    float *x = malloc(cap * sizeof *x), *y = malloc(cap * sizeof *y);
+    void *q = malloc(cap * 8);
     for (int i = 0; i < n_fmts; i++) {
         const picolm_format *f = &fmts[i].f;
         const known_type *k = find_known(f->type_id);
         if (!f->quantize_row || !k) continue;
+        const int64_t g = group_of(f);
+        if (g > GMAX || N % (g * f->block_size)) {
+            CHECK(0, "%s: row_group %lld is not one the test covers", f->name, (long long)g);
+            continue;
+        }
         rng_state = 1234;
         fill_gauss(x, N, 1.0f);
-        f->quantize_row(x, q, N);
-        f->dequantize_row(q, y, N);
+        /* a grouped type converts g rows of N / g at once */
+        f->quantize_row(x, q, N / g);
+        f->dequantize_row(q, y, N / g);
         double se = 0, sx = 0;
         int finite = 1;
         for (int j = 0; j < N; j++) {
@@ -230,20 +246,27 @@ static void test_roundtrip(void) {
         CHECK(finite && rmse <= k->max_rmse, "%s round trip: relative RMSE %.3g <= %.3g", f->name, rmse, k->max_rmse);
 
         /* awkward data: zeros, a constant, tiny and huge values, one outlier
-           per block; the result must stay finite and the zeros stay zero */
-        const int64_t nb = 4 * (f->block_size > 32 ? f->block_size : 32);
-        for (int64_t j = 0; j < nb; j++) x[j] = 0.0f;
-        for (int64_t j = nb; j < 2 * nb; j++) x[j] = 0.75f;
-        for (int64_t j = 2 * nb; j < 3 * nb; j++) x[j] = 1e-6f * rng_gauss();
-        for (int64_t j = 3 * nb; j < 4 * nb; j++) x[j] = (j % 37 == 0 ? 100.0f : 1.0f) * rng_gauss();
-        f->quantize_row(x, q, 4 * nb);
-        f->dequantize_row(q, y, 4 * nb);
+           per block; the result must stay finite and the zeros stay zero
+           (in every row of a group) */
+        const int64_t nb = 4 * (f->block_size > 32 ? f->block_size : 32), L = 4 * nb;
+        for (int64_t r = 0; r < g; r++) {
+            float *xr = x + r * L;
+            for (int64_t j = 0; j < nb; j++) xr[j] = 0.0f;
+            for (int64_t j = nb; j < 2 * nb; j++) xr[j] = 0.75f;
+            for (int64_t j = 2 * nb; j < 3 * nb; j++) xr[j] = 1e-6f * rng_gauss();
+            for (int64_t j = 3 * nb; j < 4 * nb; j++) xr[j] = (j % 37 == 0 ? 100.0f : 1.0f) * rng_gauss();
+        }
+        f->quantize_row(x, q, L);
+        f->dequantize_row(q, y, L);
         int zeros = 1;
         finite = 1;
         double cerr = 0;
-        for (int64_t j = 0; j < 4 * nb; j++) finite &= isfinite(y[j]);
-        for (int64_t j = 0; j < nb; j++) zeros &= y[j] == 0.0f;
-        for (int64_t j = nb; j < 2 * nb; j++) cerr = fmax(cerr, fabs(y[j] - 0.75));
+        for (int64_t r = 0; r < g; r++) {
+            const float *yr = y + r * L;
+            for (int64_t j = 0; j < L; j++) finite &= isfinite(yr[j]);
+            for (int64_t j = 0; j < nb; j++) zeros &= yr[j] == 0.0f;
+            for (int64_t j = nb; j < 2 * nb; j++) cerr = fmax(cerr, fabs(yr[j] - 0.75));
+        }
         CHECK(finite && zeros && cerr <= 0.75 * 2 * k->max_rmse + 1e-6,
               "%s edge data: finite %d, zeros kept %d, constant error %.3g", f->name, finite, zeros, cerr);
     }
@@ -265,12 +288,14 @@ static int act_has_f16_sum(uint32_t id) { return id == PICOLM_TYPE_Q8_1; }
 
 static void test_vec_dot(void) {
     /* row lengths; those that are not a multiple of both block sizes are
-       skipped for that pair */
+       skipped for that pair.  A grouped type (row_group g) is tested on g
+       rows at once: its vec_dot gives g results. */
     static const int64_t lens[] = {32, 96, 256, 512 + 256, 2048 + 32, 4096 + 256, 11008};
+    enum { GMAX = 16 };
     const int64_t nmax = 11008;
-    float *w = malloc(nmax * sizeof *w), *a = malloc(nmax * sizeof *a);
-    float *wd = malloc(nmax * sizeof *wd), *ad = malloc(nmax * sizeof *ad);
-    void *wq = malloc(nmax * 8), *aq = malloc(nmax * 8);
+    float *w = malloc(GMAX * nmax * sizeof *w), *a = malloc(nmax * sizeof *a);
+    float *wd = malloc(GMAX * nmax * sizeof *wd), *ad = malloc(nmax * sizeof *ad);
+    void *wq = malloc(GMAX * nmax * 8), *aq = malloc(nmax * 8);
     for (int i = 0; i < n_fmts; i++) {
         const picolm_format *f = &fmts[i].f;
         if (!(f->flags & PICOLM_FMT_WEIGHT) || !f->vec_dot || !f->quantize_row) continue;
@@ -279,6 +304,8 @@ static void test_vec_dot(void) {
             SKIP("%s vec_dot: its activation type %u is not loaded", f->name, f->vec_dot_type);
             continue;
         }
+        const int64_t g = group_of(f);
+        if (g > GMAX) { CHECK(0, "%s: row_group %lld is not one the test covers", f->name, (long long)g); continue; }
         int tested = 0;
         double worst = 0, worst_ratio = 0;
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
@@ -286,38 +313,42 @@ static void test_vec_dot(void) {
             if (n % f->block_size || n % act->block_size) continue;
             rng_state = 777 + (uint64_t)n;
             for (int rep = 0; rep < 4; rep++) {
-                fill_gauss(w, n, rep == 1 ? 0.02f : 1.0f);
+                fill_gauss(w, g * n, rep == 1 ? 0.02f : 1.0f);
                 fill_gauss(a, n, rep == 2 ? 30.0f : 1.0f);
-                if (rep == 3) for (int64_t j = 0; j < n; j++) w[j] += 0.5f; /* biased rows */
+                if (rep == 3) for (int64_t j = 0; j < g * n; j++) w[j] += 0.5f; /* biased rows */
                 f->quantize_row(w, wq, n);
                 act->quantize_row(a, aq, n);
                 f->dequantize_row(wq, wd, n);
                 act->dequantize_row(aq, ad, n);
-                double ref = 0, mag = 0, sum_term = 0;
-                for (int64_t j = 0; j < n; j++) {
-                    ref += (double)wd[j] * ad[j];
-                    mag += fabs((double)wd[j] * ad[j]);
-                }
-                if (act_has_f16_sum(act->type_id)) {
-                    for (int64_t b = 0; b < n; b += act->block_size) {
-                        double wmax = 0, asum = 0;
-                        for (int64_t j = b; j < b + act->block_size; j++) {
-                            wmax = fmax(wmax, fabs(wd[j]));
-                            asum += ad[j];
-                        }
-                        sum_term += wmax * (fabs(asum) * 0x1p-11 + 0x1p-25);
+                float got[GMAX];
+                for (int64_t r = 0; r < g; r++) got[r] = NAN;
+                f->vec_dot(n, got, wq, aq);
+                for (int64_t r = 0; r < g; r++) {
+                    const float *wr = wd + r * n;
+                    double ref = 0, mag = 0, sum_term = 0;
+                    for (int64_t j = 0; j < n; j++) {
+                        ref += (double)wr[j] * ad[j];
+                        mag += fabs((double)wr[j] * ad[j]);
                     }
+                    if (act_has_f16_sum(act->type_id)) {
+                        for (int64_t b = 0; b < n; b += act->block_size) {
+                            double wmax = 0, asum = 0;
+                            for (int64_t j = b; j < b + act->block_size; j++) {
+                                wmax = fmax(wmax, fabs(wr[j]));
+                                asum += ad[j];
+                            }
+                            sum_term += wmax * (fabs(asum) * 0x1p-11 + 0x1p-25);
+                        }
+                    }
+                    /* relative to sum|w*a| so that a cancelling sum is not
+                       held to an impossible bound */
+                    const double err = fabs(got[r] - ref);
+                    const double bound = 1e-4 * mag + sum_term + 1e-30;
+                    const double rel = err / (mag > 0 ? mag : 1);
+                    if (!(rel <= worst)) worst = rel;
+                    if (!(err / bound <= worst_ratio)) worst_ratio = err / bound;
+                    tested++;
                 }
-                float got = NAN;
-                f->vec_dot(n, &got, wq, aq);
-                /* relative to sum|w*a| so that a cancelling sum is not held
-                   to an impossible bound */
-                const double err = fabs(got - ref);
-                const double bound = 1e-4 * mag + sum_term + 1e-30;
-                const double rel = err / (mag > 0 ? mag : 1);
-                if (!(rel <= worst)) worst = rel;
-                if (!(err / bound <= worst_ratio)) worst_ratio = err / bound;
-                tested++;
             }
         }
         if (!tested) {

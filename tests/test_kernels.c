@@ -65,6 +65,7 @@ static void host_parallel_for(int64_t n, picolm_task_fn fn, void *ctx) { fn(ctx,
 /* ---- plugins --------------------------------------------------------------- */
 #define MAX_PLUGINS 32
 static const picolm_format *fmt_by_type[PICOLM_TYPE_MAX];
+static uint32_t fmt_size[PICOLM_TYPE_MAX]; /* its plugin's format_size: members past it are absent */
 typedef struct { char file[512]; const picolm_plugin *pl; void *h; } loaded;
 static loaded backends[MAX_PLUGINS];
 static int n_backends;
@@ -103,7 +104,10 @@ static void load_all(const char *dir) {
             const picolm_format_vtable *vt = pl->vtable;
             for (uint32_t i = 0; i < vt->n_formats; i++) {
                 const picolm_format *f = (const picolm_format *)((const char *)vt->formats + (size_t)i * vt->format_size);
-                if (f->type_id < PICOLM_TYPE_MAX && !fmt_by_type[f->type_id]) fmt_by_type[f->type_id] = f;
+                if (f->type_id < PICOLM_TYPE_MAX && !fmt_by_type[f->type_id]) {
+                    fmt_by_type[f->type_id] = f;
+                    fmt_size[f->type_id] = vt->format_size;
+                }
             }
         } else if (!strncmp(e->d_name, "backend-", 8) && n_backends < MAX_PLUGINS) {
             const picolm_plugin *pl = load(path, &h);
@@ -119,17 +123,27 @@ static void load_all(const char *dir) {
 }
 
 static size_t row_bytes(const picolm_format *f, int64_t n) { return (size_t)(n / f->block_size) * f->type_size; }
+/* rows a format converts and dots at once (plugin.h: row_group), 1 if plain */
+static int64_t group_of(const picolm_format *f) {
+    const uint32_t sz = fmt_size[f->type_id];
+    const uint32_t g = sz >= offsetof(picolm_format, row_group) + sizeof f->row_group ? f->row_group : 0;
+    return g > 1 ? g : 1;
+}
+#define GMAX 16
 static const char *tname(uint32_t t) { return t < PICOLM_TYPE_MAX && fmt_by_type[t] ? fmt_by_type[t]->name : "?"; }
 
-/* sum |w_i * a_i| in double: the scale of the rounding error of a dot */
-static double dot_magnitude(const picolm_format *fw, const void *w, const picolm_format *fa, const void *a, int64_t n) {
-    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+/* sum |w_i * a_i| in double, the scale of the rounding error of a dot, for
+   each row of w (one row, or a whole group of a grouped format) */
+static void dot_magnitudes(const picolm_format *fw, const void *w, const picolm_format *fa, const void *a, int64_t n, double *m) {
+    const int64_t g = group_of(fw);
+    float *x = malloc(g * n * sizeof *x), *y = malloc(n * sizeof *y);
     fw->dequantize_row(w, x, n);
     fa->dequantize_row(a, y, n);
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m += fabs((double)x[i] * y[i]);
+    for (int64_t r = 0; r < g; r++) {
+        m[r] = 0;
+        for (int64_t i = 0; i < n; i++) m[r] += fabs((double)x[r * n + i] * y[i]);
+    }
     free(x); free(y);
-    return m;
 }
 
 #define REL_TOL 1e-5
@@ -147,6 +161,9 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     if (!fw->quantize_row || !fa->quantize_row) { SKIP("%s %s: format has no quantize_row", bname, fw->name); return; }
 
     const int64_t bs = fw->block_size > fa->block_size ? fw->block_size : fa->block_size;
+    /* a grouped format: g rows at once, vec_dot gives g results */
+    const int64_t g = group_of(fw);
+    if (g > GMAX) { CHECK(0, "%s %s: row_group %lld is not one the test covers", bname, fw->name, (long long)g); return; }
     const int64_t mults[] = { 1, 3, 11, 17 };
     /* float formats: awkward lengths that exercise every tail */
     const int64_t flens[] = { 1, 7, 33, 100, 1027, 4099 };
@@ -155,22 +172,31 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     double worst = 0;
     for (int li = 0; li < nlen; li++) {
         const int64_t n = bs == 1 ? flens[li] : bs * mults[li];
-        float *xf = malloc(n * sizeof *xf), *yf = malloc(n * sizeof *yf);
-        void *w = calloc(1, row_bytes(fw, n)), *a = calloc(1, row_bytes(fa, n));
+        float *xf = malloc(g * n * sizeof *xf), *yf = malloc(n * sizeof *yf);
+        void *w = calloc(g, row_bytes(fw, n)), *a = calloc(1, row_bytes(fa, n));
         for (int rep = 0; rep < 3; rep++) {
-            fill(xf, n);
+            fill(xf, g * n);
             fill(yf, n);
             fw->quantize_row(xf, w, n);
             fa->quantize_row(yf, a, n);
-            float r = 0, s = 0;
-            fw->vec_dot(n, &r, w, a);
-            k->vec_dot(n, &s, w, a);
-            const double mag = dot_magnitude(fw, w, fa, a, n);
-            const double err = fabs((double)s - r) / (mag > 0 ? mag : 1);
-            if (err > worst) worst = err;
-            if (!(err <= REL_TOL)) {
-                if (ok) printf("# %s %s n=%lld: got %.9g want %.9g (rel err %.3g)\n", bname, fw->name, (long long)n, s, r, err);
+            float r[GMAX], s[GMAX + 1];
+            double mag[GMAX];
+            s[g] = -12345.0f; /* sentinel: a kernel writes g results, no more */
+            fw->vec_dot(n, r, w, a);
+            k->vec_dot(n, s, w, a);
+            dot_magnitudes(fw, w, fa, a, n, mag);
+            if (s[g] != -12345.0f) {
+                if (ok) printf("# %s %s n=%lld: vec_dot wrote past its %lld results\n", bname, fw->name, (long long)n, (long long)g);
                 ok = 0;
+            }
+            for (int64_t i = 0; i < g; i++) {
+                const double err = fabs((double)s[i] - r[i]) / (mag[i] > 0 ? mag[i] : 1);
+                if (err > worst) worst = err;
+                if (!(err <= REL_TOL)) {
+                    if (ok) printf("# %s %s n=%lld row %lld: got %.9g want %.9g (rel err %.3g)\n", bname, fw->name, (long long)n,
+                                   (long long)i, s[i], r[i], err);
+                    ok = 0;
+                }
             }
         }
         free(xf); free(yf); free(w); free(a);
@@ -182,15 +208,18 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     /* row lengths: 1 block, 3, and 9 (more than two 4-superblock panel chunks) */
     for (int ni = 0; ni < 3; ni++) {
         const int64_t n = bs == 1 ? 259 * (ni + 1) : bs * (ni == 0 ? 1 : ni == 1 ? 3 : 9);
-        /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their tail */
-        const int64_t nrs[] = { 1, 3, 5, 6, 16, 37 }, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
+        /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their
+           tail; a grouped format takes whole groups of g rows */
+        const int64_t nrs1[] = { 1, 3, 5, 6, 16, 37 }, nrsg[] = { g, 2 * g, 3 * g, 3 * g, g, 2 * g };
+        const int64_t *nrs = g > 1 ? nrsg : nrs1, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
         /* padded, but keeping 4-byte alignment: blocks with a float scale
-           (Q8_K) need it, and the engine's rows always have it */
-        const size_t ws = row_bytes(fw, n) + 64 + 4, as = row_bytes(fa, n) + 96 + 12;
-        const int64_t maxr = 37, maxc = 17;
+           (Q8_K) need it, and the engine's rows always have it; a group's
+           rows are contiguous (one indivisible run), so no padding there */
+        const size_t ws = row_bytes(fw, n) + (g > 1 ? 0 : 64 + 4), as = row_bytes(fa, n) + 96 + 12;
+        const int64_t maxr = g > 1 ? 3 * g : 37, maxc = 17;
         char *W = calloc(maxr, ws), *A = calloc(maxc, as);
-        float *xf = malloc(n * sizeof *xf);
-        for (int64_t r = 0; r < maxr; r++) { fill(xf, n); fw->quantize_row(xf, W + r * ws, n); }
+        float *xf = malloc(g * n * sizeof *xf);
+        for (int64_t r = 0; r < maxr; r += g) { fill(xf, g * n); fw->quantize_row(xf, W + r * ws, n); }
         for (int64_t c = 0; c < maxc; c++) { fill(xf, n); fa->quantize_row(xf, A + c * as, n); }
         if (ni == 0) { ok = 1; worst = 0; }
         for (int ri = 0; ri < 6; ri++) for (int ci = 0; ci < 7; ci++) {
@@ -205,14 +234,17 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
                     if (got != -12345.0f) { if (ok) printf("# %s %s gemm %lldx%lld wrote outside the tile\n", bname, fw->name, (long long)nr, (long long)nc); ok = 0; }
                     continue;
                 }
-                float want = 0;
-                fw->vec_dot(n, &want, W + r * ws, A + c * as);
-                const double mag = dot_magnitude(fw, W + r * ws, fa, A + c * as, n);
-                const double err = fabs((double)got - want) / (mag > 0 ? mag : 1);
+                /* the reference dots the whole group holding row r */
+                const int64_t r0 = r - r % g;
+                float want[GMAX];
+                double mag[GMAX];
+                fw->vec_dot(n, want, W + r0 * ws, A + c * as);
+                dot_magnitudes(fw, W + r0 * ws, fa, A + c * as, n, mag);
+                const double err = fabs((double)got - want[r - r0]) / (mag[r - r0] > 0 ? mag[r - r0] : 1);
                 if (err > worst) worst = err;
                 if (!(err <= REL_TOL)) {
                     if (ok) printf("# %s %s gemm %lldx%lld [%lld,%lld]: got %.9g want %.9g\n", bname, fw->name,
-                                   (long long)nr, (long long)nc, (long long)r, (long long)c, got, want);
+                                   (long long)nr, (long long)nc, (long long)r, (long long)c, got, want[r - r0]);
                     ok = 0;
                 }
             }
@@ -220,7 +252,8 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
         }
         free(W); free(A); free(xf);
     }
-    CHECK(ok, "%s %s gemm tiles (nr 1..37 x nc 1..17, 3 lengths, padded strides; worst rel err %.2g)", bname, fw->name, worst);
+    CHECK(ok, "%s %s gemm tiles (nr %s x nc 1..17, 3 lengths, padded strides; worst rel err %.2g)", bname, fw->name,
+          g > 1 ? "1..3 groups" : "1..37", worst);
 }
 
 /* single-thread throughput over a weight matrix of about `bytes` (one
@@ -235,7 +268,8 @@ static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
     const int64_t bs = fw->block_size > fa->block_size ? fw->block_size : fa->block_size;
     const int64_t n = (4096 / bs) * bs; /* a TinyLlama-ish row */
     const size_t rb = row_bytes(fw, n);
-    const int64_t rows = (int64_t)(bytes / rb);
+    const int64_t g = group_of(fw);
+    const int64_t rows = (int64_t)(bytes / rb) / (8 * g) * (8 * g); /* whole groups, 8 distinct */
     if (bench_cap < rb * rows) {
         free(bench_buf);
         bench_cap = rb * rows;
@@ -245,10 +279,12 @@ static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
     char *W = bench_buf;
     float *xf = malloc(n * sizeof *xf);
     /* quantize a few distinct rows, replicate (the reference quantizers are slow) */
-    for (int64_t r = 0; r < rows; r++) {
-        if (r < 8) { fill(xf, n); fw->quantize_row(xf, W + r * rb, n); }
-        else memcpy(W + r * rb, W + (r % 8) * rb, rb);
+    float *xg = malloc(g * n * sizeof *xg);
+    for (int64_t r = 0; r < rows; r += g) {
+        if (r < 8 * g) { fill(xg, g * n); fw->quantize_row(xg, W + r * rb, n); }
+        else memcpy(W + r * rb, W + (r % (8 * g)) * rb, g * rb);
     }
+    free(xg);
     const int ncols = use_gemm ? use_gemm : 1;
     const size_t arb = row_bytes(fa, n);
     char *A = malloc(arb * ncols);
@@ -261,7 +297,7 @@ static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
     do {
         const double t = now_sec();
         if (use_gemm) k->gemm(n, rows, ncols, W, rb, A, arb, out, rows);
-        else for (int64_t r = 0; r < rows; r++) k->vec_dot(n, out + r, W + r * rb, A);
+        else for (int64_t r = 0; r < rows; r += g) k->vec_dot(n, out + r, W + r * rb, A);
         const double el = now_sec() - t;
         if (el < best) best = el;
         reps++;
@@ -433,7 +469,7 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
     const picolm_backend_vtable *vt = pl->vtable;
     if (pl->init) {
         picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
-                             host_parallel_for, 1 };
+                             host_parallel_for, 1, PICOLM_HOST_ROW_GROUPS };
         char err[256] = "";
         const int rc = pl->init(&host, err, sizeof err);
         CHECK(rc == 0, "%s: init (%s)", label, rc ? err : "ok");
@@ -452,8 +488,10 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
     const int all = bench && atoi(bench) >= 2;
     for (uint32_t i = 0; i < vt->n_kernels; i++) {
         const picolm_kernel *k = (const picolm_kernel *)((const char *)vt->kernels + (size_t)i * vt->kernel_size);
-        /* by default only the formats of a Q4_K_M model (keeps the test fast) */
-        if (!all && k->type_id != PICOLM_TYPE_Q4_K && k->type_id != PICOLM_TYPE_Q6_K && k->type_id != PICOLM_TYPE_Q8_0) continue;
+        /* by default only the formats of a Q4_K_M model and its R16 repack (keeps the test fast) */
+        if (!all && k->type_id != PICOLM_TYPE_Q4_K && k->type_id != PICOLM_TYPE_Q6_K && k->type_id != PICOLM_TYPE_Q8_0 &&
+            k->type_id != PICOLM_TYPE_Q4_K_R16 && k->type_id != PICOLM_TYPE_Q6_K_R16)
+            continue;
         const picolm_format *fw = k->type_id < PICOLM_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
         const picolm_format *fa = k->vec_dot_type < PICOLM_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
         if (!fw || !fa || !fw->quantize_row || !fa->quantize_row || !k->vec_dot) continue;
@@ -461,7 +499,7 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
         const double g = k->gemm ? bench_kernel(k, 8u << 20, 4) : 0, g64 = k->gemm ? bench_kernel(k, 8u << 20, 64) : 0;
         /* gemm with one column: the decode path (the core calls it for nb = 1) */
         const double g1 = k->gemm ? bench_kernel(k, 8u << 20, 1) : 0, g1m = k->gemm ? bench_kernel(k, 64u << 20, 1) : 0;
-        printf("INFO: %-16s %-6s vec_dot %6.1f GB/s (8 MiB weights) %6.1f GB/s (64 MiB)", label, fw->name, l3, mem);
+        printf("INFO: %-16s %-8s vec_dot %6.1f GB/s (8 MiB weights) %6.1f GB/s (64 MiB)", label, fw->name, l3, mem);
         /* per column: the weight bandwidth one prompt token costs in prefill */
         if (k->gemm) printf("  gemm 1 col %6.1f / %6.1f (8 / 64 MiB), 4 cols %6.1f, 64 cols %6.1f GB/s/col (8 MiB)", g1, g1m, g, g64);
         printf("\n");
@@ -487,7 +525,7 @@ int main(void) {
             const picolm_format *f = fmt_by_type[hot[i]];
             if (!f || !f->vec_dot || !f->quantize_row || f->vec_dot_type >= PICOLM_TYPE_MAX || !fmt_by_type[f->vec_dot_type]) continue;
             const picolm_kernel k = { f->type_id, f->vec_dot_type, f->vec_dot, NULL };
-            printf("INFO: %-16s %-6s vec_dot %6.1f GB/s (8 MiB weights)\n", "reference", f->name, bench_kernel(&k, 8u << 20, 0));
+            printf("INFO: %-16s %-8s vec_dot %6.1f GB/s (8 MiB weights)\n", "reference", f->name, bench_kernel(&k, 8u << 20, 0));
         }
     }
     for (int i = 0; i < n_backends; i++) {
@@ -506,7 +544,7 @@ int main(void) {
             snprintf(label, sizeof label, "%s[no-vnni]", pl->name);
             test_backend(&backends[i], novnni, label);
             picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
-                                 host_parallel_for, 1 };
+                                 host_parallel_for, 1, PICOLM_HOST_ROW_GROUPS };
             char err[256];
             pl->init(&host, err, sizeof err); /* restore the best kernels */
         }

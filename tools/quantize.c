@@ -2,7 +2,10 @@
  * picolm-quantize: convert an F32/F16/BF16 GGUF into any weight format the
  * loaded format plugins can quantize to, or into one of llama.cpp's mixes
  * (Q4_K_M, ...), choosing per-tensor types with llama.cpp's published policy
- * (llama_tensor_get_type in llama-quant.cpp).  The output follows
+ * (llama_tensor_get_type in llama-quant.cpp).  A quantized GGUF is accepted
+ * only to be repacked: into a picolm layout of the same values (Q4_K_M ->
+ * Q4_K_M_R16 / Q4_K_M_R, Q4_K -> Q4_K_R16, ...), through the layout's
+ * lossless from_base; nothing is requantized.  The output follows
  * llama-quantize's layout too: metadata copied in order with
  * general.quantization_version and general.file_type (re)set at the end, and
  * tensors ordered by layer, then name.  With the stock format plugins the
@@ -31,6 +34,10 @@ static void usage(FILE *o, const pl_dispatch *d) {
             "Converts an F32/F16/BF16 GGUF model into TYPE.  Norms and other 1-D tensors stay as they are.\n"
             "Without --pure, TYPE is a llama.cpp file type and per-tensor types follow llama-quantize's\n"
             "policy (e.g. output.weight in Q6_K, more bits for some attn_v/ffn_down layers).\n"
+            "An already quantized IN is only repacked, exactly: TYPE must be a picolm repacked mix or\n"
+            "layout (Q4_K_M_R16, Q4_K_M_R, Q4_K_R16, ...); its base-type tensors (e.g. Q4_K and Q6_K\n"
+            "for Q4_K_M_R16) are rearranged without requantizing, every other tensor is copied as is:\n"
+            "  picolm-quantize model-Q4_K_M.gguf model-Q4_K_M_R16.gguf Q4_K_M_R16\n"
             "options:\n"
             "  --pure            every 2-D weight matrix in TYPE (as llama-quantize --pure)\n"
             "  --threads N, -j N threads (default: all CPUs)\n"
@@ -97,23 +104,51 @@ typedef struct job {
     size_t src_row;
     picolm_to_float_fn to_float;   /* NULL: the source is F32 */
     picolm_from_float_fn from_float;
+    /* lossless repack from the source's (base) type, instead of the two above */
+    void (*from_base)(const void *src, size_t src_stride, void *dst, int64_t n);
     uint8_t *dst;
     size_t dst_row;
     int64_t cols;
-    float **scratch;               /* one row per thread */
+    int group;                     /* rows per unit: the output's row_group, else 1 */
+    float **scratch;               /* group * cols floats per thread */
 } job;
 
-static void convert_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+/* Units [begin, end) of j->group rows: a grouped format converts a whole
+   group of rows at once. */
+static void convert_units(void *ctx, int64_t begin, int64_t end, int tid) {
     const job *j = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        const uint8_t *s = j->src + (size_t)r * j->src_row;
-        const float *x = (const float *)s;
+    for (int64_t u = begin; u < end; u++) {
+        const size_t r0 = (size_t)u * (size_t)j->group;
+        const uint8_t *s = j->src + r0 * j->src_row;
+        uint8_t *o = j->dst + r0 * j->dst_row;
+        if (j->from_base) {
+            j->from_base(s, j->src_row, o, j->cols);
+            continue;
+        }
+        const float *x = (const float *)s; /* F32 rows are contiguous */
         if (j->to_float) {
-            j->to_float(s, j->scratch[tid], j->cols);
+            for (int k = 0; k < j->group; k++) j->to_float(s + (size_t)k * j->src_row, j->scratch[tid] + k * j->cols, j->cols);
             x = j->scratch[tid];
         }
-        j->from_float(x, j->dst + (size_t)r * j->dst_row, j->cols);
+        j->from_float(x, o, j->cols);
     }
+}
+
+static int is_float_type(uint32_t t) { return t == PICOLM_TYPE_F32 || t == PICOLM_TYPE_F16 || t == PICOLM_TYPE_BF16; }
+
+static int row_group_of(const pl_dispatch *d, uint32_t t) {
+    return t < PICOLM_TYPE_MAX && d->types[t].row_group > 1 ? (int)d->types[t].row_group : 1;
+}
+
+/* A format's base_type/from_base (ABI 0.2), read only when its plugin's
+   format stride covers them (an older plugin's entries are shorter). */
+static const picolm_format *repack_format(const engine *e, uint32_t t) {
+    const pl_type *pt = t < PICOLM_TYPE_MAX ? &e->d.types[t] : NULL;
+    if (!pt || !pt->fmt || !pt->fmt_plugin) return NULL;
+    const pl_plugin *p = registry_find(&e->reg, PICOLM_KIND_FORMAT, pt->fmt_plugin);
+    const picolm_format_vtable *v = p && p->desc ? p->desc->vtable : NULL;
+    if (!v || v->format_size < offsetof(picolm_format, from_base) + sizeof pt->fmt->from_base) return NULL;
+    return pt->fmt->base_type && pt->fmt->from_base ? pt->fmt : NULL;
 }
 
 typedef struct plan {
@@ -177,6 +212,11 @@ int main(int argc, char **argv) {
             return 2;
         }
         pure = 1; /* no policy exists for a plugin's own type */
+        /* a layout of another type's values (Q4_K_R16 of Q4_K): what it cannot
+           hold (token_embd, partial row groups) stays in that type, and a
+           file of that type can be repacked into it */
+        const picolm_format *rf = repack_format(e, m.type);
+        if (rf) m.store[0] = (qp_store){rf->base_type, m.type};
     }
     {
         const picolm_format *f = d->types[m.type].fmt;
@@ -214,14 +254,11 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
+    /* A quantized input can only be repacked (see the header comment). */
+    const gguf_tensor *quantized_in = NULL;
     for (uint64_t i = 0; i < in.n_tensors; i++) {
         const gguf_tensor *t = &in.tensors[i];
-        if (t->type != PICOLM_TYPE_F32 && t->type != PICOLM_TYPE_F16 && t->type != PICOLM_TYPE_BF16) {
-            fprintf(stderr, "picolm-quantize: %s: tensor '%.*s' is %s: the input must be an F32, F16 or BF16 model "
-                            "(requantizing an already quantized model loses quality and is not supported)\n",
-                    in_path, (int)t->name.len, t->name.ptr, gguf_type_name(t->type));
-            goto done;
-        }
+        if (!is_float_type(t->type) && !quantized_in) quantized_in = t;
         if (t->name.len >= sizeof p.refs[0].name) {
             fprintf(stderr, "picolm-quantize: %s: tensor name too long\n", in_path);
             goto done;
@@ -248,8 +285,16 @@ int main(int argc, char **argv) {
         gguf_get_u32(&in, key, &nexp);
         qp_model_init(&qm, arch, (int)nl, (int)nh, (int)nkv, (int)nexp);
     }
+    if (quantized_in && !qp_mix_repacked(&m)) {
+        fprintf(stderr, "picolm-quantize: %s: tensor '%.*s' is %s: the input must be an F32, F16 or BF16 model "
+                        "(requantizing an already quantized model loses quality and is not supported); a quantized "
+                        "model can only be repacked into a picolm layout of the same values (e.g. Q4_K_M -> Q4_K_M_R16), "
+                        "and %s is not one\n",
+                in_path, (int)quantized_in->name.len, quantized_in->name.ptr, registry_type_name(&e->reg, quantized_in->type), m.name);
+        goto done;
+    }
     qp_counters qc = {0};
-    int n_fallback = 0;
+    int n_fallback = 0, n_repack = 0;
 
     /* Sort as llama.cpp does and decide each tensor's type. */
     p.n = (int)in.n_tensors;
@@ -267,16 +312,33 @@ int main(int argc, char **argv) {
         qp_model_count(&qm, r->name);
     }
     qsort(p.refs, (size_t)p.n, sizeof *p.refs, cmp_tref);
-    int64_t max_cols = 0;
+    int64_t max_unit = 0; /* floats of the largest unit (row group) dequantized or quantized */
     uint64_t max_out = 0;
     for (int i = 0; i < p.n; i++) {
         const gguf_tensor *t = p.refs[i].t;
         uint32_t nt = t->type;
-        if (qp_quantizable(p.refs[i].name, n_dims_of(t))) {
-            nt = m.type;
+        if (quantized_in) {
+            /* repack: base-type tensors into their layout, the rest as is */
+            if (qp_quantizable(p.refs[i].name, n_dims_of(t))) {
+                nt = qp_store_as(&m, t->type, p.refs[i].name, t->ne[1], d, err, sizeof err);
+                if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+                if (nt != t->type) {
+                    const picolm_format *rf = repack_format(e, nt);
+                    if (!rf || rf->base_type != t->type) {
+                        fprintf(stderr, "picolm-quantize: tensor '%s': %s offers no lossless conversion from %s (from_base)\n",
+                                p.refs[i].name, registry_type_name(&e->reg, nt), registry_type_name(&e->reg, t->type));
+                        goto done;
+                    }
+                    n_repack++;
+                }
+            }
+        } else if (qp_quantizable(p.refs[i].name, n_dims_of(t))) {
+            /* a pure layout type stands for its base type, stored in it where it fits */
+            nt = qp_store_as(&m, m.store[0].as == m.type ? m.store[0].base : m.type, p.refs[i].name, t->ne[1], d, err, sizeof err);
+            if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
             if (!pure && qp_mix_has_policy(&m)) {
                 uint32_t from;
-                nt = qp_tensor_type(&m, p.refs[i].name, t->ne[0], &qm, &qc, d, &from, err, sizeof err);
+                nt = qp_tensor_type(&m, p.refs[i].name, t->ne[0], t->ne[1], &qm, &qc, d, &from, err, sizeof err);
                 if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
                 if (from != UINT32_MAX) {
                     fprintf(stderr, "picolm-quantize: %s: row length %lld is not a multiple of %u (%s): using %s instead\n",
@@ -293,9 +355,27 @@ int main(int argc, char **argv) {
         p.type[i] = nt;
         p.nbytes[i] = nt == t->type ? t->nbytes : (uint64_t)dispatch_row_size(d, nt, t->ne[0]) * (uint64_t)(t->nelements / t->ne[0]);
         if (nt != t->type) {
-            if (t->ne[0] > max_cols) max_cols = t->ne[0];
+            const int g = row_group_of(d, nt);
+            if ((t->nelements / t->ne[0]) % g) {
+                fprintf(stderr, "picolm-quantize: tensor '%s': %lld rows are not whole groups of %d rows (%s)\n", p.refs[i].name,
+                        (long long)(t->nelements / t->ne[0]), g, registry_type_name(&e->reg, nt));
+                goto done;
+            }
+            if (!quantized_in && !d->types[nt].fmt->quantize_row) {
+                fprintf(stderr, "picolm-quantize: tensor '%s': no loaded format plugin provides a quantizer for %s\n", p.refs[i].name,
+                        registry_type_name(&e->reg, nt));
+                goto done;
+            }
+            if (!quantized_in && g * t->ne[0] > max_unit) max_unit = g * t->ne[0];
             if (p.nbytes[i] > max_out) max_out = p.nbytes[i];
         }
+    }
+    if (quantized_in && !n_repack) {
+        fprintf(stderr, "picolm-quantize: %s is quantized and has no tensor %s can repack (it stores ", in_path, m.name);
+        for (int k = 0; k < QP_MAX_STORE && m.store[k].as; k++)
+            fprintf(stderr, "%s%s as %s", k ? ", " : "", registry_type_name(&e->reg, m.store[k].base), registry_type_name(&e->reg, m.store[k].as));
+        fprintf(stderr, ")\n");
+        goto done;
     }
 
     /* Header: metadata verbatim and in order, then llama-quantize's updates. */
@@ -305,7 +385,7 @@ int main(int argc, char **argv) {
     for (uint64_t i = 0; !bad && i < in.n_kv; i++) bad = gguf_writer_copy_kv(w, &in.kv[i]);
     bad = bad || gguf_writer_set_u32(w, "general.quantization_version", QNT_VERSION);
     /* a repacked mix (Q4_K_M_R) has no llama.cpp file type: none written */
-    if (m.ftype >= 0 && !m.q4_K_as) bad = bad || gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
+    if (m.ftype >= 0 && !qp_mix_repacked(&m)) bad = bad || gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
     else gguf_writer_remove_kv(w, "general.file_type"); /* llama.cpp has no number for a plugin's type */
     gguf_writer_remove_kv(w, "split.no");
     gguf_writer_remove_kv(w, "split.count");
@@ -325,10 +405,10 @@ int main(int argc, char **argv) {
     obuf = max_out ? malloc((size_t)max_out) : NULL;
     if (!scratch || (max_out && !obuf)) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
     for (int i = 0; i < nthr; i++)
-        if (!(scratch[i] = malloc((size_t)(max_cols ? max_cols : 1) * sizeof(float)))) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
+        if (!(scratch[i] = malloc((size_t)(max_unit ? max_unit : 1) * sizeof(float)))) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
 
-    fprintf(stderr, "picolm-quantize: %s -> %s as %s%s (%d thread%s)\n", in_path, out_path, m.name, pure ? " --pure" : "", nthr,
-            nthr == 1 ? "" : "s");
+    fprintf(stderr, "picolm-quantize: %s -> %s as %s%s%s (%d thread%s)\n", in_path, out_path, m.name, pure && !quantized_in ? " --pure" : "",
+            quantized_in ? ", repacking (lossless)" : "", nthr, nthr == 1 ? "" : "s");
     const double t0 = pl_now();
     uint64_t in_bytes = 0, out_bytes = 0, n_elem = 0;
     const int wdt = p.n >= 1000 ? 4 : p.n >= 100 ? 3 : 2;
@@ -337,11 +417,15 @@ int main(int argc, char **argv) {
         const uint32_t nt = p.type[i];
         const void *data = t->data;
         if (nt != t->type) {
-            job j = {.src = t->data, .src_row = dispatch_row_size(d, t->type, t->ne[0]),
-                     .to_float = t->type == PICOLM_TYPE_F32 ? NULL : d->types[t->type].fmt->dequantize_row,
-                     .from_float = d->types[nt].fmt->quantize_row, .dst = obuf,
-                     .dst_row = dispatch_row_size(d, nt, t->ne[0]), .cols = t->ne[0], .scratch = scratch};
-            threadpool_run(e->pool, t->nelements / t->ne[0], convert_rows, &j);
+            const int g = row_group_of(d, nt);
+            job j = {.src = t->data, .src_row = dispatch_row_size(d, t->type, t->ne[0]), .dst = obuf,
+                     .dst_row = dispatch_row_size(d, nt, t->ne[0]), .cols = t->ne[0], .group = g, .scratch = scratch};
+            if (quantized_in) j.from_base = repack_format(e, nt)->from_base;
+            else {
+                j.to_float = t->type == PICOLM_TYPE_F32 ? NULL : d->types[t->type].fmt->dequantize_row;
+                j.from_float = d->types[nt].fmt->quantize_row;
+            }
+            threadpool_run(e->pool, t->nelements / t->ne[0] / g, convert_units, &j);
             data = obuf;
         }
         if (gguf_writer_write_tensor(w, of, data, p.nbytes[i], err, sizeof err)) {

@@ -59,6 +59,15 @@ AI __m256i r16_bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 /* (a0+a4 + a2+a6) + (a1+a5 + a3+a7): x86_hsum_ps's order, lane-wise */
+/* The kernels read a block in lane order, not address order, which the
+   hardware prefetchers follow poorly from DRAM (Q6_K_R16 vec_dot: 6.8 GB/s
+   without, vs 21 for the row kernel): fetch the block R16_PF ahead. */
+#ifndef R16_PF
+#define R16_PF 2
+#endif
+AI void r16_prefetch(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
 AI __m256 r16_sum8(const __m256 a[8]) {
     const __m256 t0 = _mm256_add_ps(a[0], a[4]), t1 = _mm256_add_ps(a[1], a[5]);
     const __m256 t2 = _mm256_add_ps(a[2], a[6]), t3 = _mm256_add_ps(a[3], a[7]);
@@ -101,6 +110,7 @@ AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
         }
     for (int64_t i = 0; i < nb; i++) {
         const block_q4_K_r16 *b = x + i;
+        r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
         __m128i sc6[8], mn6[8];
         for (int s = 0; s < 8; s++) {
             sc6[s] = r16_k4_get6(b->scales_l, b->scales_h, s);
@@ -128,6 +138,7 @@ AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
                 }
             }
             __m256i scv[8];
+            #pragma GCC unroll 16
             for (int s = 0; s < 8; s++) scv[s] = r16_pairs_u8(sc6[s], h);
             __m256 dy[R16_NC];
             for (int c = 0; c < NC; c++) dy[c] = _mm256_mul_ps(d8, _mm256_set1_ps(y[c]->d));
@@ -135,6 +146,7 @@ AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
             for (int p = 0; p < 4; p++) {
                 __m256i sl[R16_NC], sh[R16_NC];
                 for (int c = 0; c < NC; c++) sl[c] = sh[c] = _mm256_setzero_si256();
+                #pragma GCC unroll 16
                 for (int s = 0; s < 8; s++) {
                     const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs[4 * s + p] + 32 * h));
                     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -169,11 +181,13 @@ AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
             for (int p = 0; p < 8; p++) acc[c][h][p] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const block_q6_K_r16 *b = x + i;
+        r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
         const block_q8_K *y[R16_NC];
         for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *)vy[c] + i;
         for (int h = 0; h < 2; h++) {
             const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->d + 8 * h)));
             __m256i scv[16];
+            #pragma GCC unroll 16
             for (int s = 0; s < 16; s++) scv[s] = r16_pairs_s8(_mm_loadu_si128((const __m128i *)b->scales[s]), h);
             __m256 dy[R16_NC];
             for (int c = 0; c < NC; c++) dy[c] = _mm256_mul_ps(d8, _mm256_set1_ps(y[c]->d));
@@ -188,6 +202,7 @@ AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
                     const __m256i off = _mm256_madd_epi16(sp, r16_bcast4((const int8_t *)(y[c]->bsums + 2 * p)));
                     sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
                 }
+                #pragma GCC unroll 16
                 for (int u = p; u < 16; u += 8) {
                     /* groups u, u+16 (ql[u], ql[u+16] low nibbles), u+32, u+48 (high) */
                     const __m256i qa = _mm256_loadu_si256((const __m256i *)(b->ql[u] + 32 * h));
@@ -198,6 +213,7 @@ AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
                     q[1] = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
                     q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4), _mm256_and_si256(qh, m30));
                     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                    #pragma GCC unroll 16
                     for (int k = 0; k < 4; k++) {
                         const int g = u + 16 * k;
                         for (int c = 0; c < NC; c++) {
