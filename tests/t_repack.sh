@@ -70,3 +70,59 @@ for be in $backends; do
         else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
     done
 done
+
+# ---- Q4_K_M_R16: Q4_K and Q6_K stored 16 rows interleaved (row groups) ----
+# - per-tensor types: Q4_K_M's, Q4_K -> Q4_K_R16 and Q6_K -> Q6_K_R16, except
+#   token_embd (read one row at a time) which keeps its type;
+# - quantizing the f32 model and losslessly repacking the Q4_K_M file give
+#   the same file, byte for byte;
+# - every R16 tensor dequantizes to exactly the base tensor's floats;
+# - logits within the tolerances, and identical to Q4_K_M's on the backends
+#   whose R16 kernels are built to match their row kernels;
+# - a quantized input is refused unless TYPE is a repacked layout.
+"$Q" "$F32" "$tmp/g.gguf" Q4_K_M_R16 -j 2 2>"$tmp/log" || { echo "FAIL: Q4_K_M_R16: picolm-quantize failed: $(tail -1 "$tmp/log")"; exit 1; }
+types "$tmp/k.gguf" | sed -e '/^token_embd/!s/ Q4_K$/ Q4_K_R16/' -e '/^token_embd/!s/ Q6_K$/ Q6_K_R16/' >"$tmp/want"; types "$tmp/g.gguf" >"$tmp/got"
+n4=$(grep -c ' Q4_K_R16$' "$tmp/got"); n6=$(grep -c ' Q6_K_R16$' "$tmp/got")
+if cmp -s "$tmp/want" "$tmp/got" && [ "$n4" -gt 0 ] && [ "$n6" -gt 0 ]; then
+    echo "PASS: Q4_K_M_R16: Q4_K_M's per-tensor types, $n4 Q4_K_R16 and $n6 Q6_K_R16 tensors, token_embd as is"
+else echo "FAIL: Q4_K_M_R16 types: $(diff "$tmp/want" "$tmp/got" | grep '^[<>]' | head -3 | tr '\n' ' ')"; fi
+
+if "$Q" "$tmp/k.gguf" "$tmp/gb.gguf" Q4_K_M_R16 -j 2 2>"$tmp/log"; then
+    grep -q 'repacking (lossless)' "$tmp/log" && cmp -s "$tmp/g.gguf" "$tmp/gb.gguf" &&
+        echo "PASS: repacking the Q4_K_M file gives the file quantized from f32, byte for byte" ||
+        echo "FAIL: repacked Q4_K_M -> Q4_K_M_R16 differs from the f32 -> Q4_K_M_R16 file ($(cmp "$tmp/g.gguf" "$tmp/gb.gguf" 2>&1 | head -1))"
+else echo "FAIL: picolm-quantize Q4_K_M -> Q4_K_M_R16 (repack): $(tail -1 "$tmp/log")"; fi
+
+if "$Q" "$tmp/k.gguf" "$tmp/x.gguf" Q4_K_M -j 2 2>"$tmp/log"; then echo "FAIL: requantizing Q4_K_M as Q4_K_M was accepted"
+else grep -q 'only be repacked' "$tmp/log" && echo "PASS: a quantized input with a plain TYPE is refused: $(tail -1 "$tmp/log" | cut -c1-100)..." ||
+    echo "FAIL: requantizing refused without saying why: $(tail -1 "$tmp/log")"; fi
+if "$Q" "$M/tiny-shakespeare-q8_0.gguf" "$tmp/x.gguf" Q4_K_M_R16 -j 2 2>"$tmp/log"; then echo "FAIL: repacking a Q8_0 model as Q4_K_M_R16 was accepted"
+else grep -q 'no tensor' "$tmp/log" && echo "PASS: a model with nothing to repack is refused: $(tail -1 "$tmp/log")" ||
+    echo "FAIL: Q8_0 -> Q4_K_M_R16 refused without saying why: $(tail -1 "$tmp/log")"; fi
+
+bad=""; n=0
+for t in $(awk '$2 ~ /_R16$/ {print $1}' "$tmp/got"); do
+    "$BIN/picolm-gguf" dequant "$tmp/k.gguf" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$tmp/g.gguf" "$t" "$tmp/b" 2>/dev/null &&
+        [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" || bad="$bad $t"
+    n=$((n + 1))
+done
+[ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n R16 tensors dequantize to exactly the Q4_K / Q6_K tensors' floats" ||
+    echo "FAIL: dequantized R16 tensors differ from their base:$bad"
+
+if "$BIN/picolm-logits" "$tmp/g.gguf" "$tok" "$tmp/g.f32" --batch 16 -j 2 2>"$tmp/log"; then
+    if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/g.f32" "$ref" 1024 0.10 1e-3); then echo "PASS: Q4_K_M_R16 runs: $out"
+    else echo "FAIL: Q4_K_M_R16 logits vs reference: $out"; fi
+else echo "FAIL: picolm-logits on Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
+
+# reference, scalar and avx2 (whose R16 kernels mirror its Q4_K / Q6_K ones)
+r16_backends="reference scalar"
+grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo && r16_backends="$r16_backends avx2"
+for be in $r16_backends; do
+    for bt in 1 64; do
+        if "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$tmp/k.f32" --batch $bt --backend $be -j 2 2>"$tmp/log" &&
+            "$BIN/picolm-logits" "$tmp/g.gguf" "$tok" "$tmp/g.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
+            cmp -s "$tmp/k.f32" "$tmp/g.f32" && echo "PASS: $be, batch $bt: Q4_K_M_R16 logits identical to Q4_K_M's" ||
+                echo "FAIL: $be, batch $bt: Q4_K_M_R16 logits differ from Q4_K_M's ($("$BUILD/tests/test_quantize" --cmp-logits "$tmp/g.f32" "$tmp/k.f32" 1024 0.10 1e-3))"
+        else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
+    done
+done
