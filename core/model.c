@@ -223,27 +223,33 @@ static void *xalloc(llama_ctx *c, size_t n) {
     return p;
 }
 
-/* Largest quantized activation row for every matrix the model multiplies. */
 /* Bytes of one quantized activation row for matrix w. */
 static size_t act_row(const llama_model *m, const qmat *w) {
     return dispatch_row_size(m->d, m->d->types[w->type].vec_dot_type, w->cols);
 }
 
-/* Largest quantized activation row for every matrix the model multiplies. */
-static size_t act_row_max(const llama_model *m) {
-    size_t mx = act_row(m, &m->output);
+/* Bytes of one group of w unpacked to its base type when its kernels are
+   the base type's (pl_type.to_base), else 0. */
+static size_t unpack_group(const llama_model *m, const qmat *w) {
+    const pl_type *t = &m->d->types[w->type];
+    return t->to_base ? t->row_group * dispatch_row_size(m->d, t->base_type, w->cols) : 0;
+}
+
+/* The largest f(matrix) over every matrix the model multiplies. */
+static size_t mats_max(const llama_model *m, size_t (*f)(const llama_model *, const qmat *)) {
+    size_t mx = f(m, &m->output);
     for (int l = 0; l < m->hp.n_layer; l++) {
         const llama_layer *L = &m->layers[l];
         const qmat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < 7; i++)
-            if (act_row(m, lm[i]) > mx) mx = act_row(m, lm[i]);
+            if (f(m, lm[i]) > mx) mx = f(m, lm[i]);
     }
     return mx;
 }
 
 /* Sizes of the scratch buffers for a batch of B tokens: one place for
    build_ctx (which allocates them) and the memory plan (which adds them). */
-enum { BUF_X, BUF_XB, BUF_Q, BUF_K, BUF_V, BUF_ATT, BUF_HB, BUF_HB2, BUF_LOGITS, BUF_ACTQ, N_BUF };
+enum { BUF_X, BUF_XB, BUF_Q, BUF_K, BUF_V, BUF_ATT, BUF_HB, BUF_HB2, BUF_LOGITS, BUF_ACTQ, BUF_UNPACK, N_BUF };
 
 static void scratch_sizes(const llama_model *m, size_t B, size_t nthr, size_t sz[N_BUF]) {
     const llama_hparams *hp = &m->hp;
@@ -257,7 +263,8 @@ static void scratch_sizes(const llama_model *m, size_t B, size_t nthr, size_t sz
     sz[BUF_ATT] = (B * qd + nthr * 2 * (size_t)hp->head_dim) * sizeof(float);
     sz[BUF_HB] = sz[BUF_HB2] = B * (size_t)hp->n_ff * sizeof(float);
     sz[BUF_LOGITS] = (size_t)hp->n_vocab * sizeof(float);
-    sz[BUF_ACTQ] = 3 * act_row_max(m) * B; /* up to 3 activation types per region */
+    sz[BUF_ACTQ] = 3 * mats_max(m, act_row) * B; /* up to 3 activation types per region */
+    sz[BUF_UNPACK] = nthr * round64(mats_max(m, unpack_group)); /* one group per thread */
 }
 
 size_t llama_scratch_bytes(const llama_model *m, int n_batch, int n_threads) {
@@ -301,7 +308,9 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->hb2 = xalloc(c, sz[BUF_HB2]);
     c->logits = xalloc(c, sz[BUF_LOGITS]);
     c->act_q = xalloc(c, sz[BUF_ACTQ]);
-    if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
+    c->unpack_stride = round64(mats_max(m, unpack_group));
+    c->unpack = c->unpack_stride ? xalloc(c, sz[BUF_UNPACK]) : NULL;
+    if ((c->unpack_stride && !c->unpack) || !c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
         !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q) {
         free_ctx(c);
         return pl_fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
@@ -320,7 +329,7 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
 
 void free_ctx(llama_ctx *c) {
     void *bufs[] = {c->k_cache, c->v_cache, c->rope_cos, c->rope_sin, c->x, c->xb, c->q, c->k,
-                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q};
+                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q, c->unpack};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     memset(c, 0, sizeof *c);
 }
@@ -336,6 +345,7 @@ typedef struct mm_job {
     const uint8_t *xq;          /* nb quantized activation rows */
     size_t xq_stride;
     const pl_type *t;
+    size_t base_row_bytes;      /* t->to_base: bytes of one unpacked row */
 } mm_job;
 
 #ifndef MM_CHUNKS
@@ -348,10 +358,32 @@ typedef struct mm_task {
     int64_t start[4];           /* row offsets of each job in the joint row space */
     int64_t chunk;              /* rows claimed at a time (a multiple of 16) */
     _Atomic int64_t next;       /* first unclaimed row */
+    uint8_t *unpack;            /* per-thread group buffers (pl_type.to_base) */
+    size_t unpack_stride;
 } mm_task;
 
+/* A layout run through its base type's kernels: each group is unpacked
+   into this thread's buffer (L1/L2-sized), then multiplied there. */
+static void mm_unpacked(const mm_task *T, const mm_job *J, int64_t a, int64_t b, int tid) {
+    const qmat *w = J->w;
+    const pl_type *t = J->t;
+    const int64_t g = t->row_group;
+    const size_t brb = J->base_row_bytes;
+    uint8_t *buf = T->unpack + (size_t)tid * T->unpack_stride;
+    for (int64_t r = a; r < b; r += g) {
+        t->to_base(w->data + (size_t)r * w->row_bytes, buf, brb, w->cols);
+        if (t->gemm) {
+            t->gemm(w->cols, g, T->nb, buf, brb, J->xq, J->xq_stride, J->out + r, (size_t)J->ldo);
+            continue;
+        }
+        for (int k = 0; k < T->nb; k++)
+            for (int64_t i = 0; i < g; i++)
+                t->vec_dot(w->cols, &J->out[(size_t)k * J->ldo + r + i], buf + (size_t)i * brb, J->xq + (size_t)k * J->xq_stride);
+    }
+}
+
 /* rows [r0, r1) of the joint row space */
-static void mm_rows(const mm_task *T, int64_t r0, int64_t r1) {
+static void mm_rows(const mm_task *T, int64_t r0, int64_t r1, int tid) {
     for (int j = 0; j < T->n_jobs; j++) {
         int64_t a = r0 > T->start[j] ? r0 : T->start[j];
         int64_t b = r1 < T->start[j + 1] ? r1 : T->start[j + 1];
@@ -362,6 +394,10 @@ static void mm_rows(const mm_task *T, int64_t r0, int64_t r1) {
         if (b > J->w->rows) b = J->w->rows; /* the padding up to 16 */
         if (a >= b) continue;
         const qmat *w = J->w;
+        if (J->t->to_base) {
+            mm_unpacked(T, J, a, b, tid);
+            continue;
+        }
         /* gemm also for one column (decode): a backend may run several rows
            per call there */
         if (J->t->gemm) {
@@ -391,13 +427,13 @@ static void mm_rows(const mm_task *T, int64_t r0, int64_t r1) {
    running one instead of stalling the whole matmul.  Every row is computed
    by the same kernel whatever the chunking, so results don't depend on it. */
 static void mm_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
-    (void)u0, (void)u1, (void)tid;
+    (void)u0, (void)u1;
     mm_task *T = ctx;
     const int64_t n = T->start[T->n_jobs];
     for (;;) {
         const int64_t r0 = atomic_fetch_add_explicit(&T->next, T->chunk, memory_order_relaxed);
         if (r0 >= n) break;
-        mm_rows(T, r0, r0 + T->chunk < n ? r0 + T->chunk : n);
+        mm_rows(T, r0, r0 + T->chunk < n ? r0 + T->chunk : n, tid);
     }
 }
 
@@ -440,7 +476,8 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
             A.q[A.n_q] = q;
             A.stride[A.n_q++] = stride;
         }
-        T.job[j] = (mm_job){w[j], out[j], (int)w[j]->rows, q, stride, t};
+        T.job[j] = (mm_job){w[j], out[j], (int)w[j]->rows, q, stride, t,
+                            t->to_base ? dispatch_row_size(c->m->d, t->base_type, cols) : 0};
         /* each job starts on a multiple of 16 rows of the joint space, so
            that chunks (multiples of 16) never split a row group */
         T.start[j + 1] = T.start[j] + ((w[j]->rows + 15) & ~(int64_t)15);
@@ -456,7 +493,9 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
     int64_t ch = (rows / ((int64_t)nthr * MM_CHUNKS) + 15) & ~(int64_t)15;
     T.chunk = ch < 16 ? 16 : ch;
     atomic_init(&T.next, 0);
-    if (nthr <= 1) mm_rows(&T, 0, rows);
+    T.unpack = c->unpack;
+    T.unpack_stride = c->unpack_stride;
+    if (nthr <= 1) mm_rows(&T, 0, rows, 0);
     else threadpool_run(c->pool, nthr, mm_worker, &T);
 }
 

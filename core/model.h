@@ -60,6 +60,8 @@ typedef struct llama_ctx {
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
     uint8_t *act_q;             /* quantized activations */
     size_t act_q_bytes;
+    uint8_t *unpack;            /* per-thread buffers of one unpacked row group (pl_type.to_base) */
+    size_t unpack_stride;
     size_t anon_bytes;          /* bytes this context allocated */
 } llama_ctx;
 

@@ -389,6 +389,29 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
         t->act_quant = q;
         t->kernel_from = be->name;
     }
+    /* 2b. a layout the backend has no kernels for runs its base type's on
+       groups unpacked by the format's to_base (same values, same kernels,
+       same results), rather than the layout's slow reference code */
+    for (int i = 0; i < r->n; i++) {
+        const pl_plugin *p = &r->items[i];
+        if (!p->ok || p->kind != PICOLM_KIND_FORMAT) continue;
+        const picolm_format_vtable *v = p->desc->vtable;
+        if (v->format_size < offsetof(picolm_format, to_base) + sizeof(void *)) continue;
+        FOR_FORMATS(v, f, j) {
+            pl_type *t = &d->types[f->type_id];
+            if (t->fmt != f || !f->to_base || f->base_type >= PICOLM_TYPE_MAX || strcmp(t->kernel_from, "reference")) continue;
+            const pl_type *b = &d->types[f->base_type];
+            if (!b->fmt || b->row_group != 1 || !strcmp(b->kernel_from, "reference") || b->fmt->block_size != f->block_size)
+                continue;
+            t->vec_dot = b->vec_dot;
+            t->vec_dot_type = b->vec_dot_type;
+            t->gemm = b->gemm;
+            t->act_quant = b->act_quant;
+            t->kernel_from = b->kernel_from;
+            t->to_base = f->to_base;
+            t->base_type = f->base_type;
+        }
+    }
     /* 3. primitives (only the members this backend's struct_size covers) */
 #define OVERLAY(m) \
     if (bv->struct_size >= offsetof(picolm_backend_vtable, m) + sizeof(void *) && bv->m) d->ops.m = bv->m

@@ -61,6 +61,12 @@ typedef struct pl_type {
     picolm_gemm_fn gemm;          /* NULL: loop over vec_dot */
     picolm_from_float_fn act_quant; /* float -> vec_dot_type */
     const char *kernel_from;      /* backend name or "reference" */
+    /* A layout whose backend kernels are its base type's (the backend has
+       none for the layout itself): vec_dot and gemm above are base_type's
+       and take rows of it, which to_base makes from one group at a time
+       (model.c: mm_rows).  NULL when the kernels take this type directly. */
+    void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n);
+    uint32_t base_type;
 } pl_type;
 
 typedef struct pl_dispatch {

@@ -238,6 +238,83 @@ static void q6_K_r16_from_base(const void *src, size_t stride, void *dst, int64_
     }
 }
 
+/* to_base: one group -> 16 rows of the base type (row r at dst + r * stride),
+   the inverse of from_base.  The core runs the base kernels on this when a
+   backend has none for the layout, so it works on 32-bit words (4 columns of
+   one row) rather than through the per-column accessors. */
+static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline void st32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+#define LO4 0x0F0F0F0Fu
+
+static void q4_K_r16_to_base(const void *src, void *dst, size_t stride, int64_t n) {
+    const block_q4_K_r16 *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q4_K_r16 *b = &x[i];
+        block_q4_K *o[R16];
+        for (int r = 0; r < R16; r++) {
+            o[r] = (block_q4_K *)((char *)dst + (size_t)r * stride) + i;
+            o[r]->d = b->d[r];
+            o[r]->dmin = b->dmin[r];
+            memset(o[r]->scales, 0, sizeof o[r]->scales);
+            for (int s = 0; s < QK_K / 32; s++)
+                pack_scale_min_k4(o[r]->scales, s, r16_get6(b->scales_l, b->scales_h, r, s), r16_get6(b->mins_l, b->mins_h, r, s));
+        }
+        /* Q4_K byte 32j + l: sub-block 2j's column l (low nibble), 2j+1's
+           (high).  R16 word qs[4s + k][row r]: sub-block s, columns 4k..4k+3
+           (low nibbles) and 16 + 4k.. (high nibbles).  Rows innermost: the
+           word operations run on whole 64-byte lines (vectorisable). */
+        for (int j = 0; j < QK_K / 64; j++)
+            for (int k = 0; k < 4; k++) {
+                uint32_t lo[R16], hi[R16];
+                for (int r = 0; r < R16; r++) {
+                    const uint32_t A = ld32(b->qs[8 * j + k] + 4 * r), B = ld32(b->qs[8 * j + 4 + k] + 4 * r);
+                    lo[r] = (A & LO4) | (B & LO4) << 4;
+                    hi[r] = (A >> 4 & LO4) | (B & ~LO4);
+                }
+                for (int r = 0; r < R16; r++) {
+                    st32(o[r]->qs + 32 * j + 4 * k, lo[r]);
+                    st32(o[r]->qs + 32 * j + 16 + 4 * k, hi[r]);
+                }
+            }
+    }
+}
+
+static void q6_K_r16_to_base(const void *src, void *dst, size_t stride, int64_t n) {
+    const block_q6_K_r16 *x = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q6_K_r16 *b = &x[i];
+        for (int r = 0; r < R16; r++) {
+            block_q6_K *o = (block_q6_K *)((char *)dst + (size_t)r * stride) + i;
+            o->d = b->d[r];
+            for (int s = 0; s < QK_K / 16; s++) o->scales[s] = b->scales[s][r];
+            /* Q6_K ql[64h + B]: low 4 bits of column 128h + B (low nibble) and
+               128h + 64 + B (high).  R16 word ql[v][row r]: columns 4v.. (low
+               nibbles) and 128 + 4v.. (high). */
+            for (int v = 0; v < 16; v++) {
+                const uint32_t A = ld32(b->ql[v] + 4 * r), B = ld32(b->ql[v + 16] + 4 * r);
+                st32(o->ql + 4 * v, (A & LO4) | (B & LO4) << 4);
+                st32(o->ql + 64 + 4 * v, (A >> 4 & LO4) | (B & ~LO4));
+            }
+            /* Q6_K qh[32h + l] bits 2m: high 2 bits of column 128h + 32m + l;
+               R16 word qh[u][row r] bits 2k: of column 64k + 4u.. */
+            for (int h = 0; h < 2; h++)
+                for (int u = 0; u < 8; u++) {
+                    uint32_t w = 0;
+                    for (int m = 0; m < 4; m++)
+                        w |= (ld32(b->qh[8 * (m & 1) + u] + 4 * r) >> (2 * (2 * h + (m >> 1))) & 0x03030303u) << (2 * m);
+                    st32(o->qh + 32 * h + 4 * u, w);
+                }
+        }
+    }
+}
+
+static void q4_K_r_to_base(const void *src, void *dst, size_t stride, int64_t n) {
+    (void)stride;
+    const block_q4_K_r *x = src;
+    block_q4_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++) q4_K_r_to_q4_K(&x[i], &y[i]);
+}
+
 /* quantize_row: 16 rows of n floats; the base quantizer works superblock by
    superblock, so one superblock of the 16 rows at a time needs no buffer. */
 static void q4_K_r16_quantize(const float *x, void *dst, int64_t n) {
@@ -341,16 +418,16 @@ static const picolm_format repack_formats[] = {
     { .type_id = PICOLM_TYPE_Q4_K_R, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R", .block_size = QK_K,
       .type_size = sizeof(block_q4_K_r), .dequantize_row = q4_K_r_dequantize, .quantize_row = q4_K_r_quantize,
       .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r_vec_dot,
-      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r_from_base },
+      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r_from_base, .to_base = q4_K_r_to_base },
     /* grouped: type_size is per row (a group of 16 rows is 16 x that) */
     { .type_id = PICOLM_TYPE_Q4_K_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R16", .block_size = QK_K,
       .type_size = sizeof(block_q4_K_r16) / R16, .dequantize_row = q4_K_r16_dequantize, .quantize_row = q4_K_r16_quantize,
       .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r16_vec_dot, .row_group = R16,
-      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r16_from_base },
+      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r16_from_base, .to_base = q4_K_r16_to_base },
     { .type_id = PICOLM_TYPE_Q6_K_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q6_K_R16", .block_size = QK_K,
       .type_size = sizeof(block_q6_K_r16) / R16, .dequantize_row = q6_K_r16_dequantize, .quantize_row = q6_K_r16_quantize,
       .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q6_K_r16_vec_dot, .row_group = R16,
-      .base_type = PICOLM_TYPE_Q6_K, .from_base = q6_K_r16_from_base },
+      .base_type = PICOLM_TYPE_Q6_K, .from_base = q6_K_r16_from_base, .to_base = q6_K_r16_to_base },
 };
 _Static_assert(sizeof(block_q4_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q4_K), "Q4_K_R16 row bytes = Q4_K's");
 _Static_assert(sizeof(block_q6_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q6_K), "Q6_K_R16 row bytes = Q6_K's");

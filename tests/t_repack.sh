@@ -114,9 +114,18 @@ if "$BIN/picolm-logits" "$tmp/g.gguf" "$tok" "$tmp/g.f32" --batch 16 -j 2 2>"$tm
     else echo "FAIL: Q4_K_M_R16 logits vs reference: $out"; fi
 else echo "FAIL: picolm-logits on Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
 
-# reference, scalar and avx2 (whose R16 kernels mirror its Q4_K / Q6_K ones)
+# reference, scalar and avx2 (whose R16 kernels mirror its Q4_K / Q6_K ones),
+# and sse4, which has no R16 kernels: the core runs its Q4_K / Q6_K kernels
+# on groups unpacked by the format's to_base
 r16_backends="reference scalar"
 grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo && r16_backends="$r16_backends avx2"
+if grep -q sse4_1 /proc/cpuinfo 2>/dev/null; then
+    r16_backends="$r16_backends sse4"
+    if echo "Hello" | "$BIN/picolm" "$tmp/g.gguf" -n 4 --backend sse4 2>"$tmp/log" >/dev/null; then
+        grep -q 'no Q4_K_R16 kernels: running its Q4_K kernels on unpacked row groups' "$tmp/log" &&
+            echo "PASS: sse4 runs Q4_K_R16 on its Q4_K kernels and says so" || echo "FAIL: no note of the unpacked fallback on sse4: $(head -1 "$tmp/log")"
+    else echo "FAIL: picolm --backend sse4 on Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
+fi
 for be in $r16_backends; do
     for bt in 1 64; do
         if "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$tmp/k.f32" --batch $bt --backend $be -j 2 2>"$tmp/log" &&

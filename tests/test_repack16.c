@@ -194,6 +194,23 @@ static void test_type(uint32_t rid) {
         CHECK(diff == 0, "%s n=%lld: dequantize(from_base(random %s rows)) == %s dequantize, bit for bit (%lld differ)",
               f->name, (long long)n, b->name, b->name, (long long)diff);
 
+        /* to_base undoes from_base byte for byte (every bit of a Q4_K/Q6_K
+           block is used, so random bytes are valid blocks), honouring its
+           stride and writing nothing between rows */
+        if (vt_repack->format_size >= offsetof(picolm_format, to_base) + sizeof(void *) && f->to_base) {
+            uint8_t *back = malloc(G * stride);
+            memset(back, 0x5A, G * stride);
+            f->to_base(grp, back, stride, n);
+            int same = 1, pad_ok = 1;
+            for (int r = 0; r < G; r++) {
+                same &= !memcmp(back + r * stride, src + r * stride, rb);
+                for (size_t k = rb; k < stride; k++) pad_ok &= back[r * stride + k] == 0x5A;
+            }
+            CHECK(same && pad_ok, "%s n=%lld: to_base(from_base(16 random %s rows)) gives them back, byte for byte (rows %s, gaps %s)",
+                  f->name, (long long)n, b->name, same ? "equal" : "DIFFER", pad_ok ? "untouched" : "WRITTEN");
+            free(back);
+        } else CHECK(0, "%s: has to_base (the core's fallback to %s kernels needs it)", f->name, b->name);
+
         /* the bytes are where blocks.h says: decode them with the test's
            own reading of the layout comment (not repack.c's accessors) */
         diff = 0;

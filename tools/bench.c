@@ -349,7 +349,7 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
     int cap = 64, n = 0, rc = -1;
     micro_result *res = malloc((size_t)cap * sizeof *res);
     float *x = malloc((size_t)cols * 16 * sizeof(float)), *y = malloc((size_t)cols * sizeof(float)); /* x: up to a 16-row group */
-    uint8_t *mat = NULL, *act = NULL;
+    uint8_t *mat = NULL, *act = NULL, *unp = NULL; /* unp: one group unpacked (pl_type.to_base) */
     if (!ref || !d || !res || !x || !y) { snprintf(err, errlen, "out of memory"); goto done; }
     if (registry_dispatch(reg, "reference", ref, err, errlen)) goto done;
     uint64_t s = 42;
@@ -382,6 +382,11 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
             act = malloc(dispatch_row_size(d, ty->vec_dot_type, cols) + 64);
             if (!act) { snprintf(err, errlen, "out of memory"); goto done; }
             ty->act_quant(y, act, cols);
+            /* a layout on its base type's kernels: time the unpacking too */
+            const size_t brb = ty->to_base ? dispatch_row_size(d, ty->base_type, cols) : 0;
+            free(unp);
+            unp = brb ? malloc((size_t)g * brb) : NULL;
+            if (brb && !unp) { snprintf(err, errlen, "out of memory"); goto done; }
             double best = 0;
             volatile float sink = 0;
             for (int pass = 0; pass < 3; pass++) {
@@ -391,7 +396,10 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
                 do {
                     float acc = 0, v[16];
                     for (int64_t r = 0; r < rows; r += g) {
-                        ty->vec_dot(cols, v, mat + (size_t)r * rb, act);
+                        if (unp) {
+                            ty->to_base(mat + (size_t)r * rb, unp, brb, cols);
+                            for (int64_t i = 0; i < g; i++) ty->vec_dot(cols, v + i, unp + (size_t)i * brb, act);
+                        } else ty->vec_dot(cols, v, mat + (size_t)r * rb, act);
                         acc += v[0];
                     }
                     sink += acc;
@@ -410,7 +418,8 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
             micro_result *mr = &res[n++];
             snprintf(mr->format, sizeof mr->format, "%s", f->name);
             snprintf(mr->backend, sizeof mr->backend, "%s", o->backends[b]);
-            snprintf(mr->from, sizeof mr->from, "%s", ty->kernel_from ? ty->kernel_from : "reference");
+            snprintf(mr->from, sizeof mr->from, "%s%s%s", ty->kernel_from ? ty->kernel_from : "reference", ty->to_base ? " via " : "",
+                     ty->to_base ? d->types[ty->base_type].fmt->name : "");
             mr->gbps = best;
             fprintf(stderr, "picolm-bench: micro %-7s %-10s %7.2f GB/s (kernel: %s)\n", mr->format, mr->backend, best, mr->from);
         }
@@ -427,6 +436,7 @@ done:
     free(y);
     free(mat);
     free(act);
+    free(unp);
     return rc;
 }
 

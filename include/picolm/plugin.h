@@ -190,6 +190,15 @@ typedef struct picolm_format {
        (one group, or one row when not grouped). */
     uint32_t base_type;
     void (*from_base)(const void *src, size_t src_stride, void *dst, int64_t n);
+    /* (optional) The inverse of from_base: one group (one row when not
+       grouped) of n elements -> max(row_group, 1) rows of base_type, row i
+       at dst + i * dst_stride.  When the backend has kernels for base_type
+       but none for this layout, the core unpacks a group at a time into a
+       small per-thread buffer and runs the base kernels there: the same
+       values through the same kernels, so the same results, at a cost of
+       a conversion per group instead of the reference code.  Make it fast
+       (word operations, no per-element loops) since it sits on that path. */
+    void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n);
 } picolm_format;
 
 /* One plain-row table entry with designated initializers, so that a table
