@@ -7,6 +7,7 @@
  * VNNI: see plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
  */
 #include "../avx2/x86_avx2.h"
+#include "../avx2/x86_avx2_r16.h"
 
 AI float x86_hsum512(__m512 v) {
     return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
@@ -593,6 +594,8 @@ X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
 X86_WRAP(avx2, f32, avx2_f32_nc)
 X86_WRAP(avx2, f16, avx2_f16_nc)
 X86_WRAP(avx2, bf16, avx2_bf16_nc)
+R16_WRAP(avx2, q4_K_r16, avx2_q4_K_r16_t)
+R16_WRAP(avx2, q6_K_r16, avx2_q6_K_r16_t)
 
 #define K(P, T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, P##_vec_dot_##name, P##_gemm_##name }
 /* Not const: init swaps in the VNNI kernels when the CPU has them (entries
@@ -603,6 +606,7 @@ static picolm_kernel avx512_kernels[] = {
     K(avx2, Q4_0, Q8_0, q4_0), K(avx2, Q4_1, Q8_1, q4_1), K(avx2, Q5_0, Q8_0, q5_0), K(avx2, Q5_1, Q8_1, q5_1),
     K(avx2, IQ4_NL, Q8_0, iq4_nl), K(avx2, Q2_K, Q8_K, q2_K), K(avx2, Q3_K, Q8_K, q3_K), K(avx2, Q5_K, Q8_K, q5_K),
     K(avx2, IQ4_XS, Q8_K, iq4_xs), K(avx2, F32, F32, f32), K(avx2, F16, F16, f16), K(avx2, BF16, BF16, bf16),
+    K(avx2, Q4_K_R16, Q8_K, q4_K_r16), K(avx2, Q6_K_R16, Q8_K, q6_K_r16),
 };
 static const picolm_act_quant avx512_act_quants[] = {
     { PICOLM_TYPE_Q8_0, avx2_quantize_q8_0 },
