@@ -39,37 +39,51 @@ ks=$(stat -c %s "$tmp/k.gguf"); rs=$(stat -c %s "$tmp/r.gguf")
 echo "INFO: file size Q4_K_M $ks, Q4_K_M_R $rs bytes"
 
 # dequantized tensors: bit for bit
-bad=""; n=0
-for t in $(awk '$2 == "Q4_K_R" {print $1}' "$tmp/got"); do
-    "$BIN/picolm-gguf" dequant "$tmp/k.gguf" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$tmp/r.gguf" "$t" "$tmp/b" 2>/dev/null &&
-        [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" || bad="$bad $t"
-    n=$((n + 1))
-done
-[ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n Q4_K_R tensors dequantize to exactly the Q4_K tensors' floats" ||
-    echo "FAIL: dequantized Q4_K_R differs from Q4_K:$bad"
+# same_dequant FILE AWK_TYPE_TEST WHAT: every tensor of FILE whose type
+# (in $tmp/got) passes the test dequantizes to the Q4_K_M tensor's floats
+same_dequant() {
+    bad=""; n=0
+    for t in $(awk "\$2 $2 {print \$1}" "$tmp/got"); do
+        "$BIN/picolm-gguf" dequant "$tmp/k.gguf" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$1" "$t" "$tmp/b" 2>/dev/null &&
+            [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" || bad="$bad $t"
+        n=$((n + 1))
+    done
+    [ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n $3 tensors dequantize to exactly the Q4_K_M tensors' floats" ||
+        echo "FAIL: dequantized $3 tensors differ from Q4_K_M's (of $n):$bad"
+}
+same_dequant "$tmp/r.gguf" '== "Q4_K_R"' Q4_K_R
 
 tok=$R/tiny-shakespeare-q4_k_m.tokens.i32
 ref=$R/tiny-shakespeare-q4_k_m.logits.f32
 [ -f "$tok" ] || { echo "SKIP: logits: $tok absent"; exit 0; }
-if "$BIN/picolm-logits" "$tmp/r.gguf" "$tok" "$tmp/r.f32" --batch 16 -j 2 2>"$tmp/log"; then
-    if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/r.f32" "$ref" 1024 0.10 1e-3); then echo "PASS: Q4_K_M_R runs: $out"
-    else echo "FAIL: Q4_K_M_R logits vs reference: $out"; fi
-else echo "FAIL: picolm-logits on Q4_K_M_R: $(tail -1 "$tmp/log")"; fi
+# runs_within NAME FILE: the model's logits within the tolerances of llama.cpp's
+runs_within() {
+    if "$BIN/picolm-logits" "$2" "$tok" "$tmp/x.f32" --batch 16 -j 2 2>"$tmp/log"; then
+        if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/x.f32" "$ref" 1024 0.10 1e-3); then echo "PASS: $1 runs: $out"
+        else echo "FAIL: $1 logits vs reference: $out"; fi
+    else echo "FAIL: picolm-logits on $1: $(tail -1 "$tmp/log")"; fi
+}
+# same_logits NAME FILE BACKENDS: logits identical to the Q4_K_M file's on
+# each backend, batch 1 (decode kernels) and 64 (prefill gemm)
+same_logits() {
+    for be in $3; do
+        for bt in 1 64; do
+            if "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$tmp/k.f32" --batch $bt --backend $be -j 2 2>"$tmp/log" &&
+                "$BIN/picolm-logits" "$2" "$tok" "$tmp/x.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
+                cmp -s "$tmp/k.f32" "$tmp/x.f32" && echo "PASS: $be, batch $bt: $1 logits identical to Q4_K_M's" ||
+                    echo "FAIL: $be, batch $bt: $1 logits differ from Q4_K_M's ($("$BUILD/tests/test_quantize" --cmp-logits "$tmp/x.f32" "$tmp/k.f32" 1024 0.10 1e-3))"
+            else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
+        done
+    done
+}
+runs_within Q4_K_M_R "$tmp/r.gguf"
 
 # Same kernels over the same values: identical logits (batch 1 = decode
 # kernels, batch 64 = prefill gemm), on the backends this CPU runs.
 backends="reference"
 grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo && backends="$backends avx2"
 grep -q avx512 /proc/cpuinfo 2>/dev/null && grep -q avx512_vnni /proc/cpuinfo && backends="$backends avx512"
-for be in $backends; do
-    for bt in 1 64; do
-        if "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$tmp/k.f32" --batch $bt --backend $be -j 2 2>"$tmp/log" &&
-            "$BIN/picolm-logits" "$tmp/r.gguf" "$tok" "$tmp/r.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
-            cmp -s "$tmp/k.f32" "$tmp/r.f32" && echo "PASS: $be, batch $bt: Q4_K_M_R logits identical to Q4_K_M's" ||
-                echo "FAIL: $be, batch $bt: Q4_K_M_R logits differ from Q4_K_M's ($("$BUILD/tests/test_quantize" --cmp-logits "$tmp/r.f32" "$tmp/k.f32" 1024 0.10 1e-3))"
-        else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
-    done
-done
+same_logits Q4_K_M_R "$tmp/r.gguf" "$backends"
 
 # ---- Q4_K_M_R16: Q4_K and Q6_K stored 16 rows interleaved (row groups) ----
 # - per-tensor types: Q4_K_M's, Q4_K -> Q4_K_R16 and Q6_K -> Q6_K_R16, except
@@ -100,19 +114,9 @@ if "$Q" "$M/tiny-shakespeare-q8_0.gguf" "$tmp/x.gguf" Q4_K_M_R16 -j 2 2>"$tmp/lo
 else grep -q 'no tensor' "$tmp/log" && echo "PASS: a model with nothing to repack is refused: $(tail -1 "$tmp/log")" ||
     echo "FAIL: Q8_0 -> Q4_K_M_R16 refused without saying why: $(tail -1 "$tmp/log")"; fi
 
-bad=""; n=0
-for t in $(awk '$2 ~ /_R16$/ {print $1}' "$tmp/got"); do
-    "$BIN/picolm-gguf" dequant "$tmp/k.gguf" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$tmp/g.gguf" "$t" "$tmp/b" 2>/dev/null &&
-        [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" || bad="$bad $t"
-    n=$((n + 1))
-done
-[ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n R16 tensors dequantize to exactly the Q4_K / Q6_K tensors' floats" ||
-    echo "FAIL: dequantized R16 tensors differ from their base:$bad"
+same_dequant "$tmp/g.gguf" '~ /_R16$/' R16
 
-if "$BIN/picolm-logits" "$tmp/g.gguf" "$tok" "$tmp/g.f32" --batch 16 -j 2 2>"$tmp/log"; then
-    if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/g.f32" "$ref" 1024 0.10 1e-3); then echo "PASS: Q4_K_M_R16 runs: $out"
-    else echo "FAIL: Q4_K_M_R16 logits vs reference: $out"; fi
-else echo "FAIL: picolm-logits on Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
+runs_within Q4_K_M_R16 "$tmp/g.gguf"
 
 # reference, scalar and avx2 (whose R16 kernels mirror its Q4_K / Q6_K ones),
 # and sse4, which has no R16 kernels: the core runs its Q4_K / Q6_K kernels
@@ -126,12 +130,4 @@ if grep -q sse4_1 /proc/cpuinfo 2>/dev/null; then
             echo "PASS: sse4 runs Q4_K_R16 on its Q4_K kernels and says so" || echo "FAIL: no note of the unpacked fallback on sse4: $(head -1 "$tmp/log")"
     else echo "FAIL: picolm --backend sse4 on Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
 fi
-for be in $r16_backends; do
-    for bt in 1 64; do
-        if "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$tmp/k.f32" --batch $bt --backend $be -j 2 2>"$tmp/log" &&
-            "$BIN/picolm-logits" "$tmp/g.gguf" "$tok" "$tmp/g.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
-            cmp -s "$tmp/k.f32" "$tmp/g.f32" && echo "PASS: $be, batch $bt: Q4_K_M_R16 logits identical to Q4_K_M's" ||
-                echo "FAIL: $be, batch $bt: Q4_K_M_R16 logits differ from Q4_K_M's ($("$BUILD/tests/test_quantize" --cmp-logits "$tmp/g.f32" "$tmp/k.f32" 1024 0.10 1e-3))"
-        else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
-    done
-done
+same_logits Q4_K_M_R16 "$tmp/g.gguf" "$r16_backends"
