@@ -475,9 +475,12 @@ AI void prefetch_rows(const void *w, size_t ws, int nrows, size_t b0, size_t b1)
         for (size_t o = b0 & ~(size_t)63; o < b1; o += 64) _mm_prefetch((const char *)w + r * ws + o, _MM_HINT_T0);
 }
 
-/* next_rows: rows of the following group (0 = none), prefetched during the last chunk */
+/* next_rows: rows of the following group (0 = none), prefetched during the
+   last chunk.  streams: the rows' separate streams of bsz bytes per
+   superblock, prefetched ahead (nr for plain rows; 1 for an interleaved
+   group, its superblocks being one contiguous stream of bsz-byte blocks). */
 static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst, size_t ds,
-                       size_t bsz, int next_rows, panel_pack_fn pack, const panel_cols_fn *cols) {
+                       size_t bsz, int streams, int next_rows, panel_pack_fn pack, const panel_cols_fn *cols) {
     panel P[PANEL_SB] __attribute__((aligned(64)));
     const int64_t nb = n / QK_K;
     const __mmask16 m = (__mmask16)((1u << nr) - 1);
@@ -485,7 +488,7 @@ static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, 
         const int nsb = (int)(nb - i0 < PANEL_SB ? nb - i0 : PANEL_SB);
         if (i0 + PANEL_SB < nb) {
             const int64_t e = i0 + 2 * PANEL_SB < nb ? i0 + 2 * PANEL_SB : nb;
-            prefetch_rows(w, ws, nr, (size_t)(i0 + PANEL_SB) * bsz, (size_t)e * bsz);
+            prefetch_rows(w, ws, streams, (size_t)(i0 + PANEL_SB) * bsz, (size_t)e * bsz);
         } else if (next_rows) {
             prefetch_rows((const char *)w + PANEL_ROWS * ws, ws, next_rows, 0, (size_t)(nb < PANEL_SB ? nb : PANEL_SB) * bsz);
         }
@@ -562,7 +565,7 @@ AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
         const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
         const int64_t rn = nr - r - PANEL_ROWS;
-        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, K4_BSZ(R), rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, K4_BSZ(R), k, rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
                    R ? pack_q4_K_r_v : pack_q4_K_v, panel_q4_K_cols_tab);
     }
 }
@@ -578,10 +581,224 @@ static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
         const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
         const int64_t rn = nr - r - PANEL_ROWS;
-        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, sizeof(block_q6_K), rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
+        panel_gemm(n, k, nc, (const char *)w + r * ws, ws, a, as, dst + r, ds, sizeof(block_q6_K), k, rn <= 0 ? 0 : rn < PANEL_ROWS ? (int)rn : PANEL_ROWS,
                    pack_q6_K_v, panel_q6_K_cols_tab);
     }
 }
+/* ======================================================================== */
+/* Q4_K_R16 / Q6_K_R16: 16 rows interleaved (blocks.h)                        */
+/* ======================================================================== */
+/* A 64-byte vector of these layouts is 4 columns x 16 rows, a dword per row:
+   the rows are already the lanes, so nothing is transposed.  Every kernel
+   here computes the same integers and float steps as this file's Q4_K /
+   Q6_K kernels on the base rows, so a Q4_K_M_R16 model gives exactly the
+   Q4_K_M model's logits on this backend:
+   - prefill (VNNI, >= PANEL_MIN_NC columns): panel_gemm, whose "packing" is
+     here only a nibble split of one contiguous stream;
+   - the rest (decode, 2-3 columns, no VNNI): "lane" kernels.  The row
+     kernels keep 16 int32 lanes per row and superblock, lane L = columns
+     4(L&7)..+3 of 4 of the sub-blocks; here vector L holds lane L of the
+     16 rows, each gets the row kernel's cvt + fma, and the final horizontal
+     sums become vertical adds in x86_hsum512 / x86_hsum_ps order. */
+
+/* dword r = the int16 pair (a_r, b_r), from sign- or zero-extended dwords */
+AI __m512i r16_pair(__m512i a, __m512i b) { return _mm512_mask_blend_epi16(0xAAAAAAAAu, a, _mm512_slli_epi32(b, 16)); }
+AI __m512i r16_u8x16(__m128i v) { return _mm512_cvtepu8_epi32(v); }
+AI __m512i r16_s8x16(const int8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+/* x86_hsum512 (a[L] + a[L + 8], then x86_hsum_ps) and x86_hsum_ps, lane-wise */
+AI __m512 r16_hsum8(const __m512 *b) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(b[0], b[4]), _mm512_add_ps(b[2], b[6])),
+                         _mm512_add_ps(_mm512_add_ps(b[1], b[5]), _mm512_add_ps(b[3], b[7])));
+}
+AI __m512 r16_hsum16(const __m512 *a) {
+    __m512 b[8];
+    for (int p = 0; p < 8; p++) b[p] = _mm512_add_ps(a[p], a[p + 8]);
+    return r16_hsum8(b);
+}
+
+/* Sub-block j (0..3) of lane half hh (lanes 8hh..8hh+7) in the Q4_K row
+   kernels: q4_K_rows (decode) pairs sub-blocks 4k, 4k+1 | 4k+2, 4k+3 in a
+   64-byte load, q4_K_512 (vec_dot, 2-3 columns, no VNNI) 2j | 2j+1. */
+enum { MAP_ROWS, MAP_512 };
+AI int r16_k4_sub(const int MAP, int hh, int j) { return MAP == MAP_ROWS ? (j & 1) + 4 * (j >> 1) + 2 * hh : 2 * j + hh; }
+
+/* out[c * os + r] for the 16 rows of the group at vx, columns c < NC */
+AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC, const int MAP,
+                       const int VNNI) {
+    const block_q4_K_r16 *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 acc[R16_NC][16], accm[R16_NC][8]; /* the row kernels' acc and accm lanes */
+    for (int c = 0; c < NC; c++) {
+        for (int L = 0; L < 16; L++) acc[c][L] = _mm512_setzero_ps();
+        for (int t = 0; t < 8; t++) accm[c][t] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_K_r16 *b = x + i;
+        r16_prefetch(b + R16_PF, sizeof *b);
+        const block_q8_K *y[R16_NC];
+        __m512 dy[R16_NC], dmy[R16_NC];
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
+        for (int c = 0; c < NC; c++) {
+            y[c] = (const block_q8_K *)vy[c] + i;
+            dy[c] = _mm512_mul_ps(d, _mm512_set1_ps(y[c]->d));
+            dmy[c] = _mm512_mul_ps(dm, _mm512_set1_ps(y[c]->d));
+        }
+        /* mins: lane t = m_t * (bsums[2t] + bsums[2t + 1]) */
+        for (int t = 0; t < 8; t++) {
+            const __m512i m = r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, t));
+            const __m512i mp = r16_pair(m, m);
+            for (int c = 0; c < NC; c++)
+                accm[c][t] = _mm512_fmadd_ps(dmy[c], _mm512_cvtepi32_ps(_mm512_madd_epi16(mp, bcast32(y[c]->bsums + 2 * t))), accm[c][t]);
+        }
+        for (int hh = 0; hh < 2; hh++) {
+            __m512i sc[4];
+            for (int j = 0; j < 4; j++) {
+                const __m512i v = r16_u8x16(r16_k4_get6(b->scales_l, b->scales_h, r16_k4_sub(MAP, hh, j)));
+                sc[j] = r16_pair(v, v);
+            }
+            /* lane p: low nibbles of qs[4s + p] (p < 4), high of qs[4s + p - 4] */
+            for (int p = 0; p < 8; p++) {
+                __m512i sumi[R16_NC];
+                for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const int s = r16_k4_sub(MAP, hh, j);
+                    const __m512i q = _mm512_loadu_si512((const void *)b->qs[4 * s + (p & 3)]);
+                    const __m512i w = _mm512_and_si512(p < 4 ? q : _mm512_srli_epi16(q, 4), m4);
+                    for (int c = 0; c < NC; c++)
+                        sumi[c] = madd_acc(sumi[c], sc[j], _mm512_maddubs_epi16(w, bcast32(y[c]->qs + 32 * s + 4 * p)), VNNI);
+                }
+                for (int c = 0; c < NC; c++) acc[c][8 * hh + p] = _mm512_fmadd_ps(dy[c], _mm512_cvtepi32_ps(sumi[c]), acc[c][8 * hh + p]);
+            }
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + c * os, _mm512_sub_ps(r16_hsum16(acc[c]), r16_hsum8(accm[c])));
+}
+
+/* Q6_K_R16 groups u + 16k (k = 0..3) as u8 0..63: ql[u], ql[u + 16] low
+   nibbles, then high nibbles; qh[u] bits 2k..2k+1 */
+AI void r16_q6_K_groups(const block_q6_K_r16 *b, int u, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    const __m512i qa = _mm512_loadu_si512((const void *)b->ql[u]), qb = _mm512_loadu_si512((const void *)b->ql[u + 16]);
+    const __m512i qh = _mm512_loadu_si512((const void *)b->qh[u]);
+    q[0] = _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+    q[1] = _mm512_or_si512(_mm512_and_si512(qb, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
+    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), _mm512_and_si512(qh, m30));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
+}
+
+/* q6_K_rows / q6_K_512 lane L: groups L + 16k (scales 4k + L/4), starting
+   from -32 * (sc[2L] bsums[2L] + sc[2L+1] bsums[2L+1]) for L < 8 */
+AI void r16_q6_K_lanes(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC, const int VNNI) {
+    const block_q6_K_r16 *x = vx;
+    const int64_t nb = n / QK_K;
+    __m512 acc[R16_NC][16];
+    for (int c = 0; c < NC; c++)
+        for (int L = 0; L < 16; L++) acc[c][L] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q6_K_r16 *b = x + i;
+        r16_prefetch(b + R16_PF, sizeof *b);
+        const block_q8_K *y[R16_NC];
+        __m512 dy[R16_NC];
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+        for (int c = 0; c < NC; c++) {
+            y[c] = (const block_q8_K *)vy[c] + i;
+            dy[c] = _mm512_mul_ps(d, _mm512_set1_ps(y[c]->d));
+        }
+        for (int l4 = 0; l4 < 4; l4++) {
+            __m512i sc[4];
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = r16_s8x16(b->scales[4 * k + l4]);
+                sc[k] = r16_pair(v, v);
+            }
+            for (int L = 4 * l4; L < 4 * l4 + 4; L++) {
+                __m512i sumi[R16_NC];
+                for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
+                if (L < 8) {
+                    const __m512i op = r16_pair(r16_s8x16(b->scales[2 * L]), r16_s8x16(b->scales[2 * L + 1]));
+                    for (int c = 0; c < NC; c++)
+                        sumi[c] = _mm512_sub_epi32(sumi[c], _mm512_slli_epi32(_mm512_madd_epi16(op, bcast32(y[c]->bsums + 2 * L)), 5));
+                }
+                __m512i q[4];
+                r16_q6_K_groups(b, L, q);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+                    for (int c = 0; c < NC; c++)
+                        sumi[c] = madd_acc(sumi[c], sc[k], _mm512_maddubs_epi16(q[k], bcast32(y[c]->qs + 4 * (L + 16 * k))), VNNI);
+                for (int c = 0; c < NC; c++) acc[c][L] = _mm512_fmadd_ps(dy[c], _mm512_cvtepi32_ps(sumi[c]), acc[c][L]);
+            }
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + c * os, r16_hsum16(acc[c]));
+}
+
+/* The panel of superblock i of the group at x0: the same panel pack_q4_K /
+   pack_q6_K build from 16 separate rows. */
+static void pack_q4_K_r16(panel *P, const void *x0, size_t ws, int nrows, int64_t i) {
+    (void)ws, (void)nrows; /* always a whole group */
+    const block_q4_K_r16 *b = (const block_q4_K_r16 *)x0 + i;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    for (int v = 0; v < 32; v++) { /* qs[4s + k]: columns 32s + 4k.. (low nibbles), 32s + 16 + 4k.. (high) */
+        const __m512i q = _mm512_loadu_si512((const void *)b->qs[v]);
+        _mm512_store_si512((void *)P->q[8 * (v / 4) + v % 4], _mm512_and_si512(q, m4));
+        _mm512_store_si512((void *)P->q[8 * (v / 4) + v % 4 + 4], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    }
+    for (int s = 0; s < 8; s++) _mm512_store_si512((void *)P->sc[s], r16_u8x16(r16_k4_get6(b->scales_l, b->scales_h, s)));
+    for (int t = 0; t < 4; t++)
+        _mm512_store_si512((void *)P->mp[t], r16_pair(r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, 2 * t)),
+                                                      r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, 2 * t + 1))));
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d)));
+    _mm512_store_ps(P->dmin, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin)));
+}
+static void pack_q6_K_r16(panel *P, const void *x0, size_t ws, int nrows, int64_t i) {
+    (void)ws, (void)nrows;
+    const block_q6_K_r16 *b = (const block_q6_K_r16 *)x0 + i;
+    for (int u = 0; u < 16; u++) {
+        __m512i q[4];
+        r16_q6_K_groups(b, u, q);
+        for (int k = 0; k < 4; k++) _mm512_store_si512((void *)P->q[u + 16 * k], q[k]);
+    }
+    for (int s = 0; s < 16; s++) _mm512_store_si512((void *)P->sc[s], r16_s8x16(b->scales[s]));
+    for (int t = 0; t < 8; t++) _mm512_store_si512((void *)P->mp[t], r16_pair(r16_s8x16(b->scales[2 * t]), r16_s8x16(b->scales[2 * t + 1])));
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d)));
+}
+
+/* Lane kernels (NC = 1..R16_NC): without VNNI, as q4_K_512 / q6_K_512 for
+   any column count; with VNNI, as q4_K_rows for 1 column (decode) and
+   q4_K_512 for 2-3 (the VNNI Q4_K gemm's choices). */
+AI void avx512_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    r16_q4_K_lanes(n, vx, vy, out, os, NC, MAP_512, 0);
+}
+AI void avx512vnni_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    r16_q4_K_lanes(n, vx, vy, out, os, NC, NC == 1 ? MAP_ROWS : MAP_512, 1);
+}
+AI void avx512_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    r16_q6_K_lanes(n, vx, vy, out, os, NC, 0);
+}
+AI void avx512vnni_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    r16_q6_K_lanes(n, vx, vy, out, os, NC, 1);
+}
+R16_WRAP(avx512, q4_K_r16, avx512_q4_K_r16_t)
+R16_WRAP(avx512_vnni, q4_K_r16, avx512vnni_q4_K_r16_t)
+R16_WRAP(avx512, q6_K_r16, avx512_q6_K_r16_t)
+R16_WRAP(avx512_vnni, q6_K_r16, avx512vnni_q6_K_r16_t)
+
+/* VNNI gemm: the panel gemm group by group when there are enough columns */
+#define R16_PANEL_GEMM(name, BLK, pack, cols)                                                                        \
+    static void avx512_vnni_gemm_##name##_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws,        \
+                                                const void *a, size_t as, float *dst, size_t ds) {                  \
+        if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_##name(n, nr, nc, w, ws, a, as, dst, ds); return; }              \
+        prefetch_rows(w, ws, 1, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(BLK));             \
+        for (int64_t g = 0; g < nr; g += PANEL_ROWS)                                                                 \
+            panel_gemm(n, PANEL_ROWS, nc, (const char *)w + g * ws, ws, a, as, dst + g, ds, sizeof(BLK), 1,          \
+                       g + PANEL_ROWS < nr, pack, cols);                                                             \
+    }
+R16_PANEL_GEMM(q4_K_r16, block_q4_K_r16, pack_q4_K_r16, panel_q4_K_cols_tab)
+R16_PANEL_GEMM(q6_K_r16, block_q6_K_r16, pack_q6_K_r16, panel_q6_K_cols_tab)
+
 X86_WRAP(avx2, q4_0, avx2_q4_0_nc)
 X86_WRAP(avx2, q4_1, avx2_q4_1_nc)
 X86_WRAP(avx2, q5_0, avx2_q5_0_nc)
@@ -594,19 +811,17 @@ X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
 X86_WRAP(avx2, f32, avx2_f32_nc)
 X86_WRAP(avx2, f16, avx2_f16_nc)
 X86_WRAP(avx2, bf16, avx2_bf16_nc)
-R16_WRAP(avx2, q4_K_r16, avx2_q4_K_r16_t)
-R16_WRAP(avx2, q6_K_r16, avx2_q6_K_r16_t)
 
 #define K(P, T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, P##_vec_dot_##name, P##_gemm_##name }
 /* Not const: init swaps in the VNNI kernels when the CPU has them (entries
-   0-3, see avx512_select). */
+   0-5, see avx512_select). */
 static picolm_kernel avx512_kernels[] = {
     K(avx512, Q4_K, Q8_K, q4_K), K(avx512, Q6_K, Q8_K, q6_K), K(avx512, Q8_0, Q8_0, q8_0),
     { PICOLM_TYPE_Q4_K_R, PICOLM_TYPE_Q8_K, avx512_vec_dot_q4_K_r, avx512_gemm_q4_K_r },
+    K(avx512, Q4_K_R16, Q8_K, q4_K_r16), K(avx512, Q6_K_R16, Q8_K, q6_K_r16),
     K(avx2, Q4_0, Q8_0, q4_0), K(avx2, Q4_1, Q8_1, q4_1), K(avx2, Q5_0, Q8_0, q5_0), K(avx2, Q5_1, Q8_1, q5_1),
     K(avx2, IQ4_NL, Q8_0, iq4_nl), K(avx2, Q2_K, Q8_K, q2_K), K(avx2, Q3_K, Q8_K, q3_K), K(avx2, Q5_K, Q8_K, q5_K),
     K(avx2, IQ4_XS, Q8_K, iq4_xs), K(avx2, F32, F32, f32), K(avx2, F16, F16, f16), K(avx2, BF16, BF16, bf16),
-    K(avx2, Q4_K_R16, Q8_K, q4_K_r16), K(avx2, Q6_K_R16, Q8_K, q6_K_r16),
 };
 static const picolm_act_quant avx512_act_quants[] = {
     { PICOLM_TYPE_Q8_0, avx2_quantize_q8_0 },
@@ -628,6 +843,10 @@ HIDDEN void avx512_select(uint64_t cpu_features) {
     avx512_kernels[2].gemm = vnni ? avx512_vnni_gemm_q8_0 : avx512_gemm_q8_0;
     avx512_kernels[3].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K_r : avx512_vec_dot_q4_K_r;
     avx512_kernels[3].gemm = vnni ? avx512_vnni_gemm_q4_K_r_panel : avx512_gemm_q4_K_r;
+    avx512_kernels[4].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K_r16 : avx512_vec_dot_q4_K_r16;
+    avx512_kernels[4].gemm = vnni ? avx512_vnni_gemm_q4_K_r16_panel : avx512_gemm_q4_K_r16;
+    avx512_kernels[5].vec_dot = vnni ? avx512_vnni_vec_dot_q6_K_r16 : avx512_vec_dot_q6_K_r16;
+    avx512_kernels[5].gemm = vnni ? avx512_vnni_gemm_q6_K_r16_panel : avx512_gemm_q6_K_r16;
 }
 
 HIDDEN const picolm_backend_vtable picolm_avx512_vtable = {
