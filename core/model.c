@@ -538,7 +538,11 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
         float *y = c->att + (size_t)b * qd + (size_t)h * hd;
         memset(y, 0, (size_t)hd * sizeof(float));
         float mx = -INFINITY, sum = 0;
-        for (int t = 0; t <= pos; t++) {
+        if (!q8 && ops->attn_f16) /* the loop below in one backend call */
+            ops->attn_f16(q, (const uint16_t *)(c->k_cache + layer_off) + (size_t)kvh * hd,
+                          (const uint16_t *)(c->v_cache + layer_off) + (size_t)kvh * hd, c->kv_row_bytes / 2, pos + 1, hd, scale, y,
+                          &mx, &sum);
+        else for (int t = 0; t <= pos; t++) {
             const uint8_t *krow = c->k_cache + layer_off + (size_t)t * c->kv_row_bytes;
             const uint8_t *vrow = c->v_cache + layer_off + (size_t)t * c->kv_row_bytes;
             float s;

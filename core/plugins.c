@@ -421,6 +421,7 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
     OVERLAY(scale_axpy_f16);
     OVERLAY(swiglu);
     OVERLAY(f32_to_f16);
+    OVERLAY(attn_f16);
 #undef OVERLAY
     return 0;
 }

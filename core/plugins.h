@@ -49,6 +49,10 @@ typedef struct pl_ops {
     void (*scale_axpy_f16)(float *y, float scale, float a, const uint16_t *v, int n);
     void (*swiglu)(float *g, const float *u, int n);
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+    /* NULL unless the backend has it: model.c then loops over the two
+       primitives above (the same arithmetic) */
+    void (*attn_f16)(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, int hd, float scale,
+                     float *y, float *mx, float *sum);
 } pl_ops;
 
 /* One entry per tensor type id. */

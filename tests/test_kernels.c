@@ -352,6 +352,16 @@ static void test_act_quant(const char *bname, const picolm_act_quant *q) {
 }
 
 /* ---- primitives --------------------------------------------------------------- */
+/* the core's portable primitives (core/ops.c), for backends without their own */
+static float ref_dot_f32_f16_t(const float *a, const uint16_t *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * picolm_half_to_float(b[i]);
+    return s;
+}
+static float round16(float x) { return picolm_half_to_float(picolm_float_to_half(x)); }
+static void ref_scale_axpy_f16_t(float *y, float scale, float a, const uint16_t *v, int n) {
+    for (int i = 0; i < n; i++) y[i] = round16(fmaf(a, picolm_half_to_float(v[i]), scale != 1.0f ? round16(y[i] * scale) : y[i]));
+}
 static int close_rel(double got, double want, double mag, double tol) {
     return fabs(got - want) <= tol * (mag > 0 ? mag : 1);
 }
@@ -412,6 +422,55 @@ static void test_primitives(const char *bname, const picolm_backend_vtable *vt) 
             }
         }
         CHECK(ok, "%s scale_axpy_f16", bname);
+    }
+    if (vt->struct_size >= offsetof(picolm_backend_vtable, attn_f16) + sizeof(void *) && vt->attn_f16) {
+        /* against the loop the core runs without it, over this backend's own
+           dot_f32_f16 / scale_axpy_f16 (or the reference ones): head sizes
+           with and without a specialisation, 1..300 positions, a padded
+           stride, a state carried over from a previous call */
+        const int hds[] = { 64, 128, 80, 32 }, nts[] = { 1, 7, 8, 9, 64, 300 };
+        float (*dot)(const float *, const uint16_t *, int) = vt->dot_f32_f16 ? vt->dot_f32_f16 : ref_dot_f32_f16_t;
+        void (*axpy)(float *, float, float, const uint16_t *, int) = vt->scale_axpy_f16 ? vt->scale_axpy_f16 : ref_scale_axpy_f16_t;
+        int close = 1, same = 1;
+        double worst = 0;
+        for (int hi = 0; hi < 4; hi++) for (int ti = 0; ti < 6; ti++) for (int carry = 0; carry < 2; carry++) {
+            const int hd = hds[hi], nt = nts[ti];
+            const size_t stride = (size_t)hd * 4 + 8; /* 4 KV heads, padded */
+            uint16_t *K = malloc(stride * nt * sizeof *K), *V = malloc(stride * nt * sizeof *V);
+            float *q = malloc(hd * sizeof *q), *y0 = malloc(hd * sizeof *y0), *y1 = malloc(hd * sizeof *y1);
+            for (size_t i = 0; i < stride * nt; i++) { K[i] = picolm_float_to_half(rnd_val()); V[i] = picolm_float_to_half(rnd_val()); }
+            for (int i = 0; i < hd; i++) q[i] = picolm_half_to_float(picolm_float_to_half(2.0f * rnd_val()));
+            const float scale = 1.0f / sqrtf((float)hd);
+            float m0 = -INFINITY, s0 = 0, m1, s1;
+            for (int i = 0; i < hd; i++) y0[i] = 0;
+            if (carry) { /* a state from earlier positions: a large max, an f16 accumulator */
+                m0 = 3.0f; s0 = 5.5f;
+                for (int i = 0; i < hd; i++) y0[i] = picolm_half_to_float(picolm_float_to_half(rnd_val()));
+            }
+            memcpy(y1, y0, hd * sizeof *y0);
+            m1 = m0; s1 = s0;
+            for (int t = 0; t < nt; t++) {
+                const float sc = dot(q, K + t * stride + hd, hd) * scale;
+                float ws = 1.0f, w;
+                if (sc > m0) { ws = expf(m0 - sc); m0 = sc; w = 1.0f; } else w = expf(sc - m0);
+                s0 = s0 * ws + w;
+                axpy(y0, ws, w, V + t * stride + hd, hd);
+            }
+            vt->attn_f16(q, K + hd, V + hd, stride, nt, hd, scale, y1, &m1, &s1);
+            double ymax = 0;
+            for (int i = 0; i < hd; i++) ymax = fmax(ymax, fabs(y0[i]));
+            for (int i = 0; i < hd; i++) {
+                const double e = fabs((double)y1[i] - y0[i]) / (ymax > 0 ? ymax : 1);
+                if (e > worst) worst = e;
+                if (!(e <= 4e-3)) close = 0;
+                same &= y1[i] == y0[i];
+            }
+            if (!(fabs(m1 - m0) <= 1e-5 * fabs(m0) + 1e-6 && fabs(s1 - s0) <= 1e-4 * fabs(s0))) close = 0;
+            same &= m1 == m0 && s1 == s0;
+            free(K); free(V); free(q); free(y0); free(y1);
+        }
+        CHECK(close, "%s attn_f16 vs the dot/axpy loop (hd 32..128, 1..300 positions, carried state; worst |dy|/max|y| %.2g)", bname, worst);
+        CHECK(same, "%s attn_f16 bit-identical to the loop over its own primitives (in-tree backends promise it)", bname);
     }
     if (vt->rmsnorm) {
         ok = 1;

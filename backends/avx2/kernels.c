@@ -50,6 +50,7 @@ HIDDEN const picolm_backend_vtable picolm_avx2_vtable = {
     .dot_f32 = avx2_dot_f32,
     .dot_f32_f16 = avx2_dot_f32_f16,
     .scale_axpy_f16 = avx2_scale_axpy_f16,
+    .attn_f16 = avx2_attn_f16,
     .swiglu = avx2_swiglu,
     .f32_to_f16 = avx2_f32_to_f16,
 };

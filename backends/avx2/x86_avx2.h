@@ -707,6 +707,69 @@ static void avx2_scale_axpy_f16(float *y, float scale, float a, const uint16_t *
         y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
     }
 }
+/* attn_f16 (plugin.h): the model's dot_f32_f16 / scale_axpy_f16 loop over
+   the cache, bit for bit the same arithmetic (same dot chains and horizontal
+   sum, same roundings, libm expf), minus two calls and a load/store of y per
+   position: y stays in registers, and the scores of 8 positions are
+   computed together (independent dependency chains). */
+AI void attn_f16_hd(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, const int hd, float scale,
+                    float *y, float *mx, float *sum) {
+    __m256 acc[16];
+    for (int i = 0; i < hd / 8; i++) acc[i] = _mm256_loadu_ps(y + 8 * i);
+    float m = *mx, sm = *sum;
+    for (int t0 = 0; t0 < n; t0 += 8) {
+        const int nt = n - t0 < 8 ? n - t0 : 8;
+        float s[8];
+        for (int j = 0; j < nt; j++) {
+            const uint16_t *kr = k + (size_t)(t0 + j) * stride;
+            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+            for (int i = 0; i < hd; i += 16) {
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), x86_load_f16(kr, i), s0);
+                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), x86_load_f16(kr, i + 8), s1);
+            }
+            s[j] = x86_hsum_ps(_mm256_add_ps(s0, s1)) * scale;
+        }
+        for (int j = 0; j < nt; j++) {
+            float ws = 1.0f, w;
+            if (s[j] > m) {
+                ws = expf(m - s[j]);
+                m = s[j];
+                w = 1.0f;
+            } else {
+                w = expf(s[j] - m);
+            }
+            sm = sm * ws + w;
+            const uint16_t *vr = v + (size_t)(t0 + j) * stride;
+            const __m256 va = _mm256_set1_ps(w), vs = _mm256_set1_ps(ws);
+            if (ws != 1.0f)
+                for (int i = 0; i < hd / 8; i++) acc[i] = x86_round_f16(_mm256_fmadd_ps(va, x86_load_f16(vr, 8 * i), x86_round_f16(_mm256_mul_ps(acc[i], vs))));
+            else
+                for (int i = 0; i < hd / 8; i++) acc[i] = x86_round_f16(_mm256_fmadd_ps(va, x86_load_f16(vr, 8 * i), acc[i]));
+        }
+    }
+    for (int i = 0; i < hd / 8; i++) _mm256_storeu_ps(y + 8 * i, acc[i]);
+    *mx = m;
+    *sum = sm;
+}
+__attribute__((unused)) static void avx2_attn_f16(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, int hd, float scale,
+                          float *y, float *mx, float *sum) {
+    if (hd == 64) { attn_f16_hd(q, k, v, stride, n, 64, scale, y, mx, sum); return; }
+    if (hd == 128) { attn_f16_hd(q, k, v, stride, n, 128, scale, y, mx, sum); return; }
+    /* other head sizes: the two primitives, as the model's own loop */
+    for (int t = 0; t < n; t++) {
+        const float s = avx2_dot_f32_f16(q, k + (size_t)t * stride, hd) * scale;
+        float ws = 1.0f, w;
+        if (s > *mx) {
+            ws = expf(*mx - s);
+            *mx = s;
+            w = 1.0f;
+        } else {
+            w = expf(s - *mx);
+        }
+        *sum = *sum * ws + w;
+        avx2_scale_axpy_f16(y, ws, w, v + (size_t)t * stride, hd);
+    }
+}
 /* expf for 8 lanes, ~1 ulp on [-87, 88] (Cody-Waite reduction + degree-6
    polynomial); saturates to 0 / +inf outside, NaN propagates. */
 AI __m256 x86_expf(__m256 x) {
