@@ -251,6 +251,13 @@ static size_t mats_max(const llama_model *m, size_t (*f)(const llama_model *, co
    build_ctx (which allocates them) and the memory plan (which adds them). */
 enum { BUF_X, BUF_XB, BUF_Q, BUF_K, BUF_V, BUF_ATT, BUF_HB, BUF_HB2, BUF_LOGITS, BUF_ACTQ, BUF_UNPACK, N_BUF };
 
+/* Per-thread attention scratch, in floats: a task's queries rounded to f16,
+   their softmax states (max, sum), and dequantized K and V rows (q8_0). */
+static size_t att_tmp_floats(const llama_hparams *hp) {
+    const size_t group = (size_t)(hp->n_head / hp->n_head_kv);
+    return group * hp->head_dim + 2 * group + 2 * (size_t)hp->head_dim;
+}
+
 static void scratch_sizes(const llama_model *m, size_t B, size_t nthr, size_t sz[N_BUF]) {
     const llama_hparams *hp = &m->hp;
     const size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
@@ -259,8 +266,8 @@ static void scratch_sizes(const llama_model *m, size_t B, size_t nthr, size_t sz
     sz[BUF_XB] = B * wide * sizeof(float);
     sz[BUF_Q] = B * qd * sizeof(float);
     sz[BUF_K] = sz[BUF_V] = B * kvd * sizeof(float);
-    /* attention output rows, then per-thread scratch (rounded query, q8_0 K/V rows) */
-    sz[BUF_ATT] = (B * qd + nthr * 2 * (size_t)hp->head_dim) * sizeof(float);
+    /* attention output rows, then per-thread scratch (att_tmp_floats) */
+    sz[BUF_ATT] = (B * qd + nthr * att_tmp_floats(hp)) * sizeof(float);
     sz[BUF_HB] = sz[BUF_HB2] = B * (size_t)hp->n_ff * sizeof(float);
     sz[BUF_LOGITS] = (size_t)hp->n_vocab * sizeof(float);
     sz[BUF_ACTQ] = 3 * mats_max(m, act_row) * B; /* up to 3 activation types per region */
@@ -510,67 +517,74 @@ static void matmul(llama_ctx *c, const qmat *w, float *out, const float *x, int 
 typedef struct att_task {
     llama_ctx *c;
     int layer, nb, pos0;
+    int qpt;                    /* query heads per task: a share of one KV head's group */
 } att_task;
 
+/* One task = qpt query heads of one token that share a KV head. */
 static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
     const att_task *A = ctx;
     llama_ctx *c = A->c;
     const llama_hparams *hp = &c->m->hp;
     const pl_ops *ops = &c->m->d->ops;
-    const int hd = hp->head_dim, qd = hp->n_head * hd;
-    const int group = hp->n_head / hp->n_head_kv;
+    const int hd = hp->head_dim, qd = hp->n_head * hd, qpt = A->qpt;
+    const int group = hp->n_head / hp->n_head_kv, parts = group / qpt;
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t layer_off = (size_t)A->layer * c->n_ctx * c->kv_row_bytes;
-    /* per-thread scratch after the batch's output rows: dequantized K and V rows (q8_0 cache) */
-    float *tmp = c->att + (size_t)c->n_batch * qd + (size_t)tid * 2 * hd;
+    float *tmp = c->att + (size_t)c->n_batch * qd + (size_t)tid * att_tmp_floats(hp);
+    float *qr = tmp, *mx = tmp + (size_t)group * hd, *sum = mx + group, *kv = sum + group;
     const picolm_format *q8 = c->kv_type == KV_Q8_0 ? c->m->d->types[PICOLM_TYPE_Q8_0].fmt : NULL;
     for (int64_t i = i0; i < i1; i++) {
-        const int b = (int)(i / hp->n_head), h = (int)(i % hp->n_head);
-        const int pos = A->pos0 + b, kvh = h / group;
+        const int b = (int)(i / (hp->n_head_kv * parts)), kvh = (int)(i / parts % hp->n_head_kv), h0 = kvh * group + (int)(i % parts) * qpt;
+        const int pos = A->pos0 + b;
+        const float *qg = c->q + (size_t)b * qd + (size_t)h0 * hd;
+        float *yg = c->att + (size_t)b * qd + (size_t)h0 * hd;
+        memset(yg, 0, (size_t)qpt * hd * sizeof(float));
+        for (int j = 0; j < qpt; j++) mx[j] = -INFINITY, sum[j] = 0;
         /* llama.cpp's CPU flash attention rounds the query to the K type
            (f16) and accumulates V in f16; doing the same keeps greedy
            continuations token-identical with its references. */
-        const float *q = c->q + (size_t)b * qd + (size_t)h * hd;
         if (!q8) {
-            for (int d = 0; d < hd; d++) tmp[d] = picolm_half_to_float(picolm_float_to_half(q[d]));
-            q = tmp;
+            for (int d = 0; d < qpt * hd; d++) qr[d] = picolm_half_to_float(picolm_float_to_half(qg[d]));
+            qg = qr;
         }
-        float *y = c->att + (size_t)b * qd + (size_t)h * hd;
-        memset(y, 0, (size_t)hd * sizeof(float));
-        float mx = -INFINITY, sum = 0;
-        if (!q8 && ops->attn_f16) /* the loop below in one backend call */
-            ops->attn_f16(q, (const uint16_t *)(c->k_cache + layer_off) + (size_t)kvh * hd,
-                          (const uint16_t *)(c->v_cache + layer_off) + (size_t)kvh * hd, c->kv_row_bytes / 2, pos + 1, hd, scale, y,
-                          &mx, &sum);
-        else for (int t = 0; t <= pos; t++) {
-            const uint8_t *krow = c->k_cache + layer_off + (size_t)t * c->kv_row_bytes;
-            const uint8_t *vrow = c->v_cache + layer_off + (size_t)t * c->kv_row_bytes;
-            float s;
-            if (!q8) {
-                s = ops->dot_f32_f16(q, (const uint16_t *)krow + (size_t)kvh * hd, hd) * scale;
-            } else {
-                q8->dequantize_row(krow + (size_t)kvh * hd / 32 * 34, tmp, hd);
-                s = ops->dot_f32(q, tmp, hd) * scale;
-            }
-            /* online softmax: rescale the running sum when the max grows */
-            float wscale = 1.0f, w;
-            if (s > mx) {
-                wscale = expf(mx - s);
-                mx = s;
-                w = 1.0f;
-            } else {
-                w = expf(s - mx);
-            }
-            sum = sum * wscale + w;
-            if (!q8) {
-                ops->scale_axpy_f16(y, wscale, w, (const uint16_t *)vrow + (size_t)kvh * hd, hd);
-            } else {
-                q8->dequantize_row(vrow + (size_t)kvh * hd / 32 * 34, tmp + hd, hd);
-                for (int d = 0; d < hd; d++) y[d] = y[d] * wscale + w * tmp[hd + d];
+        const uint8_t *kbase = c->k_cache + layer_off, *vbase = c->v_cache + layer_off;
+        if (!q8 && ops->attn_f16) /* the loop below, in one backend call for the qpt heads */
+            ops->attn_f16(qg, (size_t)hd, qpt, (const uint16_t *)kbase + (size_t)kvh * hd, (const uint16_t *)vbase + (size_t)kvh * hd,
+                          c->kv_row_bytes / 2, pos + 1, hd, scale, yg, (size_t)hd, mx, sum);
+        else for (int j = 0; j < qpt; j++) {
+            const float *q = qg + (size_t)j * hd;
+            float *y = yg + (size_t)j * hd;
+            for (int t = 0; t <= pos; t++) {
+                const uint8_t *krow = kbase + (size_t)t * c->kv_row_bytes, *vrow = vbase + (size_t)t * c->kv_row_bytes;
+                float s;
+                if (!q8) {
+                    s = ops->dot_f32_f16(q, (const uint16_t *)krow + (size_t)kvh * hd, hd) * scale;
+                } else {
+                    q8->dequantize_row(krow + (size_t)kvh * hd / 32 * 34, kv, hd);
+                    s = ops->dot_f32(q, kv, hd) * scale;
+                }
+                /* online softmax: rescale the running sum when the max grows */
+                float wscale = 1.0f, w;
+                if (s > mx[j]) {
+                    wscale = expf(mx[j] - s);
+                    mx[j] = s;
+                    w = 1.0f;
+                } else {
+                    w = expf(s - mx[j]);
+                }
+                sum[j] = sum[j] * wscale + w;
+                if (!q8) {
+                    ops->scale_axpy_f16(y, wscale, w, (const uint16_t *)vrow + (size_t)kvh * hd, hd);
+                } else {
+                    q8->dequantize_row(vrow + (size_t)kvh * hd / 32 * 34, kv + hd, hd);
+                    for (int d = 0; d < hd; d++) y[d] = y[d] * wscale + w * kv[hd + d];
+                }
             }
         }
-        const float inv = 1.0f / sum;
-        for (int d = 0; d < hd; d++) y[d] *= inv;
+        for (int j = 0; j < qpt; j++) {
+            const float inv = 1.0f / sum[j];
+            for (int d = 0; d < hd; d++) yg[(size_t)j * hd + d] *= inv;
+        }
     }
 }
 
@@ -636,8 +650,12 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
             store_kv(c, l, pos0 + b, c->k + (size_t)b * kvd, c->v + (size_t)b * kvd);
         }
         /* 5. attention over the cache (GQA: query head h reads KV head h / group) */
-        att_task A = {c, l, n, pos0};
-        threadpool_run(c->pool, (int64_t)n * hp->n_head, att_worker, &A);
+        /* a task per (token, KV head), its group split while there are
+           fewer than 4 tasks per thread (decode: a handful of KV heads) */
+        att_task A = {c, l, n, pos0, hp->n_head / hp->n_head_kv};
+        const int nthr = c->pool ? threadpool_size(c->pool) : 1;
+        while (A.qpt % 2 == 0 && (int64_t)n * hp->n_head / A.qpt < 4 * nthr) A.qpt /= 2;
+        threadpool_run(c->pool, (int64_t)n * hp->n_head / A.qpt, att_worker, &A);
         /* 6. output projection and residual */
         matmul(c, &L->wo, c->xb, c->att, n);
         for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];

@@ -51,8 +51,8 @@ typedef struct pl_ops {
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
     /* NULL unless the backend has it: model.c then loops over the two
        primitives above (the same arithmetic) */
-    void (*attn_f16)(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, int hd, float scale,
-                     float *y, float *mx, float *sum);
+    void (*attn_f16)(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
+                     int hd, float scale, float *y, size_t y_stride, float *mx, float *sum);
 } pl_ops;
 
 /* One entry per tensor type id. */

@@ -707,69 +707,6 @@ static void avx2_scale_axpy_f16(float *y, float scale, float a, const uint16_t *
         y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
     }
 }
-/* attn_f16 (plugin.h): the model's dot_f32_f16 / scale_axpy_f16 loop over
-   the cache, bit for bit the same arithmetic (same dot chains and horizontal
-   sum, same roundings, libm expf), minus two calls and a load/store of y per
-   position: y stays in registers, and the scores of 8 positions are
-   computed together (independent dependency chains). */
-AI void attn_f16_hd(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, const int hd, float scale,
-                    float *y, float *mx, float *sum) {
-    __m256 acc[16];
-    for (int i = 0; i < hd / 8; i++) acc[i] = _mm256_loadu_ps(y + 8 * i);
-    float m = *mx, sm = *sum;
-    for (int t0 = 0; t0 < n; t0 += 8) {
-        const int nt = n - t0 < 8 ? n - t0 : 8;
-        float s[8];
-        for (int j = 0; j < nt; j++) {
-            const uint16_t *kr = k + (size_t)(t0 + j) * stride;
-            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-            for (int i = 0; i < hd; i += 16) {
-                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), x86_load_f16(kr, i), s0);
-                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), x86_load_f16(kr, i + 8), s1);
-            }
-            s[j] = x86_hsum_ps(_mm256_add_ps(s0, s1)) * scale;
-        }
-        for (int j = 0; j < nt; j++) {
-            float ws = 1.0f, w;
-            if (s[j] > m) {
-                ws = expf(m - s[j]);
-                m = s[j];
-                w = 1.0f;
-            } else {
-                w = expf(s[j] - m);
-            }
-            sm = sm * ws + w;
-            const uint16_t *vr = v + (size_t)(t0 + j) * stride;
-            const __m256 va = _mm256_set1_ps(w), vs = _mm256_set1_ps(ws);
-            if (ws != 1.0f)
-                for (int i = 0; i < hd / 8; i++) acc[i] = x86_round_f16(_mm256_fmadd_ps(va, x86_load_f16(vr, 8 * i), x86_round_f16(_mm256_mul_ps(acc[i], vs))));
-            else
-                for (int i = 0; i < hd / 8; i++) acc[i] = x86_round_f16(_mm256_fmadd_ps(va, x86_load_f16(vr, 8 * i), acc[i]));
-        }
-    }
-    for (int i = 0; i < hd / 8; i++) _mm256_storeu_ps(y + 8 * i, acc[i]);
-    *mx = m;
-    *sum = sm;
-}
-__attribute__((unused)) static void avx2_attn_f16(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, int hd, float scale,
-                          float *y, float *mx, float *sum) {
-    if (hd == 64) { attn_f16_hd(q, k, v, stride, n, 64, scale, y, mx, sum); return; }
-    if (hd == 128) { attn_f16_hd(q, k, v, stride, n, 128, scale, y, mx, sum); return; }
-    /* other head sizes: the two primitives, as the model's own loop */
-    for (int t = 0; t < n; t++) {
-        const float s = avx2_dot_f32_f16(q, k + (size_t)t * stride, hd) * scale;
-        float ws = 1.0f, w;
-        if (s > *mx) {
-            ws = expf(*mx - s);
-            *mx = s;
-            w = 1.0f;
-        } else {
-            w = expf(s - *mx);
-        }
-        *sum = *sum * ws + w;
-        avx2_scale_axpy_f16(y, ws, w, v + (size_t)t * stride, hd);
-    }
-}
 /* expf for 8 lanes, ~1 ulp on [-87, 88] (Cody-Waite reduction + degree-6
    polynomial); saturates to 0 / +inf outside, NaN propagates. */
 AI __m256 x86_expf(__m256 x) {
@@ -796,6 +733,106 @@ AI __m256 x86_expf(__m256 x) {
     e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), big);
     e = _mm256_andnot_ps(small, e);
     return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+/* attn_f16 (plugin.h): nq query heads sharing one KV head, through the
+   model's loop arithmetic (same dot chains and horizontal sum as
+   avx2_dot_f32_f16, same f16 roundings as avx2_scale_axpy_f16), except that
+   the exps of up to 8 queries are one x86_expf (within an ulp of expf; exp(0)
+   is exactly 1 there too, so an unchanged maximum still leaves y unscaled).
+   Each K and V row is converted once for all the queries, and their y
+   updates are independent chains: the f16 round trips of one query's chain
+   no longer bound the time per position. */
+#ifdef __AVX512F__
+/* (the avx512 backend compiles this header too: its y update, elementwise and
+   bound by the f16 conversions, runs on 16 lanes; same values) */
+typedef __m512 attn_vec;
+#define ATTN_W 16
+AI attn_vec attn_ld(const float *p) { return _mm512_loadu_ps(p); }
+AI void attn_st(float *p, attn_vec x) { _mm512_storeu_ps(p, x); }
+AI attn_vec attn_set1(float x) { return _mm512_set1_ps(x); }
+AI attn_vec attn_ld16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+AI attn_vec attn_round16(attn_vec x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm512_fmadd_ps(a, b, c); }
+AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm512_mul_ps(a, b); }
+#else
+typedef __m256 attn_vec;
+#define ATTN_W 8
+AI attn_vec attn_ld(const float *p) { return _mm256_loadu_ps(p); }
+AI void attn_st(float *p, attn_vec x) { _mm256_storeu_ps(p, x); }
+AI attn_vec attn_set1(float x) { return _mm256_set1_ps(x); }
+AI attn_vec attn_ld16(const uint16_t *p) { return x86_load_f16(p, 0); }
+AI attn_vec attn_round16(attn_vec x) { return x86_round_f16(x); }
+AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm256_fmadd_ps(a, b, c); }
+AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm256_mul_ps(a, b); }
+#endif
+AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
+                   const int hd, float scale, float *y, size_t y_stride, float *mx, float *sum) {
+    float m_[8], s_[8], sc[8], w_[8], ws_[8];
+    for (int j = 0; j < 8; j++) { m_[j] = j < nq ? mx[j] : 0; s_[j] = j < nq ? sum[j] : 0; sc[j] = 0; }
+    __m256 M = _mm256_loadu_ps(m_), S = _mm256_loadu_ps(s_);
+    for (int t = 0; t < n; t++) {
+        const uint16_t *kr = k + (size_t)t * kv_stride, *vr = v + (size_t)t * kv_stride;
+        __m256 kf[16];
+        _Pragma("GCC unroll 16") for (int i = 0; i < hd / 8; i++) kf[i] = x86_load_f16(kr, 8 * i);
+        for (int j = 0; j < nq; j++) {
+            const float *qj = q + (size_t)j * q_stride;
+            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+            _Pragma("GCC unroll 16") for (int i = 0; i < hd / 8; i += 2) {
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * i), kf[i], s0);
+                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * i + 8), kf[i + 1], s1);
+            }
+            sc[j] = x86_hsum_ps(_mm256_add_ps(s0, s1)) * scale;
+        }
+        /* online softmax, 8 queries per lane: the new maximum rescales (ws),
+           an old one weighs (w); the other factor is exp(0) = 1 */
+        const __m256 Sc = _mm256_loadu_ps(sc), Mn = _mm256_max_ps(M, Sc);
+        const __m256 WS = x86_expf(_mm256_sub_ps(M, Mn)), W = x86_expf(_mm256_sub_ps(Sc, Mn));
+        S = _mm256_fmadd_ps(S, WS, W);
+        M = Mn;
+        _mm256_storeu_ps(w_, W);
+        _mm256_storeu_ps(ws_, WS);
+        attn_vec vf[16];
+        _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++) vf[i] = attn_ld16(vr + ATTN_W * i);
+        for (int j = 0; j < nq; j++) {
+            float *yj = y + (size_t)j * y_stride;
+            const attn_vec va = attn_set1(w_[j]), vs = attn_set1(ws_[j]);
+            if (ws_[j] != 1.0f)
+                _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++)
+                    attn_st(yj + ATTN_W * i, attn_round16(attn_fma(va, vf[i], attn_round16(attn_mul(attn_ld(yj + ATTN_W * i), vs)))));
+            else
+                _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++)
+                    attn_st(yj + ATTN_W * i, attn_round16(attn_fma(va, vf[i], attn_ld(yj + ATTN_W * i))));
+        }
+    }
+    _mm256_storeu_ps(m_, M);
+    _mm256_storeu_ps(s_, S);
+    for (int j = 0; j < nq; j++) { mx[j] = m_[j]; sum[j] = s_[j]; }
+}
+__attribute__((unused)) static void avx2_attn_f16(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v,
+                                                  size_t kv_stride, int n, int hd, float scale, float *y, size_t y_stride, float *mx,
+                                                  float *sum) {
+    for (int j0 = 0; j0 < nq; j0 += 8) {
+        const int c = nq - j0 < 8 ? nq - j0 : 8;
+        const float *qc = q + (size_t)j0 * q_stride;
+        float *yc = y + (size_t)j0 * y_stride;
+        if (hd == 64) attn_f16_g(qc, q_stride, c, k, v, kv_stride, n, 64, scale, yc, y_stride, mx + j0, sum + j0);
+        else if (hd == 128) attn_f16_g(qc, q_stride, c, k, v, kv_stride, n, 128, scale, yc, y_stride, mx + j0, sum + j0);
+        else /* other head sizes: the two primitives, as the model's own loop */
+            for (int j = j0; j < j0 + c; j++)
+                for (int t = 0; t < n; t++) {
+                    const float s = avx2_dot_f32_f16(q + (size_t)j * q_stride, k + (size_t)t * kv_stride, hd) * scale;
+                    float ws = 1.0f, w;
+                    if (s > mx[j]) {
+                        ws = expf(mx[j] - s);
+                        mx[j] = s;
+                        w = 1.0f;
+                    } else {
+                        w = expf(s - mx[j]);
+                    }
+                    sum[j] = sum[j] * ws + w;
+                    avx2_scale_axpy_f16(y + (size_t)j * y_stride, ws, w, v + (size_t)t * kv_stride, hd);
+                }
+    }
 }
 static void avx2_swiglu(float *g, const float *u, int n) {
     int i = 0;

@@ -262,20 +262,21 @@ typedef struct picolm_backend_vtable {
     /* dst[i] = float_to_half(src[i]) */
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
     /* ---- appended in picolm 0.3: check struct_size before reading ---- */
-    /* (optional) One query's attention over n positions of an f16 K/V
-       cache, continuing an online softmax whose state is (*mx, *sum, y):
+    /* (optional) Attention of nq query heads that share one KV head, over n
+       positions of an f16 K/V cache, continuing for each query j an online
+       softmax whose state is (mx[j], sum[j], y_j = y + j*y_stride):
          for t = 0 .. n-1, in order:
-           s = dot(q, k + t*stride) * scale              (hd elements)
-           if s > *mx: ws = expf(*mx - s), *mx = s, w = 1
-           else:       ws = 1,             w = expf(s - *mx)
-           *sum = *sum * ws + w
-           scale_axpy_f16(y, ws, w, v + t*stride, hd)   (f16 accumulator)
-       stride counts halfs.  It replaces 2 calls per position (dot_f32_f16,
-       scale_axpy_f16) with one per query head; results must stay within
-       the kernel-test tolerances of that loop (the in-tree versions are
-       bit-identical to it over the same backend's primitives). */
-    void (*attn_f16)(const float *q, const uint16_t *k, const uint16_t *v, size_t stride, int n, int hd, float scale,
-                     float *y, float *mx, float *sum);
+           s = dot(q_j, k + t*kv_stride) * scale        (q_j = q + j*q_stride, hd elements)
+           if s > mx[j]: ws = expf(mx[j] - s), mx[j] = s, w = 1
+           else:         ws = 1,               w = expf(s - mx[j])
+           sum[j] = sum[j] * ws + w
+           scale_axpy_f16(y_j, ws, w, v + t*kv_stride, hd)   (f16 accumulator)
+       Strides count floats (q, y) and halfs (k, v).  One call replaces 2
+       calls per position and query head, and lets an implementation convert
+       each K/V row once for the nq queries.  Results must stay within the
+       kernel-test tolerances of that loop. */
+    void (*attn_f16)(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
+                     int hd, float scale, float *y, size_t y_stride, float *mx, float *sum);
 } picolm_backend_vtable;
 
 /* ------------------------------------------------------------------------ */
