@@ -118,11 +118,12 @@ same_dequant "$tmp/g.gguf" '~ /_R16$/' R16
 
 runs_within Q4_K_M_R16 "$tmp/g.gguf"
 
-# reference, scalar and avx2 (whose R16 kernels mirror its Q4_K / Q6_K ones),
-# and sse4, which has no R16 kernels: the core runs its Q4_K / Q6_K kernels
-# on groups unpacked by the format's to_base
+# reference, scalar, avx2 and avx512 (whose R16 kernels mirror their Q4_K /
+# Q6_K ones), and sse4, which has no R16 kernels: the core runs its Q4_K /
+# Q6_K kernels on groups unpacked by the format's to_base
 r16_backends="reference scalar"
 grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo && r16_backends="$r16_backends avx2"
+grep -q avx512 /proc/cpuinfo 2>/dev/null && grep -q avx512_vnni /proc/cpuinfo && r16_backends="$r16_backends avx512"
 if grep -q sse4_1 /proc/cpuinfo 2>/dev/null; then
     r16_backends="$r16_backends sse4"
     if echo "Hello" | "$BIN/picolm" "$tmp/g.gguf" -n 4 --backend sse4 2>"$tmp/log" >/dev/null; then
