@@ -294,7 +294,7 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #define PANEL_ROWS 16
 #define PANEL_SB 4        /* superblocks per panel chunk: ~21 KB, L1-resident */
 #define PANEL_MIN_NC 4    /* fewer columns: the per-row kernels */
-#define PANEL_NC 4        /* activation columns per register tile */
+#define PANEL_NC 8        /* activation columns per register tile (8: ~5% over 4 on Zen 5) */
 
 typedef struct panel {
     uint8_t q[64][64];    /* [4-element group k][row r: 4 bytes] */
@@ -406,20 +406,20 @@ AI void panel_q4_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m
     for (int b = 0; b < nsb; b++) {
         const panel *p = P + b;
         __m512i S[PANEL_NC];
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) S[c] = _mm512_setzero_si512();
         for (int s = 0; s < 8; s++) {
             __m512i ai[PANEL_NC];
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m512i w = _mm512_load_si512((const void *)p->q[8 * s + k]);
-                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 32 * s + 4 * k));
+                _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 32 * s + 4 * k));
             }
             const __m512i sc = _mm512_load_si512((const void *)p->sc[s]);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(ai[c], sc));
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(ai[c], sc));
         }
         const __m512 D = _mm512_load_ps(p->d), DM = _mm512_load_ps(p->dmin);
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) {
             /* sub-block sums of the activations, as int16 pairs (s 2t, 2t+1) */
             const __m256i bs = _mm256_loadu_si256((const __m256i *)y[c][b].bsums);
             int32_t pr[8];
@@ -440,20 +440,20 @@ AI void panel_q6_K_cols(const panel *P, int nsb, const block_q8_K *const *y, __m
     for (int b = 0; b < nsb; b++) {
         const panel *p = P + b;
         __m512i S[PANEL_NC];
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) S[c] = _mm512_setzero_si512();
         for (int s = 0; s < 16; s++) {
             __m512i ai[PANEL_NC];
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) ai[c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const __m512i w = _mm512_load_si512((const void *)p->q[4 * s + k]);
-                _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 16 * s + 4 * k));
+                _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) ai[c] = _mm512_dpbusd_epi32(ai[c], w, bcast32(y[c][b].qs + 16 * s + 4 * k));
             }
             const __m512i sc = _mm512_load_si512((const void *)p->sc[s]);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(ai[c], sc));
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(ai[c], sc));
         }
         const __m512 D = _mm512_load_ps(p->d);
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) {
             /* the -32 offset: 32 * sum_s scale_s * bsum_s, bsums already int16 pairs */
             __m512i oi = _mm512_setzero_si512();
             for (int t = 0; t < 8; t++) oi = _mm512_dpwssd_epi32(oi, _mm512_load_si512((const void *)p->mp[t]), bcast32(y[c][b].bsums + 2 * t));
@@ -507,12 +507,13 @@ static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, 
     }
 }
 
-#define PANEL_COLS(name)                                                                                         \
-    static void name##_c1(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 1); } \
-    static void name##_c2(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 2); } \
-    static void name##_c3(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 3); } \
-    static void name##_c4(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, 4); } \
-    static const panel_cols_fn name##_tab[PANEL_NC] = { name##_c1, name##_c2, name##_c3, name##_c4 };
+#define PANEL_COLS_FN(name, k) \
+    static void name##_c##k(const panel *P, int nsb, const block_q8_K *const *y, __m512 *acc) { name(P, nsb, y, acc, k); }
+#define PANEL_COLS(name)                                                                                             \
+    PANEL_COLS_FN(name, 1) PANEL_COLS_FN(name, 2) PANEL_COLS_FN(name, 3) PANEL_COLS_FN(name, 4)                      \
+    PANEL_COLS_FN(name, 5) PANEL_COLS_FN(name, 6) PANEL_COLS_FN(name, 7) PANEL_COLS_FN(name, 8)                      \
+    static const panel_cols_fn name##_tab[PANEL_NC] = { name##_c1, name##_c2, name##_c3, name##_c4,                 \
+                                                        name##_c5, name##_c6, name##_c7, name##_c8 };
 PANEL_COLS(panel_q4_K_cols)
 PANEL_COLS(panel_q6_K_cols)
 
@@ -621,6 +622,12 @@ AI __m512 r16_hsum16(const __m512 *a) {
    kernels: q4_K_rows (decode) pairs sub-blocks 4k, 4k+1 | 4k+2, 4k+3 in a
    64-byte load, q4_K_512 (vec_dot, 2-3 columns, no VNNI) 2j | 2j+1. */
 enum { MAP_ROWS, MAP_512 };
+
+/* Software prefetch distance of the lane kernels: they read a block in lane
+   order, which the hardware prefetcher follows poorly from DRAM. */
+#ifndef R16_PF_BYTES
+#define R16_PF_BYTES 8192
+#endif
 AI int r16_k4_sub(const int MAP, int hh, int j) { return MAP == MAP_ROWS ? (j & 1) + 4 * (j >> 1) + 2 * hh : 2 * j + hh; }
 
 /* out[c * os + r] for the 16 rows of the group at vx, columns c < NC */
@@ -636,7 +643,7 @@ AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
     }
     for (int64_t i = 0; i < nb; i++) {
         const block_q4_K_r16 *b = x + i;
-        r16_prefetch(b + R16_PF, sizeof *b);
+        r16_prefetch((const char *)b + R16_PF_BYTES, sizeof *b);
         const block_q8_K *y[R16_NC];
         __m512 dy[R16_NC], dmy[R16_NC];
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
@@ -647,12 +654,14 @@ AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
             dmy[c] = _mm512_mul_ps(dm, _mm512_set1_ps(y[c]->d));
         }
         /* mins: lane t = m_t * (bsums[2t] + bsums[2t + 1]) */
+        #pragma GCC unroll 8
         for (int t = 0; t < 8; t++) {
             const __m512i m = r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, t));
             const __m512i mp = r16_pair(m, m);
             for (int c = 0; c < NC; c++)
                 accm[c][t] = _mm512_fmadd_ps(dmy[c], _mm512_cvtepi32_ps(_mm512_madd_epi16(mp, bcast32(y[c]->bsums + 2 * t))), accm[c][t]);
         }
+        #pragma GCC unroll 8
         for (int hh = 0; hh < 2; hh++) {
             __m512i sc[4];
             for (int j = 0; j < 4; j++) {
@@ -660,6 +669,7 @@ AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
                 sc[j] = r16_pair(v, v);
             }
             /* lane p: low nibbles of qs[4s + p] (p < 4), high of qs[4s + p - 4] */
+            #pragma GCC unroll 8
             for (int p = 0; p < 8; p++) {
                 __m512i sumi[R16_NC];
                 for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
@@ -700,7 +710,7 @@ AI void r16_q6_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
         for (int L = 0; L < 16; L++) acc[c][L] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const block_q6_K_r16 *b = x + i;
-        r16_prefetch(b + R16_PF, sizeof *b);
+        r16_prefetch((const char *)b + R16_PF_BYTES, sizeof *b);
         const block_q8_K *y[R16_NC];
         __m512 dy[R16_NC];
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
@@ -708,12 +718,14 @@ AI void r16_q6_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
             y[c] = (const block_q8_K *)vy[c] + i;
             dy[c] = _mm512_mul_ps(d, _mm512_set1_ps(y[c]->d));
         }
+        #pragma GCC unroll 8
         for (int l4 = 0; l4 < 4; l4++) {
             __m512i sc[4];
             for (int k = 0; k < 4; k++) {
                 const __m512i v = r16_s8x16(b->scales[4 * k + l4]);
                 sc[k] = r16_pair(v, v);
             }
+            #pragma GCC unroll 8
             for (int L = 4 * l4; L < 4 * l4 + 4; L++) {
                 __m512i sumi[R16_NC];
                 for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
@@ -862,6 +874,7 @@ HIDDEN const picolm_backend_vtable picolm_avx512_vtable = {
     .dot_f32 = avx2_dot_f32,
     .dot_f32_f16 = avx2_dot_f32_f16,
     .scale_axpy_f16 = avx2_scale_axpy_f16,
+    .attn_f16 = avx2_attn_f16, /* x86_avx2.h: its y update on 16 lanes here */
     .swiglu = avx2_swiglu,
     .f32_to_f16 = avx2_f32_to_f16,
 };
