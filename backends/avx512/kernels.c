@@ -1,7 +1,8 @@
 /*
  * AVX-512 (F/BW/VL/DQ) kernels: 512-bit Q4_K, Q6_K and Q8_0 (the formats of
- * a Q4_K_M model), everything else from the AVX2 code compiled with these
- * flags.  These three have VNNI variants (vpdpwssd / vpdpbusd) that init
+ * a Q4_K_M model) and their 16-row interleaved Q4_K_R16 / Q6_K_R16,
+ * everything else from the AVX2 code compiled with these flags.  The
+ * 512-bit ones have VNNI variants (vpdpwssd / vpdpbusd) that init
  * picks when the host reports AVX512_VNNI; the others are still tested (the
  * no-vnni pass of tests/test_kernels.c).  The plugin nevertheless requires
  * VNNI: see plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
@@ -618,16 +619,16 @@ AI __m512 r16_hsum16(const __m512 *a) {
     return r16_hsum8(b);
 }
 
-/* Sub-block j (0..3) of lane half hh (lanes 8hh..8hh+7) in the Q4_K row
-   kernels: q4_K_rows (decode) pairs sub-blocks 4k, 4k+1 | 4k+2, 4k+3 in a
-   64-byte load, q4_K_512 (vec_dot, 2-3 columns, no VNNI) 2j | 2j+1. */
-enum { MAP_ROWS, MAP_512 };
-
 /* Software prefetch distance of the lane kernels: they read a block in lane
    order, which the hardware prefetcher follows poorly from DRAM. */
 #ifndef R16_PF_BYTES
 #define R16_PF_BYTES 8192
 #endif
+
+/* Sub-block j (0..3) of lane half hh (lanes 8hh..8hh+7) in the Q4_K row
+   kernels: q4_K_rows (decode) pairs sub-blocks 4k, 4k+1 | 4k+2, 4k+3 in a
+   64-byte load, q4_K_512 (vec_dot, 2-3 columns, no VNNI) 2j | 2j+1. */
+enum { MAP_ROWS, MAP_512 };
 AI int r16_k4_sub(const int MAP, int hh, int j) { return MAP == MAP_ROWS ? (j & 1) + 4 * (j >> 1) + 2 * hh : 2 * j + hh; }
 
 /* out[c * os + r] for the 16 rows of the group at vx, columns c < NC */

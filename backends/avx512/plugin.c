@@ -30,7 +30,7 @@ static const picolm_plugin avx512_plugin = {
     .kind = PICOLM_KIND_BACKEND,
     .name = "avx512",
     .version = "1.0",
-    .description = "x86-64 AVX-512 F/BW/VL/DQ/VNNI kernels: 512-bit Q4_K/Q6_K/Q8_0, AVX2 code for the rest",
+    .description = "x86-64 AVX-512 F/BW/VL/DQ/VNNI kernels: 512-bit Q4_K/Q6_K/Q8_0 and Q4_K_R16/Q6_K_R16, AVX2 code for the rest",
     .cpu_required = PICOLM_CPU_AVX | PICOLM_CPU_AVX2 | PICOLM_CPU_FMA | PICOLM_CPU_F16C | PICOLM_CPU_AVX512F |
                     PICOLM_CPU_AVX512BW | PICOLM_CPU_AVX512VL | PICOLM_CPU_AVX512DQ | PICOLM_CPU_AVX512VNNI,
     .priority = 40,
