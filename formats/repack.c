@@ -219,25 +219,6 @@ static void q6_K_r16_pack(const block_q6_K *const rows[R16], block_q6_K_r16 *o) 
     }
 }
 
-/* from_base: 16 rows of n elements (row r at src + r * stride) -> one group. */
-static void q4_K_r16_from_base(const void *src, size_t stride, void *dst, int64_t n) {
-    block_q4_K_r16 *o = dst;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const block_q4_K *rows[R16];
-        for (int r = 0; r < R16; r++) rows[r] = (const block_q4_K *)((const char *)src + (size_t)r * stride) + i;
-        q4_K_r16_pack(rows, &o[i]);
-    }
-}
-
-static void q6_K_r16_from_base(const void *src, size_t stride, void *dst, int64_t n) {
-    block_q6_K_r16 *o = dst;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const block_q6_K *rows[R16];
-        for (int r = 0; r < R16; r++) rows[r] = (const block_q6_K *)((const char *)src + (size_t)r * stride) + i;
-        q6_K_r16_pack(rows, &o[i]);
-    }
-}
-
 /* to_base: one group -> 16 rows of the base type (row r at dst + r * stride),
    the inverse of from_base.  The core runs the base kernels on this when a
    backend has none for the layout, so it works on 32-bit words (4 columns of
@@ -315,33 +296,34 @@ static void q4_K_r_to_base(const void *src, void *dst, size_t stride, int64_t n)
     for (int64_t i = 0; i < n / QK_K; i++) q4_K_r_to_q4_K(&x[i], &y[i]);
 }
 
-/* quantize_row: 16 rows of n floats; the base quantizer works superblock by
-   superblock, so one superblock of the 16 rows at a time needs no buffer. */
-static void q4_K_r16_quantize(const float *x, void *dst, int64_t n) {
-    block_q4_K_r16 *o = dst;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        block_q4_K tmp[R16];
-        const block_q4_K *rows[R16];
-        for (int r = 0; r < R16; r++) {
-            q4_K_quantize(x + r * n + i * QK_K, &tmp[r], QK_K);
-            rows[r] = &tmp[r];
-        }
-        q4_K_r16_pack(rows, &o[i]);
+/* from_base (16 rows of n elements, row r at src + r * stride -> one
+   group) and quantize_row (16 rows of n floats: the base quantizer, one
+   superblock of the 16 rows at a time, so no buffer) of a layout, through
+   its pack function. */
+#define R16_CONVERTERS(name, BASE)                                                                        \
+    static void name##_r16_from_base(const void *src, size_t stride, void *dst, int64_t n) {            \
+        block_##name##_r16 *o = dst;                                                                    \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
+            const BASE *rows[R16];                                                                      \
+            for (int r = 0; r < R16; r++) rows[r] = (const BASE *)((const char *)src + (size_t)r * stride) + i; \
+            name##_r16_pack(rows, &o[i]);                                                               \
+        }                                                                                               \
+    }                                                                                                   \
+    static void name##_r16_quantize(const float *x, void *dst, int64_t n) {                             \
+        block_##name##_r16 *o = dst;                                                                    \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
+            BASE tmp[R16];                                                                              \
+            const BASE *rows[R16];                                                                      \
+            for (int r = 0; r < R16; r++) {                                                             \
+                name##_quantize(x + r * n + i * QK_K, &tmp[r], QK_K);                                   \
+                rows[r] = &tmp[r];                                                                      \
+            }                                                                                           \
+            name##_r16_pack(rows, &o[i]);                                                               \
+        }                                                                                               \
     }
-}
+R16_CONVERTERS(q4_K, block_q4_K)
+R16_CONVERTERS(q6_K, block_q6_K)
 
-static void q6_K_r16_quantize(const float *x, void *dst, int64_t n) {
-    block_q6_K_r16 *o = dst;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        block_q6_K tmp[R16];
-        const block_q6_K *rows[R16];
-        for (int r = 0; r < R16; r++) {
-            q6_K_quantize(x + r * n + i * QK_K, &tmp[r], QK_K);
-            rows[r] = &tmp[r];
-        }
-        q6_K_r16_pack(rows, &o[i]);
-    }
-}
 
 /* dequantize_row: one group -> 16 rows of n floats.  Q4_K's
    k4_dequantize_block and Q6_K's loop, reading through the accessors. */
