@@ -6,6 +6,10 @@ set -euo pipefail
 
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
+# the C library headers for the cross compiler: only *recommended* by
+# gcc-aarch64-linux-gnu, so --no-install-recommends leaves them out (a fresh
+# machine then fails on <bits/wordsize.h>)
+dpkg -s libc6-dev-arm64-cross >/dev/null 2>&1 || need+=(libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
 dpkg -s libinih-dev:arm64 >/dev/null 2>&1 || need+=(libinih-dev:arm64)
 # tests/t_aarch64.sh compares logits with shared/tools/cmp_logits.py
