@@ -148,11 +148,15 @@ static inline uint8_t *q4r16_qbyte(block_q4_K_r16 *b, int r, int c, int *shift) 
 }
 static inline int q4r16_quant(const block_q4_K_r16 *b, int r, int c) {
     int sh;
-    return (*q4r16_qbyte((block_q4_K_r16 *)b, r, c, &sh) >> sh) & 0xF;
+    const uint8_t byte = *q4r16_qbyte((block_q4_K_r16 *)b, r, c, &sh); /* sets sh: sequence it first */
+    return (byte >> sh) & 0xF;
 }
+/* (the byte first, then the shift it sets: the two operands of |= are
+   unsequenced, and clang evaluated q << sh first) */
 static inline void q4r16_set_quant(block_q4_K_r16 *b, int r, int c, int q) {
     int sh;
-    *q4r16_qbyte(b, r, c, &sh) |= (uint8_t)(q << sh);
+    uint8_t *p = q4r16_qbyte(b, r, c, &sh);
+    *p |= (uint8_t)(q << sh);
 }
 
 /* A 6-bit value split as in the scales/mins arrays: low 4 bits in nibble
@@ -181,14 +185,15 @@ static inline uint8_t *q6r16_hbyte(block_q6_K_r16 *b, int r, int c, int *shift) 
 }
 static inline int q6r16_quant(const block_q6_K_r16 *b, int r, int c) {
     int sl, sh;
-    const int lo = (*q6r16_lbyte((block_q6_K_r16 *)b, r, c, &sl) >> sl) & 0xF;
-    const int hi = (*q6r16_hbyte((block_q6_K_r16 *)b, r, c, &sh) >> sh) & 3;
+    const uint8_t lb = *q6r16_lbyte((block_q6_K_r16 *)b, r, c, &sl), hb = *q6r16_hbyte((block_q6_K_r16 *)b, r, c, &sh);
+    const int lo = (lb >> sl) & 0xF, hi = (hb >> sh) & 3;
     return lo | hi << 4;
 }
 static inline void q6r16_set_quant(block_q6_K_r16 *b, int r, int c, int q) {
     int sl, sh;
-    *q6r16_lbyte(b, r, c, &sl) |= (uint8_t)((q & 0xF) << sl);
-    *q6r16_hbyte(b, r, c, &sh) |= (uint8_t)((q >> 4) << sh);
+    uint8_t *lo = q6r16_lbyte(b, r, c, &sl), *hi = q6r16_hbyte(b, r, c, &sh);
+    *lo |= (uint8_t)((q & 0xF) << sl);
+    *hi |= (uint8_t)((q >> 4) << sh);
 }
 
 /* --- base superblocks of 16 rows -> one R16 block ------------------------ */

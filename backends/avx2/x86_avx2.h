@@ -735,10 +735,8 @@ AI __m256 x86_expf(__m256 x) {
     return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 /* attn_f16 (plugin.h): nq query heads sharing one KV head, through the
-   model's loop arithmetic (same dot chains and horizontal sum as
-   avx2_dot_f32_f16, same f16 roundings as avx2_scale_axpy_f16), except that
-   the exps of up to 8 queries are one x86_expf (within an ulp of expf; exp(0)
-   is exactly 1 there too, so an unchanged maximum still leaves y unscaled).
+   model's loop arithmetic bit for bit (same dot chains and horizontal sum as
+   avx2_dot_f32_f16, same f16 roundings as avx2_scale_axpy_f16, libm expf).
    Each K and V row is converted once for all the queries, and their y
    updates are independent chains: the f16 round trips of one query's chain
    no longer bound the time per position. */
@@ -768,8 +766,7 @@ AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm256_mul_ps(a, b); }
 AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
                    const int hd, float scale, float *y, size_t y_stride, float *mx, float *sum) {
     float m_[8], s_[8], sc[8], w_[8], ws_[8];
-    for (int j = 0; j < 8; j++) { m_[j] = j < nq ? mx[j] : 0; s_[j] = j < nq ? sum[j] : 0; sc[j] = 0; }
-    __m256 M = _mm256_loadu_ps(m_), S = _mm256_loadu_ps(s_);
+    for (int j = 0; j < nq; j++) m_[j] = mx[j], s_[j] = sum[j];
     for (int t = 0; t < n; t++) {
         const uint16_t *kr = k + (size_t)t * kv_stride, *vr = v + (size_t)t * kv_stride;
         __m256 kf[16];
@@ -783,14 +780,19 @@ AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, c
             }
             sc[j] = x86_hsum_ps(_mm256_add_ps(s0, s1)) * scale;
         }
-        /* online softmax, 8 queries per lane: the new maximum rescales (ws),
-           an old one weighs (w); the other factor is exp(0) = 1 */
-        const __m256 Sc = _mm256_loadu_ps(sc), Mn = _mm256_max_ps(M, Sc);
-        const __m256 WS = x86_expf(_mm256_sub_ps(M, Mn)), W = x86_expf(_mm256_sub_ps(Sc, Mn));
-        S = _mm256_fmadd_ps(S, WS, W);
-        M = Mn;
-        _mm256_storeu_ps(w_, W);
-        _mm256_storeu_ps(ws_, WS);
+        /* online softmax, as the loop: libm expf, one per query (a vector
+           exp flipped a near-tie in a greedy reference continuation) */
+        for (int j = 0; j < nq; j++) {
+            if (sc[j] > m_[j]) {
+                ws_[j] = expf(m_[j] - sc[j]);
+                m_[j] = sc[j];
+                w_[j] = 1.0f;
+            } else {
+                ws_[j] = 1.0f;
+                w_[j] = expf(sc[j] - m_[j]);
+            }
+            s_[j] = s_[j] * ws_[j] + w_[j];
+        }
         attn_vec vf[16];
         _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++) vf[i] = attn_ld16(vr + ATTN_W * i);
         for (int j = 0; j < nq; j++) {
@@ -804,9 +806,7 @@ AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, c
                     attn_st(yj + ATTN_W * i, attn_round16(attn_fma(va, vf[i], attn_ld(yj + ATTN_W * i))));
         }
     }
-    _mm256_storeu_ps(m_, M);
-    _mm256_storeu_ps(s_, S);
-    for (int j = 0; j < nq; j++) { mx[j] = m_[j]; sum[j] = s_[j]; }
+    for (int j = 0; j < nq; j++) mx[j] = m_[j], sum[j] = s_[j];
 }
 __attribute__((unused)) static void avx2_attn_f16(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v,
                                                   size_t kv_stride, int n, int hd, float scale, float *y, size_t y_stride, float *mx,

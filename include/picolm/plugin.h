@@ -274,7 +274,9 @@ typedef struct picolm_backend_vtable {
        Strides count floats (q, y) and halfs (k, v).  One call replaces 2
        calls per position and query head, and lets an implementation convert
        each K/V row once for the nq queries.  Results must stay within the
-       kernel-test tolerances of that loop. */
+       kernel-test tolerances of that loop; the in-tree versions are
+       bit-identical to it over their backend's own primitives (greedy
+       reference continuations can hinge on a last-bit near-tie). */
     void (*attn_f16)(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
                      int hd, float scale, float *y, size_t y_stride, float *mx, float *sum);
 } picolm_backend_vtable;
