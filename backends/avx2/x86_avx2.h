@@ -763,6 +763,19 @@ AI attn_vec attn_round16(attn_vec x) { return x86_round_f16(x); }
 AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm256_fmadd_ps(a, b, c); }
 AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm256_mul_ps(a, b); }
 #endif
+/* One online-softmax step (plugin.h, attn_f16): score s against the running
+   max *m and sum *sum; *ws rescales the accumulator, *w weighs this V row. */
+AI void attn_softmax_step(float s, float *m, float *sum, float *ws, float *w) {
+    if (s > *m) {
+        *ws = expf(*m - s);
+        *m = s;
+        *w = 1.0f;
+    } else {
+        *ws = 1.0f;
+        *w = expf(s - *m);
+    }
+    *sum = *sum * *ws + *w;
+}
 AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
                    const int hd, float scale, float *y, size_t y_stride, float *mx, float *sum) {
     float m_[8], s_[8], sc[8], w_[8], ws_[8];
@@ -780,19 +793,9 @@ AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, c
             }
             sc[j] = x86_hsum_ps(_mm256_add_ps(s0, s1)) * scale;
         }
-        /* online softmax, as the loop: libm expf, one per query (a vector
-           exp flipped a near-tie in a greedy reference continuation) */
-        for (int j = 0; j < nq; j++) {
-            if (sc[j] > m_[j]) {
-                ws_[j] = expf(m_[j] - sc[j]);
-                m_[j] = sc[j];
-                w_[j] = 1.0f;
-            } else {
-                ws_[j] = 1.0f;
-                w_[j] = expf(sc[j] - m_[j]);
-            }
-            s_[j] = s_[j] * ws_[j] + w_[j];
-        }
+        /* (libm expf, one per query: a vector exp flipped a near-tie in a
+           greedy reference continuation) */
+        for (int j = 0; j < nq; j++) attn_softmax_step(sc[j], &m_[j], &s_[j], &ws_[j], &w_[j]);
         attn_vec vf[16];
         _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++) vf[i] = attn_ld16(vr + ATTN_W * i);
         for (int j = 0; j < nq; j++) {
@@ -820,16 +823,9 @@ __attribute__((unused)) static void avx2_attn_f16(const float *q, size_t q_strid
         else /* other head sizes: the two primitives, as the model's own loop */
             for (int j = j0; j < j0 + c; j++)
                 for (int t = 0; t < n; t++) {
-                    const float s = avx2_dot_f32_f16(q + (size_t)j * q_stride, k + (size_t)t * kv_stride, hd) * scale;
-                    float ws = 1.0f, w;
-                    if (s > mx[j]) {
-                        ws = expf(mx[j] - s);
-                        mx[j] = s;
-                        w = 1.0f;
-                    } else {
-                        w = expf(s - mx[j]);
-                    }
-                    sum[j] = sum[j] * ws + w;
+                    float ws, w;
+                    attn_softmax_step(avx2_dot_f32_f16(q + (size_t)j * q_stride, k + (size_t)t * kv_stride, hd) * scale, &mx[j],
+                                      &sum[j], &ws, &w);
                     avx2_scale_axpy_f16(y + (size_t)j * y_stride, ws, w, v + (size_t)t * kv_stride, hd);
                 }
     }
