@@ -17,7 +17,11 @@ OPT     ?= -O2 -g
 CFLAGS  ?=
 LDFLAGS ?=
 # The core is built with no -m flags: it probes the CPU and must run anywhere.
-BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Icore -fPIC $(OPT) $(CFLAGS)
+# -ffp-contract=off: no implicit a*b+c -> fma.  GCC in ISO C mode already
+# does not contract; clang does by default, where -mfma allows it, so a
+# plugin's scalar float code (attn_f16's softmax sum) rounded differently
+# from the same expression in the core and flipped a greedy near-tie.
+BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -ffp-contract=off -Iinclude -Icore -fPIC $(OPT) $(CFLAGS)
 INIH_LIBS ?= $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 CORE_LIBS = $(INIH_LIBS) -ldl -lpthread -lm
 
