@@ -52,6 +52,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         const picolm_format *f = &fake_formats[i];
         pl_type *t = &D.types[f->type_id];
         t->fmt = f;
+        t->row_group = 1; /* plain rows, as registry_dispatch sets for such a format */
         t->fmt_plugin = "fake";
         t->vec_dot_type = PICOLM_TYPE_F32;
         t->vec_dot = f->vec_dot;
