@@ -315,7 +315,7 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->hb2 = xalloc(c, sz[BUF_HB2]);
     c->logits = xalloc(c, sz[BUF_LOGITS]);
     c->act_q = xalloc(c, sz[BUF_ACTQ]);
-    c->unpack_stride = round64(mats_max(m, unpack_group));
+    c->unpack_stride = sz[BUF_UNPACK] / (pool ? (size_t)threadpool_size(pool) : 1);
     c->unpack = c->unpack_stride ? xalloc(c, sz[BUF_UNPACK]) : NULL;
     if ((c->unpack_stride && !c->unpack) || !c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
         !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q) {

@@ -106,6 +106,11 @@ static inline size_t dispatch_row_size(const pl_dispatch *d, uint32_t type, int6
     const picolm_format *f = d->types[type].fmt;
     return (size_t)(n / f->block_size) * f->type_size;
 }
+/* Rows a type converts and multiplies at once: its row_group, 1 for plain
+   rows and for a type no format plugin describes. */
+static inline int dispatch_row_group(const pl_dispatch *d, uint32_t type) {
+    return type < PICOLM_TYPE_MAX && d->types[type].row_group > 1 ? (int)d->types[type].row_group : 1;
+}
 /* gguf_bind_types callback (ctx = const pl_dispatch *). */
 int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size);
 

@@ -305,7 +305,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     float **scratch = NULL;
     const int nthr = pool ? threadpool_size(pool) : 1;
     uint64_t max_bytes = 0, total = 0;
-    int64_t max_cols = 0, max_unit = 0; /* floats of one unit (group of rows) */
+    int64_t max_unit = 0; /* floats of one unit (group of rows) */
     if (!w) { pl_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < n_t; i++) {
         const picolm_format *f = d->types[ts[i].type].fmt;
@@ -316,12 +316,11 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         }
         ts[i].nbytes = (uint64_t)dispatch_row_size(d, ts[i].type, ts[i].ne[0]) * (uint64_t)ts[i].ne[1];
         if (ts[i].nbytes > max_bytes) max_bytes = ts[i].nbytes;
-        const uint32_t g = d->types[ts[i].type].row_group > 1 ? d->types[ts[i].type].row_group : 1;
+        const int g = dispatch_row_group(d, ts[i].type);
         if (ts[i].ne[1] % g) {
-            pl_fail(err, errlen, "%s: %lld rows are not whole groups of %u (%s)", ts[i].name, (long long)ts[i].ne[1], g, f->name);
+            pl_fail(err, errlen, "%s: %lld rows are not whole groups of %d (%s)", ts[i].name, (long long)ts[i].ne[1], g, f->name);
             goto done;
         }
-        if (ts[i].ne[0] > max_cols) max_cols = ts[i].ne[0];
         if (g * ts[i].ne[0] > max_unit) max_unit = g * ts[i].ne[0];
         total += ts[i].nbytes;
     }
@@ -360,7 +359,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     /* block pools for the quantized types (not for F32/F16/BF16: cheap to make exactly) */
     for (int i = 0; !exact && i < n_used; i++) {
         const picolm_format *f = d->types[used[i]].fmt;
-        const int g = d->types[used[i]].row_group > 1 ? (int)d->types[used[i]].row_group : 1;
+        const int g = dispatch_row_group(d, used[i]);
         if (f->block_size < 32 || f->block_size > 256 || POOL_CHUNK % g) continue;
         if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { pl_fail(err, errlen, "out of memory"); goto done; }
         pool_job pj = {f, g, pools[i], scratch, 0xB10C0000ull + used[i]};
@@ -379,7 +378,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             for (int64_t j = 0; j < t->ne[0]; j++) x[j] = 1.0f;
         } else {
             const picolm_format *f = d->types[t->type].fmt;
-            const int g = d->types[t->type].row_group > 1 ? (int)d->types[t->type].row_group : 1;
+            const int g = dispatch_row_group(d, t->type);
             const uint8_t *bp = NULL;
             for (int u = 0; u < n_used; u++)
                 if (used[u] == t->type) bp = pools[u];

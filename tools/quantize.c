@@ -136,10 +136,6 @@ static void convert_units(void *ctx, int64_t begin, int64_t end, int tid) {
 
 static int is_float_type(uint32_t t) { return t == PICOLM_TYPE_F32 || t == PICOLM_TYPE_F16 || t == PICOLM_TYPE_BF16; }
 
-static int row_group_of(const pl_dispatch *d, uint32_t t) {
-    return t < PICOLM_TYPE_MAX && d->types[t].row_group > 1 ? (int)d->types[t].row_group : 1;
-}
-
 /* A format's base_type/from_base (ABI 0.2), read only when its plugin's
    format stride covers them (an older plugin's entries are shorter). */
 static const picolm_format *repack_format(const engine *e, uint32_t t) {
@@ -355,7 +351,7 @@ int main(int argc, char **argv) {
         p.type[i] = nt;
         p.nbytes[i] = nt == t->type ? t->nbytes : (uint64_t)dispatch_row_size(d, nt, t->ne[0]) * (uint64_t)(t->nelements / t->ne[0]);
         if (nt != t->type) {
-            const int g = row_group_of(d, nt);
+            const int g = dispatch_row_group(d, nt);
             if ((t->nelements / t->ne[0]) % g) {
                 fprintf(stderr, "picolm-quantize: tensor '%s': %lld rows are not whole groups of %d rows (%s)\n", p.refs[i].name,
                         (long long)(t->nelements / t->ne[0]), g, registry_type_name(&e->reg, nt));
@@ -417,7 +413,7 @@ int main(int argc, char **argv) {
         const uint32_t nt = p.type[i];
         const void *data = t->data;
         if (nt != t->type) {
-            const int g = row_group_of(d, nt);
+            const int g = dispatch_row_group(d, nt);
             job j = {.src = t->data, .src_row = dispatch_row_size(d, t->type, t->ne[0]), .dst = obuf,
                      .dst_row = dispatch_row_size(d, nt, t->ne[0]), .cols = t->ne[0], .group = g, .scratch = scratch};
             if (quantized_in) j.from_base = repack_format(e, nt)->from_base;
