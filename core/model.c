@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,11 @@ size_t llama_kv_bytes_per_token(const llama_hparams *hp, int kv_type) {
 
 static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
+/* one thread's share of the running matmul (mm_worker), on its own line */
+typedef struct mm_part {
+    alignas(64) _Atomic uint64_t fe; /* units [front, end) not yet claimed */
+} mm_part;
+
 static void *xalloc(llama_ctx *c, size_t n) {
     size_t r = round64(n);
     void *p = aligned_alloc(64, r ? r : 64);
@@ -317,8 +323,9 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->act_q = xalloc(c, sz[BUF_ACTQ]);
     c->unpack_stride = sz[BUF_UNPACK] / (pool ? (size_t)threadpool_size(pool) : 1);
     c->unpack = c->unpack_stride ? xalloc(c, sz[BUF_UNPACK]) : NULL;
+    c->mm_parts = xalloc(c, (pool ? (size_t)threadpool_size(pool) : 1) * sizeof *c->mm_parts);
     if ((c->unpack_stride && !c->unpack) || !c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
-        !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q) {
+        !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q || !c->mm_parts) {
         free_ctx(c);
         return pl_fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
     }
@@ -336,7 +343,7 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
 
 void free_ctx(llama_ctx *c) {
     void *bufs[] = {c->k_cache, c->v_cache, c->rope_cos, c->rope_sin, c->x, c->xb, c->q, c->k,
-                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q, c->unpack};
+                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q, c->unpack, c->mm_parts};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     memset(c, 0, sizeof *c);
 }
@@ -355,16 +362,28 @@ typedef struct mm_job {
     size_t base_row_bytes;      /* t->to_base: bytes of one unpacked row */
 } mm_job;
 
-#ifndef MM_CHUNKS
-#define MM_CHUNKS 8
+/* Row scheduling, in units of 16 rows (a whole row group or gemm panel):
+   each thread owns a contiguous share of the joint row space and walks it
+   from the front, MM_OWN units per claim, one long sequential weight stream
+   per thread; a thread done with its share takes MM_STEAL units at a time
+   from the back of the others', so that a preempted or slower thread's work
+   is finished by the idle one and the threads end within a claim of each
+   other.  front | end << 32 in one atomic word: owner and thief race on it
+   with a compare-and-swap, and each thread's word has its own cache line.
+   Every row is computed by the same kernel whatever the split, so results
+   don't depend on it. */
+#ifndef MM_OWN
+#define MM_OWN 4
+#endif
+#ifndef MM_STEAL
+#define MM_STEAL 1
 #endif
 
 typedef struct mm_task {
     mm_job job[3];
-    int n_jobs, nb;
+    int n_jobs, nb, nthr;
     int64_t start[4];           /* row offsets of each job in the joint row space */
-    int64_t chunk;              /* rows claimed at a time (a multiple of 16) */
-    _Atomic int64_t next;       /* first unclaimed row */
+    mm_part *part;              /* one per thread */
     uint8_t *unpack;            /* per-thread group buffers (pl_type.to_base) */
     size_t unpack_stride;
 } mm_task;
@@ -429,18 +448,32 @@ static void mm_rows(const mm_task *T, int64_t r0, int64_t r1, int tid) {
     }
 }
 
-/* Each worker claims chunks of rows until none are left, instead of a fixed
-   share: on a loaded machine a preempted thread's work is taken over by the
-   running one instead of stalling the whole matmul.  Every row is computed
-   by the same kernel whatever the chunking, so results don't depend on it. */
+/* Claims up to `want` units from the front (or the back) of *p; 0 when empty. */
+static int mm_claim(mm_part *p, uint32_t want, int back, int64_t *u0, int64_t *u1) {
+    uint64_t v = atomic_load_explicit(&p->fe, memory_order_relaxed);
+    for (;;) {
+        const uint32_t f = (uint32_t)v, e = (uint32_t)(v >> 32);
+        if (f >= e) return 0;
+        const uint32_t take = e - f < want ? e - f : want;
+        const uint64_t nv = back ? (uint64_t)(e - take) << 32 | f : (uint64_t)e << 32 | (f + take);
+        if (atomic_compare_exchange_weak_explicit(&p->fe, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *u0 = back ? e - take : f;
+            *u1 = back ? e : f + take;
+            return 1;
+        }
+    }
+}
+
 static void mm_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
     (void)u0, (void)u1;
-    mm_task *T = ctx;
+    const mm_task *T = ctx;
+    const int nthr = T->nthr;
     const int64_t n = T->start[T->n_jobs];
-    for (;;) {
-        const int64_t r0 = atomic_fetch_add_explicit(&T->next, T->chunk, memory_order_relaxed);
-        if (r0 >= n) break;
-        mm_rows(T, r0, r0 + T->chunk < n ? r0 + T->chunk : n, tid);
+    int64_t a, b;
+    while (mm_claim(&T->part[tid], MM_OWN, 0, &a, &b)) mm_rows(T, a * 16, b * 16 < n ? b * 16 : n, tid);
+    for (int k = 1; k < nthr; k++) {
+        mm_part *v = &T->part[(tid + k) % nthr];
+        while (mm_claim(v, MM_STEAL, 1, &a, &b)) mm_rows(T, a * 16, b * 16 < n ? b * 16 : n, tid);
     }
 }
 
@@ -493,17 +526,19 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
        of the prefill time with 2 threads); one row (decode) inline */
     if (nthr > 1 && nb >= 2 * nthr) threadpool_run(c->pool, nb, aq_worker, &A);
     else aq_worker(&A, 0, nb, 0);
-    /* about MM_CHUNKS chunks per thread: small enough to rebalance, large
-       enough for long sequential weight streams; 16-row multiples keep the
-       16-row gemm panels whole */
-    const int64_t rows = T.start[n];
-    int64_t ch = (rows / ((int64_t)nthr * MM_CHUNKS) + 15) & ~(int64_t)15;
-    T.chunk = ch < 16 ? 16 : ch;
-    atomic_init(&T.next, 0);
+    /* thread t owns units [t * units / nthr, (t + 1) * units / nthr) */
+    const int64_t units = (T.start[n] + 15) / 16;
+    T.part = c->mm_parts;
+    T.nthr = nthr;
     T.unpack = c->unpack;
     T.unpack_stride = c->unpack_stride;
-    if (nthr <= 1) mm_rows(&T, 0, rows, 0);
-    else threadpool_run(c->pool, nthr, mm_worker, &T);
+    if (nthr <= 1) {
+        mm_rows(&T, 0, T.start[n], 0);
+        return;
+    }
+    for (int t = 0; t < nthr; t++)
+        atomic_store_explicit(&T.part[t].fe, (uint64_t)(units * (t + 1) / nthr) << 32 | (uint64_t)(units * t / nthr), memory_order_relaxed);
+    threadpool_run(c->pool, nthr, mm_worker, &T);
 }
 
 static void matmul(llama_ctx *c, const qmat *w, float *out, const float *x, int nb) {

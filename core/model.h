@@ -62,6 +62,7 @@ typedef struct llama_ctx {
     size_t act_q_bytes;
     uint8_t *unpack;            /* per-thread buffers of one unpacked row group (pl_type.to_base) */
     size_t unpack_stride;
+    struct mm_part *mm_parts;   /* per-thread row ranges of the running matmul */
     size_t anon_bytes;          /* bytes this context allocated */
 } llama_ctx;
 

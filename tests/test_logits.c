@@ -95,6 +95,54 @@ out:
     free(greedy);
 }
 
+/* All logits of the reference tokens, in chunks of `batch`, on `threads` threads. */
+static float *eval_threads(const char *path, const int32_t *toks, int n, int batch, int threads, int *nv) {
+    char err[1024];
+    engine_opts o = {.model_path = path, .backend = "auto", .threads = threads};
+    engine *e = build_engine(&o, err, sizeof err);
+    if (!e) return NULL;
+    *nv = e->model.hp.n_vocab;
+    float *out = malloc((size_t)n * *nv * sizeof(float));
+    llama_ctx c;
+    int ok = out && !build_ctx(&c, &e->model, n, batch, KV_F16, e->pool, err, sizeof err);
+    if (ok) {
+        for (int i = 0; i < n && ok; i += batch) ok = !llama_forward(&c, toks + i, n - i < batch ? n - i : batch, out + (size_t)i * *nv, err, sizeof err);
+        free_ctx(&c);
+    }
+    free_engine(e);
+    if (!ok) { free(out); return NULL; }
+    return out;
+}
+
+/* The work split (matmul rows claimed and stolen per thread, attention
+   tasks) must not change a single bit: every row and head is computed by
+   the same kernel whatever thread runs it.  More threads than CPUs make
+   the threads preempt each other, so rows are stolen. */
+static void thread_independence(const char *shared, const char *name) {
+    char path[1024], tp[1024];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, name);
+    snprintf(tp, sizeof tp, "%s/reference/logits/%s.tokens.i32", shared, name);
+    size_t tn;
+    int32_t *toks = tl_slurp(tp, &tn);
+    if (!toks) { SKIP("%s: reference tokens missing", name); return; }
+    const int n = (int)(tn / 4);
+    for (int batch = 1; batch <= 16; batch += 15) {
+        int nv = 0;
+        float *base = eval_threads(path, toks, n, batch, 1, &nv);
+        CHECK(base != NULL, "%s: evaluates on 1 thread (batch %d)", name, batch);
+        static const int threads[] = {2, 3, 7};
+        for (size_t k = 0; base && k < sizeof threads / sizeof *threads; k++) {
+            int nv2 = 0;
+            float *o = eval_threads(path, toks, n, batch, threads[k], &nv2);
+            CHECK(o && nv2 == nv && !memcmp(o, base, (size_t)n * nv * sizeof(float)),
+                  "%s: batch %d: logits on %d threads bit-identical to 1 thread", name, batch, threads[k]);
+            free(o);
+        }
+        free(base);
+    }
+    free(toks);
+}
+
 int main(void) {
     const char *shared = shared_dir("reference logits");
     if (!shared) return 0;
@@ -108,5 +156,6 @@ int main(void) {
     const char *only = getenv("PICOLM_TEST_MODEL"); /* e.g. "q4_k" to run one model */
     for (size_t i = 0; i < sizeof models / sizeof *models; i++)
         if (!only || strstr(models[i], only)) run_model(shared, models[i], backend ? backend : "auto");
+    if (!only) thread_independence(shared, "tiny-shakespeare-q4_k_m");
     return CHECK_DONE();
 }
