@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #ifdef __GLIBC__
@@ -113,46 +114,88 @@ static void mean_std(const double *x, int n, double *mean, double *std) {
 typedef struct bw_job {
     const uint64_t *buf;
     int64_t n_words;
+    int pf;                     /* software prefetch on this pass */
     uint64_t sums[256];
 } bw_job;
 
-/* The read loop must not be the bottleneck: 16-byte vector adds (SSE2 /
-   NEON, no -m flags needed), four per 64-byte line, and a prefetch 4 KB
-   ahead as the kernels do.  Measured on a 2-core EPYC VM (30 Nov): a
-   scalar 8-word loop 17-20 GB/s per thread (compute-bound), this 29.6, the
-   same as an AVX-512 loop with prefetch; without the prefetch 21.6. */
+/* The read loop must not be the bottleneck: vector adds, four per 64-byte
+   line, 64-byte loads where the CPU has AVX-512.  Passes alternate with and
+   without a software prefetch 4 KB ahead, and the best counts: measured on
+   a 2-core EPYC VM (1 Dec), on 2 MB pages 2 threads read 63-73 GB/s without
+   the prefetch and 55-60 with it; on 4 KB pages the prefetch helped (30 Nov:
+   29.6 vs 21.6 GB/s on one thread).  A scalar 8-word loop was compute-bound
+   (17-20 GB/s per thread). */
 typedef uint64_t bw_v2 __attribute__((vector_size(16)));
 #define BW_PF_BYTES 4096
+#define BW_LOOP(V, pf)                                                                    \
+    do {                                                                                  \
+        V a0 = {0}, a1 = a0, a2 = a0, a3 = a0, v0, v1, v2, v3; /* named: in registers */  \
+        const int64_t w = (int64_t)(sizeof(V) / 8);                                       \
+        for (; i + 4 * w <= end; i += 4 * w) {                                            \
+            if (pf) __builtin_prefetch((const char *)(p + i) + BW_PF_BYTES);             \
+            memcpy(&v0, p + i, sizeof v0);                                                \
+            memcpy(&v1, p + i + w, sizeof v1);                                            \
+            memcpy(&v2, p + i + 2 * w, sizeof v2);                                        \
+            memcpy(&v3, p + i + 3 * w, sizeof v3);                                        \
+            a0 += v0, a1 += v1, a2 += v2, a3 += v3;                                       \
+        }                                                                                 \
+        a0 += a1 + a2 + a3;                                                               \
+        for (int k = 0; k < (int)w; k++) s += a0[k];                                      \
+    } while (0)
+
+static uint64_t bw_read(const uint64_t *p, int64_t i, int64_t end, int pf) {
+    uint64_t s = 0;
+    BW_LOOP(bw_v2, pf);
+    for (; i < end; i++) s += p[i];
+    return s;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef uint64_t bw_v8 __attribute__((vector_size(64)));
+__attribute__((target("avx512f"))) static uint64_t bw_read512(const uint64_t *p, int64_t i, int64_t end, int pf) {
+    uint64_t s = 0;
+    BW_LOOP(bw_v8, pf);
+    for (; i < end; i++) s += p[i];
+    return s;
+}
+#endif
+
 static void bw_worker(void *ctx, int64_t begin, int64_t end, int tid) {
     bw_job *j = ctx;
-    const uint64_t *p = j->buf;
-    bw_v2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0, v0, v1, v2, v3; /* named: kept in registers */
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __builtin_prefetch((const char *)(p + i) + BW_PF_BYTES); /* a hint: past the end is harmless */
-        memcpy(&v0, p + i, 16);
-        memcpy(&v1, p + i + 2, 16);
-        memcpy(&v2, p + i + 4, 16);
-        memcpy(&v3, p + i + 6, 16);
-        a0 += v0, a1 += v1, a2 += v2, a3 += v3;
-    }
-    a0 += a1 + a2 + a3;
-    uint64_t s = a0[0] + a0[1];
-    for (; i < end; i++) s += p[i];
+    uint64_t s;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) s = bw_read512(j->buf, begin, end, j->pf);
+    else
+#endif
+        s = bw_read(j->buf, begin, end, j->pf);
     j->sums[tid & 255] += s;
 }
 
 /* GB/s (1e9 bytes) of the best of `passes` reads of a bytes-sized buffer. */
 static double measure_bw(threadpool *pool, size_t bytes, int passes) {
-    uint64_t *buf = malloc(bytes);
+    /* on 2 MB pages where the kernel allows, as picolm maps the weights
+       (gguf.c): with 4 KB pages the TLB misses cost the stream bandwidth */
+    const size_t huge = (size_t)2 << 20;
+    bytes = (bytes + huge - 1) / huge * huge;
+    uint64_t *buf = aligned_alloc(huge, bytes);
     if (!buf) return 0;
-    memset(buf, 1, bytes); /* fault the pages in: only reading is timed */
+#ifdef MADV_HUGEPAGE
+    madvise(buf, bytes, MADV_HUGEPAGE);
+#endif
+    /* distinct pages (xorshift), never a constant: a host that merges
+       identical pages would serve the whole buffer from a few */
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    for (size_t i = 0; i < bytes / 8; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = x;
+    }
     bw_job *j = calloc(1, sizeof *j);
     if (!j) { free(buf); return 0; }
     j->buf = buf;
     j->n_words = (int64_t)(bytes / 8);
     double best = 0;
-    for (int p = 0; p < passes; p++) {
+    for (int p = 0; p < 2 * passes; p++) {
+        j->pf = p & 1;
         const double t0 = pl_now();
         threadpool_run(pool, j->n_words, bw_worker, j);
         const double dt = pl_now() - t0;
