@@ -464,16 +464,20 @@ static int mm_claim(mm_part *p, uint32_t want, int back, int64_t *u0, int64_t *u
     }
 }
 
+/* units [a, b): rows [16a, 16b), the last unit cut at the end of the row space */
+static void mm_units(const mm_task *T, int64_t a, int64_t b, int tid) {
+    const int64_t n = T->start[T->n_jobs];
+    mm_rows(T, a * 16, b * 16 < n ? b * 16 : n, tid);
+}
+
 static void mm_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
     (void)u0, (void)u1;
     const mm_task *T = ctx;
-    const int nthr = T->nthr;
-    const int64_t n = T->start[T->n_jobs];
     int64_t a, b;
-    while (mm_claim(&T->part[tid], MM_OWN, 0, &a, &b)) mm_rows(T, a * 16, b * 16 < n ? b * 16 : n, tid);
-    for (int k = 1; k < nthr; k++) {
-        mm_part *v = &T->part[(tid + k) % nthr];
-        while (mm_claim(v, MM_STEAL, 1, &a, &b)) mm_rows(T, a * 16, b * 16 < n ? b * 16 : n, tid);
+    while (mm_claim(&T->part[tid], MM_OWN, 0, &a, &b)) mm_units(T, a, b, tid);
+    for (int k = 1; k < T->nthr; k++) {
+        mm_part *v = &T->part[(tid + k) % T->nthr];
+        while (mm_claim(v, MM_STEAL, 1, &a, &b)) mm_units(T, a, b, tid);
     }
 }
 

@@ -115,6 +115,7 @@ typedef struct bw_job {
     const uint64_t *buf;
     int64_t n_words;
     int pf;                     /* software prefetch on this pass */
+    uint64_t (*read)(const uint64_t *p, int64_t i, int64_t end, int pf);
     uint64_t sums[256];
 } bw_job;
 
@@ -162,13 +163,7 @@ __attribute__((target("avx512f"))) static uint64_t bw_read512(const uint64_t *p,
 
 static void bw_worker(void *ctx, int64_t begin, int64_t end, int tid) {
     bw_job *j = ctx;
-    uint64_t s;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) s = bw_read512(j->buf, begin, end, j->pf);
-    else
-#endif
-        s = bw_read(j->buf, begin, end, j->pf);
-    j->sums[tid & 255] += s;
+    j->sums[tid & 255] += j->read(j->buf, begin, end, j->pf);
 }
 
 /* GB/s (1e9 bytes) of the best of `passes` reads of a bytes-sized buffer. */
@@ -182,8 +177,8 @@ static double measure_bw(threadpool *pool, size_t bytes, int passes) {
 #ifdef MADV_HUGEPAGE
     madvise(buf, bytes, MADV_HUGEPAGE);
 #endif
-    /* distinct pages (xorshift), never a constant: a host that merges
-       identical pages would serve the whole buffer from a few */
+    /* distinct data (xorshift), a precaution: pages of one constant could
+       be merged by the host (KSM) and then be read from a few */
     uint64_t x = 0x9E3779B97F4A7C15u;
     for (size_t i = 0; i < bytes / 8; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -193,6 +188,10 @@ static double measure_bw(threadpool *pool, size_t bytes, int passes) {
     if (!j) { free(buf); return 0; }
     j->buf = buf;
     j->n_words = (int64_t)(bytes / 8);
+    j->read = bw_read;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) j->read = bw_read512;
+#endif
     double best = 0;
     for (int p = 0; p < 2 * passes; p++) {
         j->pf = p & 1;
