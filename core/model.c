@@ -305,7 +305,8 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->kv_row_bytes = kv_type == KV_Q8_0 ? (size_t)kvd / 32 * 34 : (size_t)kvd * 2;
     const size_t kv = c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer;
     size_t sz[N_BUF];
-    scratch_sizes(m, (size_t)n_batch, pool ? (size_t)threadpool_size(pool) : 1, sz);
+    const size_t nthr = (size_t)threadpool_size(pool); /* 1 without a pool */
+    scratch_sizes(m, (size_t)n_batch, nthr, sz);
     c->act_q_bytes = sz[BUF_ACTQ];
     c->k_cache = xalloc(c, kv);
     c->v_cache = xalloc(c, kv);
@@ -321,9 +322,9 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->hb2 = xalloc(c, sz[BUF_HB2]);
     c->logits = xalloc(c, sz[BUF_LOGITS]);
     c->act_q = xalloc(c, sz[BUF_ACTQ]);
-    c->unpack_stride = sz[BUF_UNPACK] / (pool ? (size_t)threadpool_size(pool) : 1);
+    c->unpack_stride = sz[BUF_UNPACK] / nthr;
     c->unpack = c->unpack_stride ? xalloc(c, sz[BUF_UNPACK]) : NULL;
-    c->mm_parts = xalloc(c, (pool ? (size_t)threadpool_size(pool) : 1) * sizeof *c->mm_parts);
+    c->mm_parts = xalloc(c, nthr * sizeof *c->mm_parts);
     if ((c->unpack_stride && !c->unpack) || !c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
         !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q || !c->mm_parts) {
         free_ctx(c);
@@ -505,7 +506,7 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
     T.nb = nb;
     T.start[0] = 0;
     const int cols = (int)w[0]->cols;
-    const int nthr = c->pool ? threadpool_size(c->pool) : 1;
+    const int nthr = threadpool_size(c->pool);
     uint8_t *q = c->act_q;
     size_t stride = 0;
     uint32_t qtype = UINT32_MAX;
@@ -692,7 +693,7 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
         /* a task per (token, KV head), its group split while there are
            fewer than 4 tasks per thread (decode: a handful of KV heads) */
         att_task A = {c, l, n, pos0, hp->n_head / hp->n_head_kv};
-        const int nthr = c->pool ? threadpool_size(c->pool) : 1;
+        const int nthr = threadpool_size(c->pool);
         while (A.qpt % 2 == 0 && (int64_t)n * hp->n_head / A.qpt < 4 * nthr) A.qpt /= 2;
         threadpool_run(c->pool, (int64_t)n * hp->n_head / A.qpt, att_worker, &A);
         /* 6. output projection and residual */

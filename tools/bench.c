@@ -128,8 +128,9 @@ typedef struct bw_job {
    (17-20 GB/s per thread). */
 typedef uint64_t bw_v2 __attribute__((vector_size(16)));
 #define BW_PF_BYTES 4096
-#define BW_LOOP(V, pf)                                                                    \
-    do {                                                                                  \
+/* one read loop per vector width V (target: the instruction set it may use) */
+#define BW_READ(name, V, target)                                                          \
+    target static uint64_t name(const uint64_t *p, int64_t i, int64_t end, int pf) {      \
         V a0 = {0}, a1 = a0, a2 = a0, a3 = a0, v0, v1, v2, v3; /* named: in registers */  \
         const int64_t w = (int64_t)(sizeof(V) / 8);                                       \
         for (; i + 4 * w <= end; i += 4 * w) {                                            \
@@ -141,24 +142,16 @@ typedef uint64_t bw_v2 __attribute__((vector_size(16)));
             a0 += v0, a1 += v1, a2 += v2, a3 += v3;                                       \
         }                                                                                 \
         a0 += a1 + a2 + a3;                                                               \
+        uint64_t s = 0;                                                                   \
         for (int k = 0; k < (int)w; k++) s += a0[k];                                      \
-    } while (0)
+        for (; i < end; i++) s += p[i];                                                   \
+        return s;                                                                         \
+    }
 
-static uint64_t bw_read(const uint64_t *p, int64_t i, int64_t end, int pf) {
-    uint64_t s = 0;
-    BW_LOOP(bw_v2, pf);
-    for (; i < end; i++) s += p[i];
-    return s;
-}
-
+BW_READ(bw_read, bw_v2, )
 #if defined(__x86_64__) && defined(__GNUC__)
 typedef uint64_t bw_v8 __attribute__((vector_size(64)));
-__attribute__((target("avx512f"))) static uint64_t bw_read512(const uint64_t *p, int64_t i, int64_t end, int pf) {
-    uint64_t s = 0;
-    BW_LOOP(bw_v8, pf);
-    for (; i < end; i++) s += p[i];
-    return s;
-}
+BW_READ(bw_read512, bw_v8, __attribute__((target("avx512f"))))
 #endif
 
 static void bw_worker(void *ctx, int64_t begin, int64_t end, int tid) {
