@@ -500,7 +500,7 @@ static void aq_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
 
 /* Up to 3 matrices sharing the same input (Q/K/V, gate/up) in one parallel
    region: the input is quantized once per distinct activation type. */
-static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
+static void matmul_n_run(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
     mm_task T;
     T.n_jobs = n;
     T.nb = nb;
@@ -544,6 +544,12 @@ static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *ou
     for (int t = 0; t < nthr; t++)
         atomic_store_explicit(&T.part[t].fe, (uint64_t)(units * (t + 1) / nthr) << 32 | (uint64_t)(units * t / nthr), memory_order_relaxed);
     threadpool_run(c->pool, nthr, mm_worker, &T);
+}
+
+static void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
+    const double t0 = c->prof.on ? pl_now() : 0;
+    matmul_n_run(c, n, w, out, x, nb);
+    if (c->prof.on) c->prof.matmul += pl_now() - t0;
 }
 
 static void matmul(llama_ctx *c, const qmat *w, float *out, const float *x, int nb) {
@@ -659,7 +665,7 @@ static void store_kv(llama_ctx *c, int layer, int pos, const float *k, const flo
 /* The forward pass                                                          */
 /* ------------------------------------------------------------------------ */
 
-int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+static int forward_pass(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
     const llama_model *m = c->m;
     const llama_hparams *hp = &m->hp;
     const pl_ops *ops = &m->d->ops;
@@ -695,7 +701,9 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
         att_task A = {c, l, n, pos0, hp->n_head / hp->n_head_kv};
         const int nthr = threadpool_size(c->pool);
         while (A.qpt % 2 == 0 && (int64_t)n * hp->n_head / A.qpt < 4 * nthr) A.qpt /= 2;
+        const double ta = c->prof.on ? pl_now() : 0;
         threadpool_run(c->pool, (int64_t)n * hp->n_head / A.qpt, att_worker, &A);
+        if (c->prof.on) c->prof.attention += pl_now() - ta;
         /* 6. output projection and residual */
         matmul(c, &L->wo, c->xb, c->att, n);
         for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
@@ -720,4 +728,11 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
         matmul(c, &m->output, c->logits, c->xb, 1);
     }
     return 0;
+}
+
+int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+    const double t0 = c->prof.on ? pl_now() : 0;
+    const int rc = forward_pass(c, tokens, n, all_logits, err, errlen);
+    if (c->prof.on) c->prof.total += pl_now() - t0;
+    return rc;
 }

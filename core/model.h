@@ -47,6 +47,16 @@ typedef struct llama_model {
 
 enum kv_type { KV_F16 = 0, KV_Q8_0 = 1 };
 
+/* Wall time (seconds) of llama_forward's phases, summed while `on` is set:
+   where a backend's decode time goes (picolm-bench).  Off by default; on,
+   it costs two clock reads per parallel region. */
+typedef struct llama_prof {
+    int on;
+    double total;     /* whole llama_forward calls */
+    double matmul;    /* weight matmuls, activation quantization included */
+    double attention; /* the attention step over the KV cache */
+} llama_prof;
+
 typedef struct llama_ctx {
     const llama_model *m;
     struct threadpool *pool;
@@ -64,6 +74,7 @@ typedef struct llama_ctx {
     size_t unpack_stride;
     struct mm_part *mm_parts;   /* per-thread row ranges of the running matmul */
     size_t anon_bytes;          /* bytes this context allocated */
+    llama_prof prof;            /* phase timings, while prof.on */
 } llama_ctx;
 
 int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gguf_limits *lim, char *err, size_t errlen);

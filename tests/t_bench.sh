@@ -76,6 +76,18 @@ for r in rows:
     if not (0 < r.get("roofline_fraction", 0) < 5) or not (0.5 < r.get("peak_rss_anon_mb", 0) < 4096):
         bad.append("%s: roofline %r / RssAnon %r out of range" % (r.get("backend"), r.get("roofline_fraction"), r.get("peak_rss_anon_mb")))
 print(("FAIL: bad fields: " + ", ".join(bad)) if bad else "PASS: every row has the fields, all > 0 and sane")
+# the decode breakdown: shares of the decode time, and matmuls are part of it
+bad = []
+for r in rows:
+    mf, af, mg = r.get("decode_matmul_fraction"), r.get("decode_attention_fraction"), r.get("matmul_gbps")
+    if not all(isinstance(v, (int, float)) for v in (mf, af, mg)):
+        bad.append("%s: missing %r %r %r" % (r.get("backend"), mf, af, mg)); continue
+    if not (0 < mf <= 1 and 0 < af < 1 and mf + af <= 1 + 1e-9):
+        bad.append("%s: fractions %r + %r" % (r.get("backend"), mf, af))
+    # the same bytes over a part of the decode time: never below the whole-decode rate
+    if not (mg >= r["gbps"] * (1 - 1e-6) and abs(mg * mf - r["gbps"]) <= 0.02 * r["gbps"]):
+        bad.append("%s: matmul_gbps %r vs gbps %r at fraction %r" % (r.get("backend"), mg, r["gbps"], mf))
+print(("FAIL: decode breakdown: " + ", ".join(bad)) if bad else "PASS: decode breakdown (matmul / attention shares, matmul GB/s) consistent in every row")
 EOF
 
 # 3. csv and md: a header and one line per backend

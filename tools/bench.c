@@ -53,7 +53,8 @@ static void usage(FILE *o) {
             "Runs every requested backend in one process on the same model and reports, per backend and\n"
             "thread count: prefill tok/s, decode tok/s (mean +- stddev over reps, EOS ignored), the weight\n"
             "bandwidth decoding achieves (GB/s) and its fraction of the machine's read bandwidth (measured in\n"
-            "this run with the same thread count), and RssAnon during generation.\n"
+            "this run with the same thread count), where decode time goes (weight matmuls, attention, the\n"
+            "rest) with the weight GB/s inside the matmuls alone, and RssAnon during generation.\n"
             "options:\n"
             "  --backends LIST   comma-separated backend names; 'reference' = no backend (format plugins'\n"
             "                    portable code); default: reference and every backend this CPU can run\n"
@@ -211,6 +212,7 @@ typedef struct result {
     int prefill_tokens, decode_tokens, reps, n_ctx, n_batch;
     double prefill_tps, prefill_tps_std, decode_tps, decode_tps_std;
     double gbps, mem_bw_gbps, roofline;
+    double matmul_frac, attn_frac, matmul_gbps; /* decode: time in matmuls / attention, weight GB/s inside matmuls */
     double rss_anon_mb, rss_file_mb, kv_mb, ctx_mb;
 } result;
 
@@ -331,6 +333,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     int32_t t0 = nv > 1 ? 1 : 0;
     if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
     size_t peak_anon = 0, file_kb = 0;
+    llama_prof prof = {0};
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
         double a = pl_now();
@@ -338,12 +341,17 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
+        c.prof = (llama_prof){.on = 1}; /* decode phase timings, summed below */
         a = pl_now();
         for (int i = 0; i < o->n_gen; i++) {
             if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
             tok = argmax(c.logits, nv); /* greedy, EOS or not */
         }
         b = pl_now();
+        prof.total += b - a;
+        prof.matmul += c.prof.matmul;
+        prof.attention += c.prof.attention;
+        c.prof.on = 0;
         dec[r] = o->n_gen ? o->n_gen / (b - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
@@ -365,6 +373,11 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->gbps = res->decode_tps * bytes_tok / 1e9;
     res->mem_bw_gbps = bw;
     res->roofline = bw > 0 ? res->gbps / bw : 0;
+    if (prof.total > 0 && prof.matmul > 0) {
+        res->matmul_frac = prof.matmul / prof.total;
+        res->attn_frac = prof.attention / prof.total;
+        res->matmul_gbps = (double)o->n_gen * o->reps * bytes_tok / prof.matmul / 1e9;
+    }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
     res->kv_mb = (double)llama_kv_bytes_per_token(&m.hp, o->kv_type) * n_ctx / (1 << 20);
@@ -578,20 +591,23 @@ static void print_results(const opts *o, const char *path, const result *r, int 
                     "\"prefill_tokens\": %d, \"prefill_tps\": %.6g, \"prefill_tps_std\": %.6g, "
                     "\"decode_tokens\": %d, \"decode_tps\": %.6g, \"decode_tps_std\": %.6g, "
                     "\"gbps\": %.6g, \"mem_bw_gbps\": %.6g, \"roofline_fraction\": %.6g, "
+                    "\"decode_matmul_fraction\": %.6g, \"decode_attention_fraction\": %.6g, \"matmul_gbps\": %.6g, "
                     "\"peak_rss_anon_mb\": %.6g, \"rss_file_mb\": %.6g, \"kv_mb\": %.6g, \"ctx_buffers_mb\": %.6g}%s\n",
                     x->backend, x->threads, x->n_ctx, x->n_batch, x->reps, x->prefill_tokens, x->prefill_tps,
                     x->prefill_tps_std, x->decode_tokens, x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps, x->roofline,
-                    x->rss_anon_mb, x->rss_file_mb, x->kv_mb, x->ctx_mb, i + 1 < n ? "," : "");
+                    x->matmul_frac, x->attn_frac, x->matmul_gbps, x->rss_anon_mb, x->rss_file_mb, x->kv_mb, x->ctx_mb, i + 1 < n ? "," : "");
         }
         fprintf(f, "]\n");
     } else if (o->format == OUT_CSV) {
         fprintf(f, "backend,threads,n_ctx,n_batch,reps,prefill_tokens,prefill_tps,prefill_tps_std,decode_tokens,decode_tps,"
-                   "decode_tps_std,gbps,mem_bw_gbps,roofline_fraction,peak_rss_anon_mb,rss_file_mb,kv_mb,ctx_buffers_mb\n");
+                   "decode_tps_std,gbps,mem_bw_gbps,roofline_fraction,decode_matmul_fraction,decode_attention_fraction,matmul_gbps,"
+                   "peak_rss_anon_mb,rss_file_mb,kv_mb,ctx_buffers_mb\n");
         for (int i = 0; i < n; i++) {
             const result *x = &r[i];
-            fprintf(f, "%s,%d,%d,%d,%d,%d,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.2f,%.2f,%.2f,%.2f\n", x->backend, x->threads,
-                    x->n_ctx, x->n_batch, x->reps, x->prefill_tokens, x->prefill_tps, x->prefill_tps_std, x->decode_tokens,
-                    x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps, x->roofline, x->rss_anon_mb, x->rss_file_mb,
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.3f,%.2f,%.2f,%.2f,%.2f\n", x->backend,
+                    x->threads, x->n_ctx, x->n_batch, x->reps, x->prefill_tokens, x->prefill_tps, x->prefill_tps_std, x->decode_tokens,
+                    x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps, x->roofline, x->matmul_frac, x->attn_frac,
+                    x->matmul_gbps, x->rss_anon_mb, x->rss_file_mb,
                     x->kv_mb, x->ctx_mb);
         }
     } else if (o->format == OUT_SVG) {
@@ -611,18 +627,21 @@ static void print_results(const opts *o, const char *path, const result *r, int 
         free(v);
     } else {
         fprintf(f, "model: %s\n%s\n\n", path, model_desc);
-        fprintf(f, "| backend | threads | prefill tok/s | decode tok/s | GB/s | mem GB/s | roofline | RssAnon MB | KV MB |\n");
-        fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        fprintf(f, "| backend | threads | prefill tok/s | decode tok/s | GB/s | mem GB/s | roofline | matmul GB/s | "
+                   "matmul / attn / other | RssAnon MB | KV MB |\n");
+        fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (int i = 0; i < n; i++) {
             const result *x = &r[i];
-            fprintf(f, "| %s | %d | %.1f ± %.1f | %.2f ± %.2f | %.2f | %.2f | %.0f%% | %.1f | %.1f |\n", x->backend, x->threads,
-                    x->prefill_tps, x->prefill_tps_std, x->decode_tps, x->decode_tps_std, x->gbps, x->mem_bw_gbps,
-                    100 * x->roofline, x->rss_anon_mb, x->kv_mb);
+            fprintf(f, "| %s | %d | %.1f ± %.1f | %.2f ± %.2f | %.2f | %.2f | %.0f%% | %.2f | %.0f / %.0f / %.0f%% | %.1f | %.1f |\n",
+                    x->backend, x->threads, x->prefill_tps, x->prefill_tps_std, x->decode_tps, x->decode_tps_std, x->gbps,
+                    x->mem_bw_gbps, 100 * x->roofline, x->matmul_gbps, 100 * x->matmul_frac, 100 * x->attn_frac,
+                    100 * (1 - x->matmul_frac - x->attn_frac), x->rss_anon_mb, x->kv_mb);
         }
         if (n)
             fprintf(f, "\n-p %d (batch %d) -n %d -r %d, context %d. GB/s = weight bytes read per decoded token x tok/s; "
                        "mem GB/s = best streaming read of a %d MiB buffer with the same threads, this run; "
-                       "roofline = GB/s / mem GB/s. RssAnon sampled during generation.\n",
+                       "roofline = GB/s / mem GB/s. matmul GB/s = the same bytes over the decode time spent in the "
+                       "weight matmuls; matmul / attn / other = where decode time goes. RssAnon sampled during generation.\n",
                     r[0].prefill_tokens, r[0].n_batch, r[0].decode_tokens, r[0].reps, r[0].n_ctx, o->bw_mib);
     }
 }
@@ -802,8 +821,11 @@ int main(int argc, char **argv) {
                 goto out;
             }
             const result *x = &res[n_res++];
-            fprintf(stderr, "picolm-bench: %-10s %d thr: prefill %8.2f tok/s | decode %7.2f ± %.2f tok/s | %6.2f GB/s | RssAnon %.1f MB\n",
-                    x->backend, x->threads, x->prefill_tps, x->decode_tps, x->decode_tps_std, x->gbps, x->rss_anon_mb);
+            fprintf(stderr,
+                    "picolm-bench: %-10s %d thr: prefill %8.2f tok/s | decode %7.2f ± %.2f tok/s | %6.2f GB/s (%.2f in matmuls; "
+                    "time: matmul %.0f%%, attention %.0f%%) | RssAnon %.1f MB\n",
+                    x->backend, x->threads, x->prefill_tps, x->decode_tps, x->decode_tps_std, x->gbps, x->matmul_gbps,
+                    100 * x->matmul_frac, 100 * x->attn_frac, x->rss_anon_mb);
         }
         const double bw2 = measure_bw(pool, (size_t)o.bw_mib << 20, 3);
         if (bw2 > bw) {
