@@ -96,7 +96,7 @@ out:
 }
 
 /* All logits of the reference tokens, in chunks of `batch`, on `threads` threads. */
-static float *eval_threads(const char *path, const int32_t *toks, int n, int batch, int threads, int *nv) {
+static float *eval_threads(const char *path, const int32_t *toks, int n, int batch, int threads, int kv, int *nv) {
     char err[1024];
     engine_opts o = {.model_path = path, .backend = "auto", .threads = threads};
     engine *e = build_engine(&o, err, sizeof err);
@@ -104,7 +104,7 @@ static float *eval_threads(const char *path, const int32_t *toks, int n, int bat
     *nv = e->model.hp.n_vocab;
     float *out = malloc((size_t)n * *nv * sizeof(float));
     llama_ctx c;
-    int ok = out && !build_ctx(&c, &e->model, n, batch, KV_F16, e->pool, err, sizeof err);
+    int ok = out && !build_ctx(&c, &e->model, n, batch, kv, e->pool, err, sizeof err);
     if (ok) {
         for (int i = 0; i < n && ok; i += batch) ok = !llama_forward(&c, toks + i, n - i < batch ? n - i : batch, out + (size_t)i * *nv, err, sizeof err);
         free_ctx(&c);
@@ -117,7 +117,10 @@ static float *eval_threads(const char *path, const int32_t *toks, int n, int bat
 /* The work split (matmul rows claimed and stolen per thread, attention
    tasks) must not change a single bit: every row and head is computed by
    the same kernel whatever thread runs it.  More threads than CPUs make
-   the threads preempt each other, so rows are stolen. */
+   the threads preempt each other, so rows are stolen; at 8 threads each
+   KV head's pair of query heads (this model: 8 heads, 4 KV heads) is
+   split into two attention tasks, at fewer it is not.  Both KV cache
+   types (the q8_0 one goes through the core's own loop). */
 static void thread_independence(const char *shared, const char *name) {
     char path[1024], tp[1024];
     snprintf(path, sizeof path, "%s/models/%s.gguf", shared, name);
@@ -126,20 +129,22 @@ static void thread_independence(const char *shared, const char *name) {
     int32_t *toks = tl_slurp(tp, &tn);
     if (!toks) { SKIP("%s: reference tokens missing", name); return; }
     const int n = (int)(tn / 4);
-    for (int batch = 1; batch <= 16; batch += 15) {
-        int nv = 0;
-        float *base = eval_threads(path, toks, n, batch, 1, &nv);
-        CHECK(base != NULL, "%s: evaluates on 1 thread (batch %d)", name, batch);
-        static const int threads[] = {2, 3, 7};
-        for (size_t k = 0; base && k < sizeof threads / sizeof *threads; k++) {
-            int nv2 = 0;
-            float *o = eval_threads(path, toks, n, batch, threads[k], &nv2);
-            CHECK(o && nv2 == nv && !memcmp(o, base, (size_t)n * nv * sizeof(float)),
-                  "%s: batch %d: logits on %d threads bit-identical to 1 thread", name, batch, threads[k]);
-            free(o);
+    for (int kv = KV_F16; kv <= KV_Q8_0; kv++)
+        for (int batch = 1; batch <= 16; batch += 15) {
+            const char *kvn = kv == KV_F16 ? "f16" : "q8_0";
+            int nv = 0;
+            float *base = eval_threads(path, toks, n, batch, 1, kv, &nv);
+            CHECK(base != NULL, "%s: evaluates on 1 thread (batch %d, KV %s)", name, batch, kvn);
+            static const int threads[] = {2, 3, 7, 8};
+            for (size_t k = 0; base && k < sizeof threads / sizeof *threads; k++) {
+                int nv2 = 0;
+                float *o = eval_threads(path, toks, n, batch, threads[k], kv, &nv2);
+                CHECK(o && nv2 == nv && !memcmp(o, base, (size_t)n * nv * sizeof(float)),
+                      "%s: batch %d, KV %s: logits on %d threads bit-identical to 1 thread", name, batch, kvn, threads[k]);
+                free(o);
+            }
+            free(base);
         }
-        free(base);
-    }
     free(toks);
 }
 
