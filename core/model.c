@@ -690,7 +690,7 @@ static void store_kv(llama_ctx *c, int layer, int pos, const float *k, const flo
 /* The forward pass                                                          */
 /* ------------------------------------------------------------------------ */
 
-static int forward_pass(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
     const llama_model *m = c->m;
     const llama_hparams *hp = &m->hp;
     const pl_ops *ops = &m->d->ops;
@@ -749,11 +749,4 @@ static int forward_pass(llama_ctx *c, const int32_t *tokens, int n, float *all_l
         matmul(c, &m->output, c->logits, c->xb, 1);
     }
     return 0;
-}
-
-int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
-    const double t0 = c->prof.on ? pl_now() : 0;
-    const int rc = forward_pass(c, tokens, n, all_logits, err, errlen);
-    if (c->prof.on) c->prof.total += pl_now() - t0;
-    return rc;
 }

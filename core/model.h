@@ -47,12 +47,11 @@ typedef struct llama_model {
 
 enum kv_type { KV_F16 = 0, KV_Q8_0 = 1 };
 
-/* Wall time (seconds) of llama_forward's phases, summed while `on` is set:
-   where a backend's decode time goes (picolm-bench).  Off by default; on,
-   it costs two clock reads per parallel region. */
+/* Wall time (seconds) of two phases of llama_forward, summed while `on`
+   is set: where a backend's decode time goes (picolm-bench, which times
+   the whole).  Off by default; on, two clock reads per parallel region. */
 typedef struct llama_prof {
     int on;
-    double total;     /* whole llama_forward calls */
     double matmul;    /* weight matmuls, activation quantization included */
     double attention; /* the attention step over the KV cache */
 } llama_prof;

@@ -334,6 +334,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
     size_t peak_anon = 0, file_kb = 0;
     llama_prof prof = {0};
+    double dec_time = 0; /* all decode reps, wall clock */
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
         double a = pl_now();
@@ -348,7 +349,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
             tok = argmax(c.logits, nv); /* greedy, EOS or not */
         }
         b = pl_now();
-        prof.total += b - a;
+        dec_time += b - a;
         prof.matmul += c.prof.matmul;
         prof.attention += c.prof.attention;
         c.prof.on = 0;
@@ -373,9 +374,9 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->gbps = res->decode_tps * bytes_tok / 1e9;
     res->mem_bw_gbps = bw;
     res->roofline = bw > 0 ? res->gbps / bw : 0;
-    if (prof.total > 0 && prof.matmul > 0) {
-        res->matmul_frac = prof.matmul / prof.total;
-        res->attn_frac = prof.attention / prof.total;
+    if (dec_time > 0 && prof.matmul > 0) {
+        res->matmul_frac = prof.matmul / dec_time;
+        res->attn_frac = prof.attention / dec_time;
         res->matmul_gbps = (double)o->n_gen * o->reps * bytes_tok / prof.matmul / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
