@@ -333,8 +333,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     int32_t t0 = nv > 1 ? 1 : 0;
     if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
     size_t peak_anon = 0, file_kb = 0;
-    llama_prof prof = {0};
-    double dec_time = 0; /* all decode reps, wall clock */
+    double dec_time = 0; /* all decode reps, wall clock; c.prof sums their phases */
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
         double a = pl_now();
@@ -342,7 +341,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
-        c.prof = (llama_prof){.on = 1}; /* decode phase timings, summed below */
+        c.prof.on = 1; /* decode only */
         a = pl_now();
         for (int i = 0; i < o->n_gen; i++) {
             if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
@@ -350,8 +349,6 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         }
         b = pl_now();
         dec_time += b - a;
-        prof.matmul += c.prof.matmul;
-        prof.attention += c.prof.attention;
         c.prof.on = 0;
         dec[r] = o->n_gen ? o->n_gen / (b - a) : 0;
         size_t anon = 0, fk = 0;
@@ -374,10 +371,10 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->gbps = res->decode_tps * bytes_tok / 1e9;
     res->mem_bw_gbps = bw;
     res->roofline = bw > 0 ? res->gbps / bw : 0;
-    if (dec_time > 0 && prof.matmul > 0) {
-        res->matmul_frac = prof.matmul / dec_time;
-        res->attn_frac = prof.attention / dec_time;
-        res->matmul_gbps = (double)o->n_gen * o->reps * bytes_tok / prof.matmul / 1e9;
+    if (dec_time > 0 && c.prof.matmul > 0) {
+        res->matmul_frac = c.prof.matmul / dec_time;
+        res->attn_frac = c.prof.attention / dec_time;
+        res->matmul_gbps = (double)o->n_gen * o->reps * bytes_tok / c.prof.matmul / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
