@@ -21,89 +21,35 @@ printf '\001\000\000\000\005\000\000\000\012\000\000\000\144\000\000\000\310\000
 
 types() { "$BIN/picolm-gguf" info "$1" | awk '$0 ~ /^  tensor / {t=1; next} t && NF >= 3 && $1 ~ /(weight|bias)$/ {print $1, $2}' | sort; }
 
-# expect SHAPE: the policy's types, one "name TYPE" per line
+# layer L Q K V OUT GATE_UP DOWN [EXTRA...]: one layer's "name TYPE" lines
+# (norms F32; each EXTRA tensor, a bias or head norm, F32)
+layer() {
+    l=$1; shift
+    printf 'blk.%s.attn_norm.weight F32\nblk.%s.ffn_norm.weight F32\n' "$l" "$l"
+    printf 'blk.%s.attn_q.weight %s\nblk.%s.attn_k.weight %s\nblk.%s.attn_v.weight %s\n' "$l" "$1" "$l" "$2" "$l" "$3"
+    printf 'blk.%s.attn_output.weight %s\nblk.%s.ffn_gate.weight %s\nblk.%s.ffn_up.weight %s\nblk.%s.ffn_down.weight %s\n' \
+        "$l" "$4" "$l" "$5" "$l" "$5" "$l" "$6"
+    shift 6
+    for x in "$@"; do printf 'blk.%s.%s F32\n' "$l" "$x"; done
+}
+
+# expect SHAPE: the policy's types (blk.1 is a use_more_bits layer)
 expect() {
+    echo "output_norm.weight F32"
     case $1 in
-    tiny-qwen2) cat <<'T'
-output_norm.weight F32
-token_embd.weight Q8_0
-blk.0.attn_norm.weight F32
-blk.0.attn_q.weight Q5_0
-blk.0.attn_k.weight Q5_0
-blk.0.attn_v.weight Q5_0
-blk.0.attn_q.bias F32
-blk.0.attn_k.bias F32
-blk.0.attn_v.bias F32
-blk.0.attn_output.weight Q5_0
-blk.0.ffn_norm.weight F32
-blk.0.ffn_gate.weight Q5_0
-blk.0.ffn_up.weight Q5_0
-blk.0.ffn_down.weight Q4_K
-blk.1.attn_norm.weight F32
-blk.1.attn_q.weight Q5_0
-blk.1.attn_k.weight Q5_0
-blk.1.attn_v.weight Q8_0
-blk.1.attn_q.bias F32
-blk.1.attn_k.bias F32
-blk.1.attn_v.bias F32
-blk.1.attn_output.weight Q5_0
-blk.1.ffn_norm.weight F32
-blk.1.ffn_gate.weight Q5_0
-blk.1.ffn_up.weight Q5_0
-blk.1.ffn_down.weight Q6_K
-T
-    ;;
-    tiny-qwen3) cat <<'T'
-output_norm.weight F32
-token_embd.weight Q8_0
-blk.0.attn_norm.weight F32
-blk.0.attn_q.weight Q5_0
-blk.0.attn_k.weight Q5_0
-blk.0.attn_v.weight Q5_0
-blk.0.attn_q_norm.weight F32
-blk.0.attn_k_norm.weight F32
-blk.0.attn_output.weight Q4_K
-blk.0.ffn_norm.weight F32
-blk.0.ffn_gate.weight Q5_0
-blk.0.ffn_up.weight Q5_0
-blk.0.ffn_down.weight Q4_K
-blk.1.attn_norm.weight F32
-blk.1.attn_q.weight Q5_0
-blk.1.attn_k.weight Q5_0
-blk.1.attn_v.weight Q8_0
-blk.1.attn_q_norm.weight F32
-blk.1.attn_k_norm.weight F32
-blk.1.attn_output.weight Q4_K
-blk.1.ffn_norm.weight F32
-blk.1.ffn_gate.weight Q5_0
-blk.1.ffn_up.weight Q5_0
-blk.1.ffn_down.weight Q6_K
-T
-    ;;
-    tiny-llama3) cat <<'T'
-output_norm.weight F32
-rope_freqs.weight F32
-token_embd.weight Q6_K
-blk.0.attn_norm.weight F32
-blk.0.attn_q.weight Q4_K
-blk.0.attn_k.weight Q4_K
-blk.0.attn_v.weight Q4_K
-blk.0.attn_output.weight Q4_K
-blk.0.ffn_norm.weight F32
-blk.0.ffn_gate.weight Q4_K
-blk.0.ffn_up.weight Q4_K
-blk.0.ffn_down.weight Q4_K
-blk.1.attn_norm.weight F32
-blk.1.attn_q.weight Q4_K
-blk.1.attn_k.weight Q4_K
-blk.1.attn_v.weight Q6_K
-blk.1.attn_output.weight Q4_K
-blk.1.ffn_norm.weight F32
-blk.1.ffn_gate.weight Q4_K
-blk.1.ffn_up.weight Q4_K
-blk.1.ffn_down.weight Q6_K
-T
-    ;;
+    tiny-qwen2)
+        echo "token_embd.weight Q8_0"
+        layer 0 Q5_0 Q5_0 Q5_0 Q5_0 Q5_0 Q4_K attn_q.bias attn_k.bias attn_v.bias
+        layer 1 Q5_0 Q5_0 Q8_0 Q5_0 Q5_0 Q6_K attn_q.bias attn_k.bias attn_v.bias ;;
+    tiny-qwen3) # attn_output's rows are n_head * head_dim = 512 long: Q4_K fits
+        echo "token_embd.weight Q8_0"
+        layer 0 Q5_0 Q5_0 Q5_0 Q4_K Q5_0 Q4_K attn_q_norm.weight attn_k_norm.weight
+        layer 1 Q5_0 Q5_0 Q8_0 Q4_K Q5_0 Q6_K attn_q_norm.weight attn_k_norm.weight ;;
+    tiny-llama3)
+        echo "token_embd.weight Q6_K"
+        echo "rope_freqs.weight F32"
+        layer 0 Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K
+        layer 1 Q4_K Q4_K Q6_K Q4_K Q4_K Q6_K ;;
     esac
 }
 
