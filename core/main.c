@@ -87,7 +87,8 @@ int main(int argc, char **argv) {
     const gguf_limits lim = {cfg.max_metadata, cfg.max_tensors, cfg.max_string, cfg.max_array,
                              cfg.max_dim > INT64_MAX ? INT64_MAX : (int64_t)cfg.max_dim};
     engine_opts o = {.model_path = cfg.list_plugins ? NULL : cfg.model_path, .plugin_dir = cfg.plugin_dir,
-                     .backend = cfg.backend, .threads = cfg.threads, .tokenizer = 1, .limits = &lim};
+                     .backend = cfg.backend, .threads = cfg.threads, .tokenizer = 1, .limits = &lim,
+                     .verbose = cfg.verbose};
     if (!cfg.list_plugins && !cfg.model_path) {
         fprintf(stderr, "picolm: no model given\nusage: picolm MODEL [-p PROMPT] [options]   (see picolm --help)\n");
         return 2;
