@@ -13,6 +13,7 @@
 #include "check.h"
 #include "cpu.h"
 #include "plugins.h"
+#include "testlib.h"
 
 static char dir[256], markfile[320];
 
@@ -59,25 +60,12 @@ static int write_bytes(const char *path, const void *b, size_t n) {
     return fclose(f) || w != n ? -1 : 0;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = len > 0 ? malloc((size_t)len) : NULL;
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-    fclose(f);
-    *n = b ? (size_t)len : 0;
-    return b;
-}
-
 /* A hostile file must never crash the note reader, and whatever it accepts
    is a valid note: truncated at every length up to past the notes, and
    random byte flips in the headers and the note segment. */
 static void test_hostile_notes(const char *good) {
     size_t n;
-    unsigned char *orig = slurp(good, &n), *b = orig ? malloc(n) : NULL;
+    unsigned char *orig = tl_slurp(good, &n), *b = orig ? malloc(n) : NULL;
     if (!b) { CHECK(0, "read %s", good); free(orig); return; }
     char path[400], why[256];
     snprintf(path, sizeof path, "%s/hostile.so", dir);
