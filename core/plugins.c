@@ -411,11 +411,18 @@ static void load_dir(pl_registry *r, const char *dir) {
     snprintf(r->searched + used, sizeof r->searched - used, "%s%s%s", used ? ", " : "", dir, d ? "" : " (missing)");
     if (!d) return;
     char *names[512];
-    int n = 0;
+    int n = 0, more = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < 512)
-        if (ends_with(e->d_name, ".so")) names[n++] = strdup(e->d_name);
+    while ((e = readdir(d)))
+        if (ends_with(e->d_name, ".so")) {
+            if (n == 512) { more++; continue; }
+            if ((names[n] = strdup(e->d_name))) n++;
+        }
     closedir(d);
+    if (more) { /* say so rather than skip them silently */
+        used = strlen(r->searched);
+        snprintf(r->searched + used, sizeof r->searched - used, " (%d more .so files past the first 512 not read)", more);
+    }
     qsort(names, (size_t)n, sizeof *names, cmp_str); /* deterministic order */
     for (int i = 0; i < n; i++) {
         char path[PATH_MAX];

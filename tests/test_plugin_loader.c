@@ -127,7 +127,7 @@ static void test_elf32(void) {
     eh.e_phnum = 1;
     Elf32_Phdr ph = {.p_type = PT_NOTE, .p_offset = 84, .p_filesz = sizeof(picolm_elf_note), .p_memsz = sizeof(picolm_elf_note), .p_align = 4};
     picolm_elf_note nt = {sizeof PICOLM_NOTE_NAME, sizeof(picolm_note), PICOLM_NOTE_TYPE, PICOLM_NOTE_NAME,
-                          {PICOLM_ABI_VERSION, PICOLM_KIND_BACKEND, 40, (uint32_t)PICOLM_CPU_NEON, (uint32_t)(PICOLM_CPU_NEON >> 32), "neon32"}};
+                          {PICOLM_ABI_VERSION, PICOLM_KIND_BACKEND, 64, (uint32_t)PICOLM_CPU_NEON, (uint32_t)(PICOLM_CPU_NEON >> 32), "neon32"}};
     memcpy(f, &eh, sizeof eh); /* (this test assumes a little-endian host, as the loader does) */
     memcpy(f + 52, &ph, sizeof ph);
     memcpy(f + 84, &nt, sizeof nt);
@@ -137,7 +137,7 @@ static void test_elf32(void) {
     memset(&note, 0, sizeof note);
     int rc = write_bytes(path, f, sizeof f) ? 0 : plugin_read_note(path, &note, why, sizeof why);
     const int host32 = sizeof(void *) == 4;
-    CHECK(!strcmp(note.name, "neon32") && note.kind == PICOLM_KIND_BACKEND && note.desc_size == 40 &&
+    CHECK(!strcmp(note.name, "neon32") && note.kind == PICOLM_KIND_BACKEND && note.desc_size == 64 &&
               ((uint64_t)note.cpu_required_hi << 32 | note.cpu_required_lo) == PICOLM_CPU_NEON &&
               (host32 || (rc && strstr(why, "built for ARM (32-bit)"))),
           "hand-made ELF32 (ARM) note decoded: %s kind %u, %s", note.name, note.kind, rc ? why : "accepted");
