@@ -84,3 +84,21 @@ for um in 022 077 002; do
     got=$(stat -c %a "$d/u.gguf" 2>/dev/null)
     [ "$got" = "$want" ] && echo "PASS: umask $um: OUT mode $got" || echo "FAIL: umask $um: OUT mode '$got', want $want"
 done
+
+# 5. the other tools that write a file next to a model they read: picolm-gguf
+#    dequant and picolm-logits refuse an OUT that is their model (or tokens)
+#    instead of truncating the mapped file under themselves (which died of SIGBUS)
+TOK=$S/reference/logits/tiny-shakespeare-q8_0.tokens.i32
+cp "$TOK" "$d/tok.i32"
+tsum=$(cksum <"$d/tok.i32")
+for cmd in "gguf dequant $d/m.gguf output_norm.weight $d/link.gguf" "logits $d/m.gguf $d/tok.i32 $d/hard.gguf" \
+           "logits $d/m.gguf $d/tok.i32 $d/./tok.i32"; do
+    set -- $cmd
+    tool=$1; shift
+    "$BUILD/bin/picolm-$tool" "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    if [ $rc -eq 2 ] && grep -q "are the same file: refusing to overwrite" "$tmp/err" && intact && [ "$(cksum <"$d/tok.i32")" = "$tsum" ]; then
+        echo "PASS: picolm-$tool $(echo "$*" | sed "s|$d/||g"): refused (exit 2), inputs untouched"
+    else
+        echo "FAIL: picolm-$tool $*: exit $rc, $(tail -1 "$tmp/err"); model intact: $(intact && echo yes || echo NO)"
+    fi
+done

@@ -5,6 +5,7 @@
 
 #include "engine.h"
 #include "generate.h"
+#include "util.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -45,6 +46,11 @@ int main(int argc, char **argv) {
     if (npos != 3) { usage(stderr); return 2; }
     if (batch < 1) { fprintf(stderr, "picolm-logits: --batch must be >= 1\n"); return 2; }
 
+    for (int i = 0; i < 2; i++)
+        if (pl_same_file(pos[i], pos[2])) { /* writing would destroy an input */
+            fprintf(stderr, "picolm-logits: %s and %s are the same file: refusing to overwrite the %s\n", pos[i], pos[2], i ? "tokens" : "model");
+            return 2;
+        }
     FILE *f = fopen(pos[1], "rb");
     if (!f) { perror(pos[1]); return 1; }
     fseek(f, 0, SEEK_END);

@@ -212,13 +212,6 @@ static void out_abort(pl_atomic_file *af) {
     hold_signals(0);
 }
 
-/* OUT must not be IN under another name (a symlink, a hard link, another
-   spelling of the path): writing it would replace the input. */
-static int same_file(const char *in, const char *out) {
-    struct stat a, b;
-    return stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 int main(int argc, char **argv) {
     const char *pos[3];
     int npos = 0, pure = 0, threads = 0, want_help = 0;
@@ -289,7 +282,7 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (same_file(in_path, out_path)) {
+    if (pl_same_file(in_path, out_path)) {
         fprintf(stderr, "picolm-quantize: %s and %s are the same file: refusing to overwrite the input "
                         "(write to another file)\n", in_path, out_path);
         free_engine(e);
