@@ -193,6 +193,16 @@ static const char *machine_name(uint32_t m) {
          : m == EM_RISCV ? "RISC-V" : "another machine";
 }
 
+/* A terminated, non-empty name of letters, digits, _ - . (safe to print). */
+static int name_ok(const picolm_note *n) {
+    const char *end = memchr(n->name, 0, sizeof n->name);
+    if (!end || end == n->name) return 0;
+    for (const char *c = n->name; c < end; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.'))
+            return 0;
+    return 1;
+}
+
 /* Check a note's facts on their own (any source: a file or a built-in
    descriptor).  0 or -1 with the reason in why. */
 static int note_valid(const picolm_note *n, char *why, size_t wn) {
@@ -205,13 +215,8 @@ static int note_valid(const picolm_note *n, char *why, size_t wn) {
         snprintf(why, wn, "descriptor too small (%u bytes, need %zu)", n->desc_size, offsetof(picolm_plugin, vtable) + sizeof(void *));
         return -1;
     }
-    const char *end = memchr(n->name, 0, sizeof n->name);
-    if (!end || end == n->name) { snprintf(why, wn, "the note lacks a name (or it is not terminated)"); return -1; }
-    for (const char *c = n->name; c < end; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.')) {
-            snprintf(why, wn, "the note's name has a character other than letters, digits, _ - .");
-            return -1;
-        }
+    if (!memchr(n->name, 0, sizeof n->name) || !n->name[0]) { snprintf(why, wn, "the note lacks a name (or it is not terminated)"); return -1; }
+    if (!name_ok(n)) { snprintf(why, wn, "the note's name has a character other than letters, digits, _ - ."); return -1; }
     return 0;
 }
 
@@ -260,6 +265,7 @@ static int notes_scan(const unsigned char *b, uint64_t size, uint64_t align, pic
 }
 
 int plugin_read_note(const char *path, picolm_note *n, char *why, size_t wn) {
+    memset(n, 0, sizeof *n);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) { snprintf(why, wn, "cannot open: %s", strerror(errno)); return -1; }
     int rc = -1, found = 0;
@@ -368,7 +374,18 @@ int registry_load_file(pl_registry *r, const char *path) {
     copy_str(p->path, sizeof p->path, path);
     picolm_note n;
     char why[256];
-    if (plugin_read_note(path, &n, why, sizeof why)) { reject(p, "%s", why); p->skipped = 1; return idx; }
+    if (plugin_read_note(path, &n, why, sizeof why)) {
+        /* a whole note of this ABI (built for another machine, say): list it under its kind and name */
+        if (n.abi_version == PICOLM_ABI_VERSION && n.kind >= PICOLM_KIND_FORMAT && n.kind <= PICOLM_KIND_SAMPLER && name_ok(&n)) {
+            p->kind = n.kind;
+            copy_str(p->name, sizeof p->name, n.name);
+            p->cpu_required = note_cpu(&n);
+        } else {
+            p->skipped = 1; /* no note this picolm can read */
+        }
+        reject(p, "%s", why);
+        return idx;
+    }
     if (check_note(r, p, &n)) return idx;
     /* RTLD_LOCAL: plugins cannot see each other's symbols or the core's. */
     p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -658,11 +675,11 @@ void registry_print(const pl_registry *r, const char *chosen, void *stream) {
         for (int i = 0; i < r->n; i++) any |= r->items[i].kind == kinds[k];
         if (!any && !kinds[k]) continue;
         fprintf(out, "%s:\n", kinds[k] ? kinds[k] == PICOLM_KIND_BACKEND ? "backends" : kinds[k] == PICOLM_KIND_FORMAT ? "formats" : "samplers"
-                                       : "not plugins (skipped)");
+                                       : "skipped (no picolm note this picolm can use)");
         for (int i = 0; i < r->n; i++) {
             const pl_plugin *p = &r->items[i];
             if (p->kind != kinds[k]) continue;
-            if (!kinds[k]) { /* no valid note: nothing but the file and why */
+            if (!kinds[k]) { /* no usable note: nothing but the file and why */
                 fprintf(out, "  %s\n%*swhy: %s\n", p->path, ind, "", p->why);
                 continue;
             }

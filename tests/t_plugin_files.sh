@@ -69,8 +69,8 @@ expect backend-futurecpu.so "CPU lacks required feature(s): impossible"
 expect backend-abi9.so "ABI version 9, this picolm speaks ABI 1"
 expect foo.so "not an ELF file"
 expect libz.so "no picolm note"
-grep -q "^not plugins (skipped):" "$tmp/list" && echo "PASS: files without a note are listed apart, as skipped" ||
-    echo "FAIL: no 'not plugins (skipped):' section"
+grep -q "^skipped (no picolm note this picolm can use):" "$tmp/list" && echo "PASS: files without a usable note are listed apart, as skipped" ||
+    echo "FAIL: no 'skipped (no picolm note ...):' section"
 
 # shadowing: the stock greedy (listed later) is "shadowed", by the copy found first
 sh_line=$(grep -A2 '^  greedy ' "$tmp/list" | tr '\n' ' ')
