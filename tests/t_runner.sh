@@ -25,7 +25,9 @@ printf '#!/bin/sh\nwhile :; do :; done\n' >"$tmp/b/tests/test_spin"
 chmod +x "$tmp/b/tests/test_spin"
 
 start=$(date +%s)
-out=$(cd "$tmp" && HANG_PID="$tmp/pid" PICOLM_BUILD=b PICOLM_SHARED="$tmp" PICOLM_TEST_TIMEOUT=2 PICOLM_TIMEOUT_t_slow=20 \
+# (the outer run's filter, wrapper and limits must not reach the dummy suite)
+out=$(cd "$tmp" && env -u TESTS -u VERBOSE -u PICOLM_TEST_WRAPPER HANG_PID="$tmp/pid" PICOLM_BUILD=b PICOLM_SHARED="$tmp" \
+      PICOLM_TEST_TIMEOUT=2 PICOLM_TIMEOUT_t_slow=20 \
       timeout -k 5 60 sh "$RUN" 2>&1); rc=$?
 el=$(( $(date +%s) - start ))
 echo "$out" | sed 's/^/    | /'
