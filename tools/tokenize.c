@@ -5,17 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "gguf.h"
 #include "tokenizer.h"
 
 static void usage(FILE *o) {
     fprintf(o,
-        "usage: picolm-tokenize MODEL.gguf TEXT_FILE [--no-bos] [--special]\n"
-        "Print the token ids of TEXT_FILE (\"-\" = stdin), space separated.\n"
+        "usage: picolm-tokenize MODEL.gguf TEXT_FILE [--no-bos] [--special] [--pieces]\n"
+        "       picolm-tokenize MODEL.gguf -p TEXT [--no-bos] [--special] [--pieces]\n"
+        "Print the token ids of TEXT_FILE (\"-\" = stdin) or of TEXT, space separated.\n"
+        "  -p, --prompt TEXT  tokenize TEXT itself instead of a file\n"
         "  --no-bos    do not prepend BOS (default: the model's add_bos_token)\n"
         "  --special   match control tokens such as <s> and </s> in the text\n"
-        "  --pieces    print each token as id:'piece' instead\n"
-        "  -h, --help  this help\n");
+        "  --pieces    print each token as id:'piece' instead (control tokens by name: 1:<s>)\n"
+        "  -h, --help  this help\n"
+        "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -40,7 +44,7 @@ static char *read_all(const char *path, size_t *len) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *textf = NULL;
+    const char *model = NULL, *textf = NULL, *text_arg = NULL;
     int no_bos = 0, special = 0, pieces = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -48,12 +52,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
         else if (!strcmp(a, "--special")) special = 1;
         else if (!strcmp(a, "--pieces")) pieces = 1;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (i + 1 >= argc) { fprintf(stderr, "picolm-tokenize: option %s needs a value (TEXT)\n", a); return 2; }
+            text_arg = argv[++i];
+        }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "picolm-tokenize: unknown option %s\n", a); usage(stderr); return 2; }
         else if (!model) model = a;
         else if (!textf) textf = a;
         else { fprintf(stderr, "picolm-tokenize: unexpected argument %s\n", a); usage(stderr); return 2; }
     }
-    if (!model || !textf) { usage(stderr); return 2; }
+    if (text_arg && textf) { fprintf(stderr, "picolm-tokenize: give TEXT_FILE or -p TEXT, not both\n"); return 2; }
+    if (!model || (!textf && !text_arg)) { usage(stderr); return 2; }
 
     char err[512];
     gguf_file gf;
@@ -69,10 +78,10 @@ int main(int argc, char **argv) {
     }
     gguf_close(&gf);
 
-    size_t len;
-    char *text = read_all(textf, &len);
+    size_t len = text_arg ? strlen(text_arg) : 0;
+    char *text = text_arg ? strdup(text_arg) : read_all(textf, &len);
     if (!text) {
-        fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", textf, strerror(errno));
+        fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", textf ? textf : "-p", strerror(errno));
         tokenizer_free(tok);
         return 1;
     }
@@ -97,13 +106,15 @@ int main(int argc, char **argv) {
         if (i) putchar(' ');
         if (pieces) {
             size_t pl;
-            const char *p = tokenizer_piece(tok, ids[i], &pl);
-            printf("%d:'%.*s'", (int)ids[i], (int)pl, p);
+            /* a control token decodes to nothing: show its name */
+            const int control = tokenizer_token_type(tok, ids[i]) == TOKEN_TYPE_CONTROL;
+            const char *p = control ? tokenizer_text(tok, ids[i], &pl) : tokenizer_piece(tok, ids[i], &pl);
+            printf(control ? "%d:%.*s" : "%d:'%.*s'", (int)ids[i], (int)pl, p);
         } else {
             printf("%d", (int)ids[i]);
         }
     }
     putchar('\n');
     free(ids); free(text); tokenizer_free(tok);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return cli_close_stdout("picolm-tokenize");
 }
