@@ -52,6 +52,7 @@ static int out_write(out_stream *o, const char *s, size_t n) {
     if ((n && fwrite(s, 1, n, o->f) != n) || fflush(o->f)) {
         o->werr = errno ? errno : EIO;
         o->stopped = 1;
+        if (o->werr == EPIPE) clearerr(o->f); /* the reader is gone: stop, but no error to report at exit */
         return -1;
     }
     if (n) o->last = s[n - 1];
@@ -245,8 +246,9 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
     if (st->n_reused) fprintf(stderr, " + %d from the cache", st->n_reused);
     fprintf(stderr, " | generate %d token%s %.2f s (%.1f tok/s)\n", st->n_gen, st->n_gen == 1 ? "" : "s", st->decode_s,
             st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
-    fprintf(stderr, "picolm: backend %s, %d threads | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
-            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), st->rss_anon_kb / 1024.0,
+    fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
+            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
+            st->rss_anon_kb / 1024.0,
             (double)llama_kv_bytes_per_token(&e->model.hp, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
 }
 
