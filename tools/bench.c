@@ -675,7 +675,7 @@ int main(int argc, char **argv) {
     if (config_tool_init(&cfg, argc, argv, cerr, sizeof cerr)) { fprintf(stderr, "picolm-bench: %s\n", cerr); return 2; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout("picolm-bench"); }
         /* lists of threads and backends are the bench's own; the rest is shared */
         const int own = !strcmp(a, "-j") || !strcmp(a, "--threads") || !strcmp(a, "-t") || !strcmp(a, "--backend") ||
                         !strcmp(a, "-c") || !strcmp(a, "--context");
@@ -743,7 +743,7 @@ int main(int argc, char **argv) {
     /* Backends: the list, or reference + every accepted backend (lowest score first). */
     if (blist) {
         o.n_backends = split_list(blist, o.backends, MAX_LIST);
-        if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); goto out; }
+        if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); rc = CLI_USAGE; goto out; }
     } else {
         bk all[MAX_LIST];
         int na = 0;
@@ -760,6 +760,7 @@ int main(int argc, char **argv) {
             if (registry_dispatch(&reg, o.backends[b], d, err, sizeof err)) {
                 fprintf(stderr, "picolm-bench: %s\n", err);
                 free(d);
+                rc = CLI_USAGE; /* a backend name that does not exist */
                 goto out;
             }
         free(d);
@@ -767,9 +768,9 @@ int main(int argc, char **argv) {
     if (tlist) {
         const char *tt[MAX_LIST];
         o.n_threads = split_list(tlist, tt, MAX_LIST);
-        if (o.n_threads <= 0) { fprintf(stderr, "picolm-bench: --threads: bad list\n"); goto out; }
+        if (o.n_threads <= 0) { fprintf(stderr, "picolm-bench: --threads: bad list\n"); rc = CLI_USAGE; goto out; }
         for (int i = 0; i < o.n_threads; i++)
-            if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); goto out; }
+            if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); rc = CLI_USAGE; goto out; }
     } else {
         o.threads[o.n_threads++] = cpu_count_online();
     }
@@ -778,7 +779,7 @@ int main(int argc, char **argv) {
         if (run_micro(&o, &reg, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
         if (!n_mres) { fprintf(stderr, "picolm-bench: --micro: no weight format with a quantizer matched\n"); goto out; }
         print_micro(&o, mres, n_mres, stdout);
-        rc = 0;
+        rc = cli_close_stdout("picolm-bench");
         goto out;
     }
 
@@ -850,7 +851,7 @@ int main(int argc, char **argv) {
     snprintf(desc, sizeof desc, "%.200s, %.1f MB; CPU %s; kv %s", o.synth ? o.synth : base ? base + 1 : path, fsize, cpu,
              o.kv_type == KV_Q8_0 ? "q8_0" : "f16");
     print_results(&o, path, res, n_res, stdout, desc);
-    rc = 0;
+    rc = cli_close_stdout("picolm-bench");
 out:
     if (pool) {
         registry_set_pool(&reg, NULL);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "engine.h"
 #include "util.h"
 #include "gguf.h"
@@ -178,7 +179,7 @@ int main(int argc, char **argv) {
     char err[1024];
     engine_opts eo = {.plugin_dir = pdir, .threads = threads};
     engine *e = build_engine(&eo, err, sizeof err);
-    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return 0; }
+    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return cli_close_stdout("picolm-quantize"); }
     if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }
     if (!e) { fprintf(stderr, "picolm-quantize: %s\n", err); return 1; }
     const pl_dispatch *d = &e->d;

@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     int no_bos = 0, special = 0, pieces = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout("picolm-tokenize"); }
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
         else if (!strcmp(a, "--special")) special = 1;
         else if (!strcmp(a, "--pieces")) pieces = 1;
