@@ -14,6 +14,14 @@ int cli_usage_error(const char *tool, const char *msg) {
     return CLI_USAGE;
 }
 
+void cli_where(const picolm_config *c, const char *section, const char *key, const char *flag, char *buf, size_t n) {
+    char w[1100];
+    config_where(c, section, key, w, sizeof w);
+    if (!config_is_set(c, section, key)) snprintf(buf, n, "%s", "");
+    else if (!strcmp(w, "command line")) snprintf(buf, n, "%s: ", flag);
+    else snprintf(buf, n, "%s: [%s] %s: ", w, section, key);
+}
+
 engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc) {
     char err[2048];
     *rc = CLI_FAIL;
@@ -40,9 +48,8 @@ engine *cli_build_engine(const picolm_config *c, const char *tool, const char *m
     /* the registry's two messages about a backend by name (plugins.c) */
     if (strcmp(c->backend, "auto") && (!strncmp(err, "no backend named", 16) || !strncmp(err, "backend '", 9))) {
         char where[1200];
-        config_where(c, "engine", "backend", where, sizeof where);
-        if (!strcmp(where, "command line")) fprintf(stderr, "%s: --backend: %s\n", tool, err);
-        else fprintf(stderr, "%s: %s: [engine] backend: %s\n", tool, where, err);
+        cli_where(c, "engine", "backend", "--backend", where, sizeof where);
+        fprintf(stderr, "%s: %s%s\n", tool, where, err);
         *rc = CLI_USAGE;
         return NULL;
     }

@@ -16,6 +16,11 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 /* Print "TOOL: msg" and "(see TOOL --help)" on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *tool, const char *msg);
 
+/* The place to name in a message about section.key's value, with ": "
+   after it: "--flag: " from the command line, "FILE:LINE: [section] key: "
+   from the INI, "" for the built-in default. */
+void cli_where(const picolm_config *c, const char *section, const char *key, const char *flag, char *buf, size_t n);
+
 /* Build the engine for c (backend, plugin dir, threads, limits) and the
    given model (NULL: plugins only).  Checks PICOLM_CPU_MASK and warns when
    -j exceeds the online CPUs first.  On failure prints the message and

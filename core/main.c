@@ -92,7 +92,9 @@ int main(int argc, char **argv) {
     if (cfg.dump_config) { config_dump(&cfg, stdout); return cli_close_stdout("picolm"); }
 
     if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
-        snprintf(err, sizeof err, "unknown chat template '%s' (known: auto, zephyr, chatml, llama2)", cfg.chat_template);
+        char where[1200];
+        cli_where(&cfg, "generate", "chat_template", "--chat-template", where, sizeof where);
+        snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, zephyr, chatml, llama2)", where, cfg.chat_template);
         return cli_usage_error("picolm", err);
     }
     const char *bad = check_request(&cfg);
@@ -131,7 +133,10 @@ int main(int argc, char **argv) {
     /* a sampler name, key or value the plugins refuse is the user's to fix */
     sampling *probe;
     if (sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
-        fprintf(stderr, "picolm: %s\n", err);
+        char where[1200] = "";
+        /* a name in the chain (the keys' messages carry their own place) */
+        if (strstr(err, "in chain") || !strncmp(err, "sampler '", 9)) cli_where(&cfg, "sampler", "chain", "--sampler", where, sizeof where);
+        fprintf(stderr, "picolm: %s%s\n", where, err);
         int samplers = 0; /* none at all: an installation problem, not a usage error */
         for (int i = 0; i < e->reg.n; i++) samplers += e->reg.items[i].ok && e->reg.items[i].kind == PICOLM_KIND_SAMPLER;
         free_engine(e);

@@ -174,6 +174,11 @@ for args in "--backend foo" "--sampler bogus" "--param foo=1" "--config $tmp/s.i
 done
 run "$MODEL" --config "$tmp/b.ini" -p hi -n 1
 grep -q "b.ini:3: \[engine\] backend: no backend named 'foo' (available: auto, reference" "$tmp/err"; ok "INI backend = foo names file:line and lists auto and reference"
+printf '[generate]\nchat_template = nosuch\n[sampler]\n\nchain = bogus\n' >"$tmp/n.ini"
+run "$MODEL" --config "$tmp/n.ini" -p hi -n 1
+[ $rc -eq 2 ] && grep -q "n.ini:5: \[sampler\] chain: unknown sampler 'bogus'" "$tmp/err"; ok "INI chain = bogus names file:line ($(brief "$tmp/err"))"
+run "$MODEL" --config "$tmp/n.ini" --sampler auto --chat -p hi -n 1
+[ $rc -eq 2 ] && grep -q "n.ini:2: \[generate\] chat_template: unknown chat template 'nosuch'" "$tmp/err"; ok "INI chat_template = nosuch names file:line"
 run "$MODEL" -vv -n 1 -p hi
 [ $rc -eq 0 ]; ok "-vv is accepted"
 run "$MODEL" -j 1 -t 0 -n 20 -f "$tmp/prompt.txt"

@@ -1,4 +1,5 @@
 /* picolm-gguf: inspect a GGUF file (info) or dequantize one tensor (dequant). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,12 @@ static int dequant(const char *path, const char *name, const char *out, const pl
         const int64_t g = d->types[t->type].row_group; /* a grouped layout converts g rows at a time */
         if (rows % g) { fprintf(stderr, "picolm-gguf: %s: %lld rows, not a multiple of %s's row group %lld\n", name, (long long)rows, fmt->name, (long long)g); rc = 1; }
         for (int64_t r = 0; !rc && r < rows; r += g) fmt->dequantize_row((const uint8_t *)t->data + (size_t)r * rb, buf + (size_t)r * t->ne[0], t->ne[0]);
-        if (!rc && fwrite(buf, sizeof(float), (size_t)t->nelements, o) != (size_t)t->nelements) rc = 1;
+        if (!rc && fwrite(buf, sizeof(float), (size_t)t->nelements, o) != (size_t)t->nelements) {
+            fprintf(stderr, "picolm-gguf: cannot write %s: %s\n", out, strerror(errno));
+            rc = 1;
+        }
     }
-    if (o && fclose(o)) rc = 1;
+    if (o && fclose(o) && !rc) { fprintf(stderr, "picolm-gguf: cannot write %s: %s\n", out, strerror(errno)); rc = 1; }
     if (!rc) fprintf(stderr, "picolm-gguf: %s (%s, %lld elements) -> %s\n", name, fmt->name, (long long)t->nelements, out);
     free(buf);
     gguf_close(&f);
