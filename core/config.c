@@ -556,54 +556,61 @@ typedef struct cli_opt {
     const char *section, *key;
     const char *metavar; /* NULL = takes no value */
     const char *help;    /* NULL = from the key table */
-    int common;          /* shared by every tool that runs a model */
 } cli_opt;
 
 static const cli_opt opts[] = {
-    {"prompt", 'p', A_PROMPT, NULL, NULL, "TEXT", "prompt text (default: read stdin)", 0},
-    {"file", 'f', A_PROMPT_FILE, NULL, NULL, "FILE", "read the prompt from FILE (all of it, as stdin would be)", 0},
-    {"max-tokens", 'n', A_KEY, "generate", "max_tokens", "N", NULL, 0},
-    {"temperature", 't', A_KEY, "sampler", "temperature", "X", NULL, 0},
-    {"top-p", 'k', A_KEY, "sampler", "top_p", "X", NULL, 0},
-    {"seed", 's', A_KEY, "generate", "seed", "N", NULL, 0},
-    {"context", 'c', A_KEY, "engine", "context", "N", NULL, 1},
-    {"threads", 'j', A_KEY, "engine", "threads", "N", NULL, 1},
-    {"json", 0, A_TRUE, "generate", "json", NULL, NULL, 0},
-    {"cache", 0, A_KEY, "generate", "cache", "FILE", NULL, 0},
-    {"config", 0, A_CONFIG, NULL, NULL, "FILE", "INI file read before the flags (default: $PICOLM_CONFIG)", 1},
-    {"backend", 0, A_KEY, "engine", "backend", "NAME", NULL, 1},
-    {"kv-type", 0, A_KEY, "engine", "kv_type", "T", NULL, 1},
-    {"plugin-dir", 0, A_KEY, "engine", "plugin_dir", "DIR", NULL, 1},
-    {"batch", 0, A_KEY, "engine", "batch", "N", NULL, 0},
-    {"ram", 0, A_KEY, "engine", "ram", "SIZE", NULL, 0},
-    {"top-k", 0, A_KEY, "sampler", "top_k", "N", NULL, 0},
-    {"min-p", 0, A_KEY, "sampler", "min_p", "X", NULL, 0},
-    {"repeat-penalty", 0, A_KEY, "sampler", "repeat_penalty", "X", NULL, 0},
-    {"freq-penalty", 0, A_KEY, "sampler", "freq_penalty", "X", NULL, 0},
-    {"presence-penalty", 0, A_KEY, "sampler", "presence_penalty", "X", NULL, 0},
-    {"penalty-last-n", 0, A_KEY, "sampler", "penalty_last_n", "N", NULL, 0},
-    {"sampler", 0, A_KEY, "sampler", "chain", "CHAIN", NULL, 0},
-    {"param", 0, A_PARAM, NULL, NULL, "KEY=VAL", "set any [sampler] key (e.g. one a sampler plugin owns)", 0},
-    {"ignore-eos", 0, A_TRUE, "generate", "ignore_eos", NULL, NULL, 0},
-    {"chat", 0, A_TRUE, "generate", "chat", NULL, NULL, 0},
-    {"chat-template", 0, A_KEY, "generate", "chat_template", "NAME", NULL, 0},
-    {"system", 0, A_KEY, "generate", "system", "TEXT", NULL, 0},
-    {"special", 0, A_TRUE, "generate", "special", NULL, "parse special tokens in the prompt", 0},
-    {"no-special", 0, A_FALSE, "generate", "special", NULL, "treat special-token text in the prompt as plain text", 0},
-    {"stop", 0, A_KEY, "generate", "stop", "STR", "stop at STR (repeatable; replaces the INI's list)", 0},
-    {"truncate", 0, A_TRUE, "generate", "truncate", NULL, NULL, 0},
-    {"fit", 0, A_FIT, NULL, NULL, NULL, "print the memory plan for the model and exit", 0},
-    {"list-plugins", 0, A_LIST, NULL, NULL, NULL, "list plugin candidates, scores and choices, then exit", 0},
-    {"dump-config", 0, A_DUMP, NULL, NULL, NULL, "print the effective configuration as INI and exit", 0},
-    {"verbose", 'v', A_VERBOSE, NULL, NULL, NULL, "more logging on stderr (repeat for more: -vv)", 1},
-    {"version", 0, A_VERSION, NULL, NULL, NULL, "print the version and exit", 0},
-    {"help", 'h', A_HELP, NULL, NULL, NULL, "this help", 0},
+    {"prompt", 'p', A_PROMPT, NULL, NULL, "TEXT", "prompt text (default: read stdin)"},
+    {"file", 'f', A_PROMPT_FILE, NULL, NULL, "FILE", "read the prompt from FILE (all of it, as stdin would be)"},
+    {"max-tokens", 'n', A_KEY, "generate", "max_tokens", "N", NULL},
+    {"temperature", 't', A_KEY, "sampler", "temperature", "X", NULL},
+    {"top-p", 'k', A_KEY, "sampler", "top_p", "X", NULL},
+    {"seed", 's', A_KEY, "generate", "seed", "N", NULL},
+    {"context", 'c', A_KEY, "engine", "context", "N", NULL},
+    {"threads", 'j', A_KEY, "engine", "threads", "N", NULL},
+    {"json", 0, A_TRUE, "generate", "json", NULL, NULL},
+    {"cache", 0, A_KEY, "generate", "cache", "FILE", NULL},
+    {"config", 0, A_CONFIG, NULL, NULL, "FILE", "INI file read before the flags (default: $PICOLM_CONFIG)"},
+    {"backend", 0, A_KEY, "engine", "backend", "NAME", NULL},
+    {"kv-type", 0, A_KEY, "engine", "kv_type", "T", NULL},
+    {"plugin-dir", 0, A_KEY, "engine", "plugin_dir", "DIR", NULL},
+    {"batch", 0, A_KEY, "engine", "batch", "N", NULL},
+    {"ram", 0, A_KEY, "engine", "ram", "SIZE", NULL},
+    {"top-k", 0, A_KEY, "sampler", "top_k", "N", NULL},
+    {"min-p", 0, A_KEY, "sampler", "min_p", "X", NULL},
+    {"repeat-penalty", 0, A_KEY, "sampler", "repeat_penalty", "X", NULL},
+    {"freq-penalty", 0, A_KEY, "sampler", "freq_penalty", "X", NULL},
+    {"presence-penalty", 0, A_KEY, "sampler", "presence_penalty", "X", NULL},
+    {"penalty-last-n", 0, A_KEY, "sampler", "penalty_last_n", "N", NULL},
+    {"sampler", 0, A_KEY, "sampler", "chain", "CHAIN", NULL},
+    {"param", 0, A_PARAM, NULL, NULL, "KEY=VAL", "set any [sampler] key (e.g. one a sampler plugin owns)"},
+    {"ignore-eos", 0, A_TRUE, "generate", "ignore_eos", NULL, NULL},
+    {"chat", 0, A_TRUE, "generate", "chat", NULL, NULL},
+    {"chat-template", 0, A_KEY, "generate", "chat_template", "NAME", NULL},
+    {"system", 0, A_KEY, "generate", "system", "TEXT", NULL},
+    {"special", 0, A_TRUE, "generate", "special", NULL, "parse special tokens in the prompt"},
+    {"no-special", 0, A_FALSE, "generate", "special", NULL, "treat special-token text in the prompt as plain text"},
+    {"stop", 0, A_KEY, "generate", "stop", "STR", "stop at STR (repeatable; replaces the INI's list)"},
+    {"truncate", 0, A_TRUE, "generate", "truncate", NULL, NULL},
+    {"fit", 0, A_FIT, NULL, NULL, NULL, "print the memory plan for the model and exit"},
+    {"list-plugins", 0, A_LIST, NULL, NULL, NULL, "list plugin candidates, scores and choices, then exit"},
+    {"dump-config", 0, A_DUMP, NULL, NULL, NULL, "print the effective configuration as INI and exit"},
+    {"verbose", 'v', A_VERBOSE, NULL, NULL, NULL, "more logging on stderr (repeat for more: -vv)"},
+    {"version", 0, A_VERSION, NULL, NULL, NULL, "print the version and exit"},
+    {"help", 'h', A_HELP, NULL, NULL, NULL, "this help"},
     /* aliases, not listed in --help */
-    {"temp", 0, A_KEY, "sampler", "temperature", "X", "", 0},
-    {"ctx-size", 0, A_KEY, "engine", "context", "N", "", 0},
-    {"n-predict", 0, A_KEY, "generate", "max_tokens", "N", "", 0},
+    {"temp", 0, A_KEY, "sampler", "temperature", "X", ""},
+    {"ctx-size", 0, A_KEY, "engine", "context", "N", ""},
+    {"n-predict", 0, A_KEY, "generate", "max_tokens", "N", ""},
 };
 #define N_OPTS (sizeof opts / sizeof opts[0])
+
+/* The options every tool that runs a model shares (config_common_arg). */
+static int is_common(const cli_opt *o) {
+    static const char *const names[] = {"threads", "context", "backend", "kv-type", "plugin-dir", "config", "verbose"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(o->lng, names[i])) return 1;
+    return 0;
+}
 
 /* Identify argv[*i]: returns the option (or NULL: positional / unknown in
    *unknown), and its value (advancing *i when the value is the next arg). */
@@ -737,7 +744,7 @@ int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t 
 int config_common_arg(picolm_config *c, int argc, char **argv, int *i, char *err, size_t errlen) {
     int j = *i;
     parsed_arg p = next_arg(argc, argv, &j, 0);
-    if (!p.o || !p.o->common) return 0;
+    if (!p.o || !is_common(p.o)) return 0;
     *i = j;
     return apply_opt(c, &p, NULL, err, errlen) ? -1 : 1;
 }
@@ -875,5 +882,5 @@ void config_common_usage(void *FILE_stream) {
     picolm_config d;
     config_defaults(&d);
     for (size_t i = 0; i < N_OPTS; i++)
-        if (opts[i].common) print_opt(FILE_stream, &opts[i], &d);
+        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
 }
