@@ -57,7 +57,7 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
         rc = r ? CLI_FAIL : CLI_OK;
         if (!r) {
             fputc('\n', stdout);
-            if (fflush(stdout)) { chat_close(&s); return CLI_FAIL; } /* reported by cli_close_stdout */
+            fflush(stdout); /* a failure is reported by cli_close_stdout */
             if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", s.c.n_ctx);
             s.st.load_s = load_s;
             generate_rss(&s.st.rss_anon_kb, &s.st.rss_file_kb, NULL);
@@ -68,18 +68,15 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
     return rc;
 }
 
-/* Refuse up front what cannot work, as a usage error (exit 2). */
-static const char *check_request(const picolm_config *cfg) {
-    static char msg[256];
+/* Refuse up front what cannot work (a usage error): 0, or -1 with a message. */
+static int check_request(const picolm_config *cfg, char *err, size_t errlen) {
     if (cfg->json_mode && cfg->n_stops)
-        return "--json and --stop cannot be combined: a stop string could cut the JSON document short "
-               "(--json ends by itself once the document is complete)";
-    if (cfg->json_mode && cfg->max_tokens >= 0 && cfg->max_tokens < 2) {
-        snprintf(msg, sizeof msg, "--json with -n %d: no complete JSON document fits in a budget of fewer than 2 tokens "
-                 "('{' and '}'; use a larger -n, or -n -1)", cfg->max_tokens);
-        return msg;
-    }
-    return NULL;
+        return pl_fail(err, errlen, "--json and --stop cannot be combined: a stop string could cut the JSON document short "
+                                    "(--json ends by itself once the document is complete)");
+    if (cfg->json_mode && cfg->max_tokens >= 0 && cfg->max_tokens < 2)
+        return pl_fail(err, errlen, "--json with -n %d: no complete JSON document fits in a budget of fewer than 2 tokens "
+                                    "('{' and '}'; use a larger -n, or -n -1)", cfg->max_tokens);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -97,8 +94,7 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, zephyr, chatml, llama2)", where, cfg.chat_template);
         return cli_usage_error("picolm", err);
     }
-    const char *bad = check_request(&cfg);
-    if (bad && !cfg.list_plugins && !cfg.fit) return cli_usage_error("picolm", bad);
+    if (!cfg.list_plugins && !cfg.fit && check_request(&cfg, err, sizeof err)) return cli_usage_error("picolm", err);
     if (!cfg.list_plugins && !cfg.model_path) {
         fprintf(stderr, "picolm: no model given\nusage: picolm MODEL [-p PROMPT] [options]   (see picolm --help)\n");
         return CLI_USAGE;

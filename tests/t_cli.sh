@@ -139,6 +139,8 @@ ok "--list-plugins lists backends, formats and samplers"
 # write errors: a message and exit 1; a closed pipe ends quietly
 "$BIN" "$MODEL" -j 1 -p ROMEO: -n 20 >/dev/full 2>"$tmp/err" </dev/null; rc=$?
 [ $rc -eq 1 ] && grep -q "cannot write the output: No space left" "$tmp/err"; ok "writing to a full disk: exit 1 with a message (rc $rc: $(brief "$tmp/err"))"
+"$BIN" "$MODEL" -j 1 --chat -p hi -n 20 >/dev/full 2>"$tmp/err" </dev/null; rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c "cannot write" "$tmp/err")" = 1 ]; ok "--chat to a full disk: exit 1 with one message (rc $rc: $(brief "$tmp/err"))"
 "$BIN" "$MODEL" -j 1 -p ROMEO: -n 300 --ignore-eos 2>"$tmp/err" </dev/null | head -c 10 >/dev/null
 ! grep -q -i -e "cannot write" -e "error" "$tmp/err"; ok "a pipe closed by the reader ends quietly"
 (trap '' PIPE; "$BIN" "$MODEL" -j 1 -p ROMEO: -n 300 --ignore-eos 2>"$tmp/err" </dev/null; echo $? >"$tmp/rc") | head -c 10 >/dev/null
