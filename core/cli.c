@@ -22,17 +22,22 @@ void cli_where(const picolm_config *c, const char *section, const char *key, con
     else snprintf(buf, n, "%s: [%s] %s: ", w, section, key);
 }
 
-engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc) {
-    char err[2048];
-    *rc = CLI_FAIL;
+int cli_check_env(const char *tool) {
     /* a typo in the mask would silently test nothing */
     const char *mask = getenv("PICOLM_CPU_MASK");
     uint64_t m;
+    char err[256];
     if (mask && *mask && cpu_parse_mask(mask, &m, err, sizeof err)) {
         fprintf(stderr, "%s: PICOLM_CPU_MASK: %s\n", tool, err);
-        *rc = CLI_USAGE;
-        return NULL;
+        return CLI_USAGE;
     }
+    return 0;
+}
+
+engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc) {
+    char err[2048];
+    if ((*rc = cli_check_env(tool))) return NULL;
+    *rc = CLI_FAIL;
     /* more threads than CPUs: they take turns, and each barrier waits for a
        descheduled one (prefill was 500x slower at -j 1000 on 2 CPUs) */
     const int cpus = cpu_count_online();

@@ -21,6 +21,10 @@ int cli_usage_error(const char *tool, const char *msg);
    from the INI, "" for the built-in default. */
 void cli_where(const picolm_config *c, const char *section, const char *key, const char *flag, char *buf, size_t n);
 
+/* Check the environment the core reads (PICOLM_CPU_MASK): 0, or CLI_USAGE
+   after printing what is wrong. */
+int cli_check_env(const char *tool);
+
 /* Build the engine for c (backend, plugin dir, threads, limits) and the
    given model (NULL: plugins only).  Checks PICOLM_CPU_MASK and warns when
    -j exceeds the online CPUs first.  On failure prints the message and

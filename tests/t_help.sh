@@ -74,3 +74,8 @@ expect 2 picolm-perplexity "$MODEL" "$tmp/text.txt" --chunks x
 expect 2 picolm-tokenize "$MODEL" -p
 expect 2 picolm-gguf --plugin-dir
 expect 2 picolm-gguf frobnicate "$MODEL"
+# PICOLM_CPU_MASK with an unknown feature: 2 in every tool that loads plugins
+for t in "picolm $MODEL -p hi -n 1" "picolm-logits $MODEL $tmp/tok.i32 $tmp/out.f32" "picolm-gguf info $MODEL" \
+         "picolm-quantize $MODEL $tmp/q.gguf Q8_0" "picolm-perplexity $MODEL $tmp/text.txt" "picolm-bench $MODEL -p 1 -n 1 -r 1"; do
+    PICOLM_CPU_MASK=bogus expect 2 $t
+done

@@ -731,6 +731,7 @@ int main(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mallopt(M_TRIM_THRESHOLD, 256 * 1024);
 #endif
+    if (cli_check_env("picolm-bench")) return CLI_USAGE;
     char err[2048];
     pl_registry reg;
     if (registry_load(&reg, o.plugin_dir, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); return 1; }

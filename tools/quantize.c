@@ -176,6 +176,7 @@ int main(int argc, char **argv) {
         pos[npos++] = a;
     }
 
+    if (cli_check_env("picolm-quantize")) return CLI_USAGE;
     char err[1024];
     engine_opts eo = {.plugin_dir = pdir, .threads = threads};
     engine *e = build_engine(&eo, err, sizeof err);
