@@ -48,9 +48,9 @@ typedef struct keydef {
 static const keydef keys[] = {
     {"engine", "threads", K_INT, F(threads), 0, 1024, NULL, "worker threads, caller included; 0 = all online CPUs"},
     {"engine", "context", K_INT, F(context), 0, 1 << 24, NULL, "context tokens (capped at the model's); 0 = the model's"},
-    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "backend: auto (best for this CPU), reference (portable code only) or a backend plugin: scalar, sse4, avx2, avx512, neon"},
+    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon"},
     {"engine", "kv_type", K_ENUM, F(kv_type), 0, 0, "f16|q8_0", "KV cache element type: f16 or q8_0 (half the memory)"},
-    {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then next to the binary, install dir"},
+    {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary"},
     {"engine", "ram", K_SIZE, F(ram_bytes), 0, 0, NULL, "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"},
     {"engine", "batch", K_INT, F(batch), 1, 65536, NULL, "prompt tokens processed per forward step (prefill chunk)"},
     {"limits", "max_tensors", K_U64, F(max_tensors), 0, 0, NULL, "most tensors a model file may declare"},
@@ -878,9 +878,7 @@ void config_usage(const char *argv0, void *FILE_stream) {
             "2 usage error (a flag, INI value or name that is wrong).\n");
 }
 
-void config_common_usage(void *FILE_stream) {
-    picolm_config d;
-    config_defaults(&d);
+void config_common_usage(void *FILE_stream, const picolm_config *d) {
     for (size_t i = 0; i < N_OPTS; i++)
-        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
+        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], d);
 }

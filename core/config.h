@@ -127,8 +127,9 @@ int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t 
    value) and return 1; return 0 when it is not one (the tool's own or a
    positional), -1 with a message in err on a bad or missing value. */
 int config_common_arg(picolm_config *c, int argc, char **argv, int *i, char *err, size_t errlen);
-/* The help lines of the shared options, as picolm --help shows them. */
-void config_common_usage(void *FILE_stream);
+/* The help lines of the shared options, as picolm --help shows them, with
+   the defaults of d (a tool's own: picolm-logits' context is the model's). */
+void config_common_usage(void *FILE_stream, const picolm_config *d);
 
 /* Print the effective configuration as a valid INI file. */
 void config_dump(const picolm_config *c, void *FILE_stream);

@@ -436,13 +436,14 @@ static void test_shared_options(void) {
     FILE *f = open_memstream(&buf, &len);
     config_usage("picolm", f);
     fclose(f);
-    CHECK(strstr(buf, "PICOLM_PLUGIN_DIR") && strstr(buf, "reference") && strstr(buf, "auto (best") && strstr(buf, "-vv") &&
+    CHECK(strstr(buf, "PICOLM_PLUGIN_DIR") && strstr(buf, "reference") && strstr(buf, "auto (best here)") && strstr(buf, "-vv") &&
           strstr(buf, "-f, --file") && strstr(buf, "Exit status"),
           "--help lists PICOLM_PLUGIN_DIR, the reference and auto backends, -vv, -f and the exit status");
     free(buf);
     buf = NULL;
     f = open_memstream(&buf, &len);
-    config_common_usage(f);
+    config_defaults(&cfg);
+    config_common_usage(f, &cfg);
     fclose(f);
     CHECK(strstr(buf, "-j, --threads") && strstr(buf, "-c, --context") && strstr(buf, "--backend") && strstr(buf, "--plugin-dir") &&
           strstr(buf, "--config") && strstr(buf, "-v, --verbose") && !strstr(buf, "--temperature"),

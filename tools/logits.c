@@ -19,7 +19,10 @@ static void usage(FILE *o) {
             "  --last K          write only the last K positions' logits (K x n_vocab)\n"
             "  -h, --help        this text\n"
             "shared with picolm (INI keys from --config apply too):\n");
-    config_common_usage(o);
+    picolm_config d;
+    config_defaults(&d);
+    d.context = 0; /* the model's */
+    config_common_usage(o, &d);
     fprintf(o, "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
 

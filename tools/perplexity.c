@@ -29,7 +29,10 @@ static void usage(FILE *o) {
             "  -h, --help        this text\n"
             "shared with picolm (INI keys from --config apply too); -c is the window size, default and\n"
             "at most the model's context length (a larger -c is clamped, with a warning):\n");
-    config_common_usage(o);
+    picolm_config d;
+    config_defaults(&d);
+    d.context = 0; /* the model's */
+    config_common_usage(o, &d);
     fprintf(o, "Output: \"[i]ppl,\" after each window (running figure), then \"PPL = X +/- Y\".\n"
                "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
