@@ -67,6 +67,10 @@ done
 # --- picolm-bench names the model; picolm-quantize's log lines up ----------------
 "$B/picolm-bench" "$MODEL" -j 1 --backend scalar -p 4 -n 2 -r 1 --bw-mib 16 >"$tmp/bench" 2>/dev/null; rc=$?
 [ $rc -eq 0 ] && grep -q "^tiny-shakespeare-q8_0.gguf, " "$tmp/bench"; ok "picolm-bench's header names the model ($(sed -n 2p "$tmp/bench"))"
+printf '[engine]\nthreads = 1\nbackend = scalar\n' >"$tmp/b.ini"
+"$B/picolm-bench" "$MODEL" --config "$tmp/b.ini" -p 4 -n 2 -r 1 --bw-mib 16 >"$tmp/bench" 2>/dev/null; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '^| [a-z]' "$tmp/bench")" = 2 ] && grep -q '^| scalar | 1 |' "$tmp/bench"
+ok "picolm-bench --config: the INI's [engine] threads and backend apply ($(grep '^| scalar' "$tmp/bench" | cut -c1-20))"
 F32=$SHARED/models/tiny-shakespeare-f32.gguf
 if [ -f "$F32" ]; then
     "$B/picolm-quantize" "$F32" "$tmp/q.gguf" Q4_K_M -j 1 2>"$tmp/log" >/dev/null

@@ -718,6 +718,14 @@ int main(int argc, char **argv) {
     if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
     o.plugin_dir = cfg.plugin_dir;
     o.kv_type = generate_kv_type(cfg.kv_type);
+    /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
+    char ini_val[64];
+    if (!tlist && cfg.threads > 0 && config_is_set(&cfg, "engine", "threads")) {
+        snprintf(ini_val, sizeof ini_val, "%d", cfg.threads);
+        tlist = strdup(ini_val);
+    }
+    if (!blist && strcmp(cfg.backend, "auto")) blist = strdup(cfg.backend);
+    if (!o.ctx && config_is_set(&cfg, "engine", "context")) o.ctx = cfg.context;
     o.micro_s = micro_ms / 1000.0;
     if (flist && (o.n_formats = split_list(flist, o.formats, MAX_LIST)) <= 0) {
         fprintf(stderr, "picolm-bench: --formats: bad list\n");
