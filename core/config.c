@@ -737,6 +737,7 @@ int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t
 
 int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t errlen) {
     config_defaults(c);
+    c->context = 0; /* a tool's window or token file may use the whole context */
     const char *ini = config_find_ini(argc, argv);
     return ini ? config_load_ini(c, ini, err, errlen) : 0;
 }
@@ -878,7 +879,10 @@ void config_usage(const char *argv0, void *FILE_stream) {
             "2 usage error (a flag, INI value or name that is wrong).\n");
 }
 
-void config_common_usage(void *FILE_stream, const picolm_config *d) {
+void config_common_usage(void *FILE_stream) {
+    picolm_config d;
+    config_defaults(&d);
+    d.context = 0; /* as config_tool_init */
     for (size_t i = 0; i < N_OPTS; i++)
-        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], d);
+        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
 }

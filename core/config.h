@@ -120,16 +120,17 @@ int config_is_set(const picolm_config *c, const char *section, const char *key);
    -j/--threads, -c/--context, --backend, --plugin-dir, --kv-type, --config
    and -v: the same table entries, parser and help lines as picolm's own. */
 
-/* Defaults, then the INI named by --config / $PICOLM_CONFIG.  0, or -1
-   with "FILE:LINE: message" in err. */
+/* A tool's defaults (picolm's, but context 0: the model's), then the INI
+   named by --config / $PICOLM_CONFIG.  0, or -1 with "FILE:LINE: message"
+   in err. */
 int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t errlen);
 /* If argv[*i] is a shared option, apply it (advancing *i past a separate
    value) and return 1; return 0 when it is not one (the tool's own or a
    positional), -1 with a message in err on a bad or missing value. */
 int config_common_arg(picolm_config *c, int argc, char **argv, int *i, char *err, size_t errlen);
 /* The help lines of the shared options, as picolm --help shows them, with
-   the defaults of d (a tool's own: picolm-logits' context is the model's). */
-void config_common_usage(void *FILE_stream, const picolm_config *d);
+   a tool's defaults (config_tool_init). */
+void config_common_usage(void *FILE_stream);
 
 /* Print the effective configuration as a valid INI file. */
 void config_dump(const picolm_config *c, void *FILE_stream);

@@ -82,7 +82,9 @@ static int check_request(const picolm_config *cfg, char *err, size_t errlen) {
 int main(int argc, char **argv) {
     picolm_config cfg;
     char err[2048];
-    if (config_tool_init(&cfg, argc, argv, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return CLI_USAGE; }
+    config_defaults(&cfg);
+    const char *ini = config_find_ini(argc, argv);
+    if (ini && config_load_ini(&cfg, ini, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return CLI_USAGE; }
     if (config_parse_args(&cfg, argc, argv, err, sizeof err)) return cli_usage_error("picolm", err);
     if (cfg.show_help) { config_usage(argv[0], stdout); return cli_close_stdout("picolm"); }
     if (cfg.show_version) { printf("picolm %s (plugin ABI %u)\n", PICOLM_VERSION, PICOLM_ABI_VERSION); return cli_close_stdout("picolm"); }

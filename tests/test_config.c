@@ -442,8 +442,7 @@ static void test_shared_options(void) {
     free(buf);
     buf = NULL;
     f = open_memstream(&buf, &len);
-    config_defaults(&cfg);
-    config_common_usage(f, &cfg);
+    config_common_usage(f);
     fclose(f);
     CHECK(strstr(buf, "-j, --threads") && strstr(buf, "-c, --context") && strstr(buf, "--backend") && strstr(buf, "--plugin-dir") &&
           strstr(buf, "--config") && strstr(buf, "-v, --verbose") && !strstr(buf, "--temperature"),

@@ -29,10 +29,7 @@ static void usage(FILE *o) {
             "  -h, --help        this text\n"
             "shared with picolm (INI keys from --config apply too); -c is the window size, default and\n"
             "at most the model's context length (a larger -c is clamped, with a warning):\n");
-    picolm_config d;
-    config_defaults(&d);
-    d.context = 0; /* the model's */
-    config_common_usage(o, &d);
+    config_common_usage(o);
     fprintf(o, "Output: \"[i]ppl,\" after each window (running figure), then \"PPL = X +/- Y\".\n"
                "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
@@ -74,7 +71,6 @@ int main(int argc, char **argv) {
     char err[2048];
     const char *T = "picolm-perplexity";
     if (config_tool_init(&cfg, argc, argv, err, sizeof err)) { fprintf(stderr, "%s: %s\n", T, err); return CLI_USAGE; }
-    if (!config_is_set(&cfg, "engine", "context")) cfg.context = 0; /* default: the model's */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout(T); }
