@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
     if (cfg.dump_config) { config_dump(&cfg, stdout); return 0; }
 
     if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
-        fprintf(stderr, "picolm: unknown chat template '%s' (known: auto, zephyr, chatml, llama2)\n(see picolm --help)\n", cfg.chat_template);
+        fprintf(stderr, "picolm: unknown chat template '%s' (known: auto, " CHAT_KIND_NAMES ")\n(see picolm --help)\n", cfg.chat_template);
         return 2;
     }
     const gguf_limits lim = {cfg.max_metadata, cfg.max_tensors, cfg.max_string, cfg.max_array,

@@ -345,6 +345,17 @@ static void session_tests(const char *shared) {
     chat_reset(&s);
     r = chat_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     CHECK(r == 0 && s.st.n_prompt == p1, "after a reset the conversation starts over (%d prompt tokens)", s.st.n_prompt);
+
+    /* --truncate: the oldest exchanges make room (issue 13 item 7) */
+    s.cfg->truncate = 1;
+    int ok = 1, most = 0;
+    for (int i = 0; i < 12 && ok; i++) {
+        ok = chat_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err) == 0;
+        most = s.n_msgs > most ? s.n_msgs : most;
+    }
+    CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && s.c.n_past <= s.c.n_ctx,
+          "with --truncate a long conversation keeps going: the oldest turns are dropped, the system prompt stays (%d messages at most)", most);
+    s.cfg->truncate = 0;
     fclose(f);
     chat_close(&s);
 
