@@ -480,6 +480,62 @@ static void test_chain(void) {
     }
 }
 
+/* Logits shaped like a language model's: a broad body over the whole
+   vocabulary and a few likely tokens well above it. */
+static void lm_logits(float *l, int n, float body, float lead) {
+    for (int i = 0; i < n; i++) l[i] = body * nrand();
+    for (int k = 0; k < 8; k++) l[xr() % (uint64_t)n] = lead + 2 * nrand();
+}
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* Milliseconds per sampled token of the default chain (temperature 0.8 ->
+   top_p 0.9 -> dist) and of a configured one (+ top_k 40, min_p 0.05,
+   repeat penalty 1.1) at real vocabulary sizes.  Figures, not assertions:
+   the budget (2% of a 30 ms decode step) is checked by eye in the log. */
+static void bench_chain(void) {
+    static const int sizes[] = {32000, 128256, 151936};
+    float *l = malloc(151936 * sizeof *l);
+    const char **pc = calloc(151936, sizeof *pc);
+    uint32_t *pl = calloc(151936, sizeof *pl);
+    for (size_t si = 0; l && pc && pl && si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int nv = sizes[si];
+        picolm_vocab big = {nv, 1, 2, pc, pl, NULL};
+        for (int conf = 0; conf < 2; conf++) {
+            picolm_config c;
+            base_cfg(&c);
+            c.top_k = conf ? 40 : 0;
+            c.min_p = conf ? 0.05f : 0;
+            c.repeat_penalty = conf ? 1.1f : 1.0f;
+            sampling *s = NULL;
+            char err[256];
+            if (sampling_build(&s, &reg, &c, &big, err, sizeof err)) { CHECK(0, "bench chain: %s", err); continue; }
+            double total = 0;
+            const int reps = 60;
+            for (int t = 0; t < reps; t++) {
+                lm_logits(l, nv, t % 2 ? 2.0f : 3.0f, t % 3 ? 14.0f : 8.0f);
+                struct timespec t0;
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                int32_t tok;
+                sampling_sample(s, l, -1, &tok, err, sizeof err);
+                total += ms_since(&t0);
+                sampling_accept(s, tok);
+            }
+            char desc[256];
+            sampling_describe(s, desc, sizeof desc);
+            printf("info: bench: %6d vocab: %.3f ms per token: %s\n", nv, total / reps, desc);
+            sampling_free(s);
+        }
+    }
+    free(l);
+    free(pc);
+    free(pl);
+}
+
 int main(void) {
     if (!load_samplers()) {
         printf("FAIL: sampler plugins missing: build them first (make build/plugins/sampler-*.so)\n");
@@ -500,6 +556,7 @@ int main(void) {
     test_dist();
     test_dist_reset();
     test_chain();
+    bench_chain();
     registry_free(&reg);
     return CHECK_DONE();
 }
