@@ -1,16 +1,43 @@
 /* top_p: PROCESS, nucleus sampling (picoLM's -k flag): keep the smallest set
    of best candidates whose probability mass reaches top_p, sorted best first.
-   Only the nucleus gets sorted: chunks of growing size are quickselected from
-   the rest and sorted until the mass is reached (O(n) per chunk, chunks
-   double), so a peaked distribution costs one linear pass.  No allocation. */
+
+   Large vocabularies take a fast path that gives the same set without an
+   exp per candidate.  One pass counts the candidates in bins of 1/64 logit
+   (below an anchor 32 above the best of a sparse sample), which bounds
+   each bin's mass, so the total mass S is known within 1.6% of the part
+   outside the best bins.  Only the best bins, those that surely hold the
+   nucleus, are copied out, bucket-sorted and get exact masses, summed in
+   the same order as the exact method.  The cut is taken where the running
+   mass crosses p*S for every S within the bounds.  When the bounds leave
+   it open (a flat distribution), a second pass bounds the rest 1e5 times
+   tighter (second-order terms per bin); if that is not enough either, the
+   exact method runs: chunks of growing size are quickselected from the
+   rest and sorted until the mass is reached. */
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "picolm/plugin.h"
 #include "sampler_common.h"
+
+#define BPU 64.0f            /* bins per logit unit */
+#define N_BINS 4096          /* 64 units below the anchor; the last bin holds everything lower */
+#define FAST_MIN 4096        /* smaller lists take the exact method directly */
+#define NEAR 6.0f            /* logit units: a head within this needs no second pass over the list */
+
+typedef struct topp_state {
+    double p;
+    picolm_token_data *head; /* the best bins' candidates, grouped by bin */
+    picolm_token_data *near; /* first pass: the candidates within NEAR of the best so far */
+    double *mass;            /* their exact masses e^(logit - max) */
+    size_t cap;
+    uint32_t cnt[N_BINS], pos[N_BINS];
+    double f1[N_BINS], f2[N_BINS]; /* second pass: sums of f, f^2 (f = position in the bin, [0, 1)) */
+    double scale[N_BINS];    /* e^(-b / BPU) */
+} topp_state;
 
 static int topp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
     double p = 0.9;
@@ -21,19 +48,169 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
         while (isspace((unsigned char)*end)) end++;
         if (end == v || *end || !(p >= 0 && p <= 1)) { snprintf(err, errlen, "top_p: '%s' is not a number in [0, 1]", v); return 1; }
     }
-    double *s = calloc(1, sizeof *s);
+    topp_state *s = calloc(1, sizeof *s);
     if (!s) { snprintf(err, errlen, "top_p: out of memory"); return 1; }
-    *s = p;
+    s->p = p;
+    for (int b = 0; b < N_BINS; b++) s->scale[b] = exp(-b / (double)BPU);
     *state = s;
     return 0;
 }
 
-static void topp_destroy(void *state) { free(state); }
+static void topp_destroy(void *state) {
+    topp_state *s = state;
+    if (s) {
+        free(s->head);
+        free(s->near);
+        free(s->mass);
+    }
+    free(s);
+}
+
+/* The first k with mass[0..k) >= p * S for every S in [s_lo, s_hi]; 0 when
+   the bounds leave it open. */
+static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, double s_hi) {
+    double cum = 0;
+    for (size_t j = 0; j < m; j++) {
+        cum += mass[j];
+        if (cum >= p * s_hi) return j + 1;
+        if (!(cum < p * s_lo)) return 0;
+    }
+    return 0;
+}
+
+/* Second pass: tighter bounds of the mass outside the head (x >= lim),
+   from 1 - y + y^2/2 - y^3/6 <= e^-y <= 1 - y + y^2/2 for y = f/64 in
+   [0, 1/64), x taken exactly in double. */
+static void tail_bounds(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim, double s0, double *lo, double *hi) {
+    memset(s->cnt, 0, sizeof s->cnt);
+    memset(s->f1, 0, sizeof s->f1);
+    memset(s->f2, 0, sizeof s->f2);
+    for (size_t i = 0; i < n; i++) {
+        if ((anchor - d[i].logit) * BPU < lim) continue; /* in the head: the test of the first pass */
+        const double x = ((double)anchor - d[i].logit) * BPU;
+        const int b = x < N_BINS - 1 ? (int)x : N_BINS - 1;
+        const double f = x < N_BINS - 1 ? x - b : 0;
+        s->cnt[b]++;
+        s->f1[b] += f;
+        s->f2[b] += f * f;
+    }
+    const double u = 1.0 / BPU;
+    *lo = *hi = 0;
+    for (int b = 0; b < N_BINS - 1; b++) {
+        const double q = s->cnt[b] - s->f1[b] * u + s->f2[b] * (0.5 * u * u);
+        *lo += s->scale[b] * (q - s->cnt[b] * (u * u * u / 6));
+        *hi += s->scale[b] * q;
+    }
+    *lo *= s0;
+    *hi = (*hi + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]) * s0;
+}
+
+/* The fast path (see the top).  1 when it decided c, 0 when the exact
+   method must run (c untouched). */
+static int topp_binned(topp_state *s, picolm_candidates *c) {
+    picolm_token_data *d = c->data;
+    const size_t n = c->size;
+    const double p = s->p;
+    if (s->cap < n) {
+        picolm_token_data *h = realloc(s->head, n * sizeof *h), *nr = realloc(s->near, n * sizeof *nr);
+        if (h) s->head = h;
+        if (nr) s->near = nr;
+        double *m = realloc(s->mass, n * sizeof *m);
+        if (m) s->mass = m;
+        if (!h || !nr || !m) return 0;
+        s->cap = n;
+    }
+    float sample = -INFINITY;
+    for (size_t i = 0; i < n; i += 61)
+        if (d[i].logit > sample) sample = d[i].logit;
+    if (!(sample > -INFINITY) || sample == INFINITY) return 0;
+    const float anchor = sample + 32;
+
+    /* first pass: x = (anchor - logit) * 64, bin floor(x) */
+    memset(s->cnt, 0, sizeof s->cnt);
+    float max = -INFINITY, keep = -INFINITY;
+    size_t odd = 0, n_near = 0; /* odd: NaN */
+    for (size_t i = 0; i < n; i++) {
+        const float l = d[i].logit, x = (anchor - l) * BPU;
+        if (l > max) {
+            max = l;
+            keep = l - NEAR;
+        }
+        if (l >= keep) s->near[n_near++] = d[i];
+        s->cnt[x >= 0 && x < N_BINS - 1 ? (int)x : N_BINS - 1]++; /* NaN and x < 0: the last bin */
+        odd += l != l;
+    }
+    if (odd || !(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
+
+    /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
+       s0 = e^(anchor - max); rel covers the float rounding of x (<= 2^-24 of 4096 bins) */
+    const double s0 = exp((double)anchor - max), rel = 1e-5, slack = 1e-9;
+    const double lo_f = exp(-1.0 / BPU) * (1 - rel), hi_f = 1 + rel;
+    double s_lo = 0, s_hi = 0;
+    for (int b = 0; b < N_BINS - 1; b++) {
+        s_lo += s->scale[b] * s->cnt[b];
+    }
+    s_hi = s_lo * s0 * hi_f + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1] * s0;
+    s_lo *= s0 * lo_f;
+
+    /* the head: the best bins whose lower bound surely reaches p * S */
+    int last = -1;
+    double head_lo = 0;
+    for (int b = 0; b < N_BINS - 1 && last < 0; b++) {
+        head_lo += s->scale[b] * s->cnt[b] * s0 * lo_f;
+        if (head_lo >= p * s_hi) last = b;
+    }
+    if (last < 0) return 0;
+    size_t m = 0;
+    double head_hi = 0;
+    for (int b = 0; b <= last; b++) {
+        s->pos[b] = (uint32_t)m;
+        m += s->cnt[b];
+        head_hi += s->scale[b] * s->cnt[b] * s0 * hi_f;
+    }
+    const float lim = (float)(last + 1);
+    picolm_token_data *t = s->head;
+    /* every candidate >= max - NEAR was kept; the head needs them down to about
+       anchor - lim/64 (one bin of margin for rounding) */
+    const int near_enough = ((double)anchor - max + NEAR) * BPU - 1 >= lim;
+    const picolm_token_data *src = near_enough ? s->near : d;
+    const size_t n_src = near_enough ? n_near : n;
+    for (size_t i = 0; i < n_src; i++) {
+        const float x = (anchor - src[i].logit) * BPU; /* the same arithmetic as the first pass */
+        if (x < lim) t[s->pos[(int)x]++] = src[i];
+    }
+    /* best first within each bin, then exact masses in that order */
+    size_t start = 0;
+    double head = 0;
+    for (int b = 0; b <= last; b++) {
+        sort_best_first(t + start, s->cnt[b]);
+        start += s->cnt[b];
+    }
+    for (size_t j = 0; j < m; j++) {
+        s->mass[j] = exp((double)t[j].logit - max);
+        head += s->mass[j];
+    }
+    double tail_lo = s_lo - head_lo, tail_hi = s_hi - head_hi;
+    if (tail_lo < 0) tail_lo = 0;
+    size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    if (!k) {
+        tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
+        k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    }
+    if (!k) return 0;
+    memcpy(d, t, k * sizeof *d);
+    c->size = k;
+    c->sorted = 1;
+    c->has_p = 0;
+    return 1;
+}
 
 static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
-    const double p = *(const double *)state;
+    topp_state *st = state;
+    const double p = st->p;
     if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
     if (p >= 1.0) return 0;
+    if (!c->sorted && c->size >= FAST_MIN && topp_binned(st, c)) return 0;
     picolm_token_data *d = c->data;
     const size_t n = c->size;
     float max = -INFINITY;
