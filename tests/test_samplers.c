@@ -325,6 +325,20 @@ static void test_penalties(void) {
     picolm_candidates c = {d, 16, 0, 0, -1, -1};
     vt->apply(st, &c, err, sizeof err);
     CHECK(!memcmp(d, ref, 16 * sizeof *d), "penalties: reset forgets the history");
+
+    /* the whole vocabulary in id order (only the window's tokens are visited)
+       gives the same logits as the same list reversed (every candidate is) */
+    bad = 0;
+    for (int n = 0; n < 40; n++) {
+        vt->accept(st, (int32_t)(xr() % 40));
+        fill(d, NV, 3);
+        for (int i = 0; i < NV; i++) ref[NV - 1 - i] = d[i];
+        picolm_candidates in_order = {d, NV, 0, 0, -1, -1}, reversed = {ref, NV, 0, 0, -1, -1};
+        if (vt->apply(st, &in_order, err, sizeof err) || vt->apply(st, &reversed, err, sizeof err)) { bad++; continue; }
+        for (int i = 0; i < NV; i++)
+            if (d[i].id != i || memcmp(&d[i].logit, &ref[NV - 1 - i].logit, sizeof(float))) { bad++; break; }
+    }
+    CHECK(!bad, "penalties: visiting only the window equals a pass over every candidate (40 steps, %d bad)", bad);
     vt->destroy(st);
 }
 
