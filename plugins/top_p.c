@@ -105,6 +105,55 @@ static void tail_bounds(topp_state *s, const picolm_token_data *d, size_t n, flo
     *hi = (*hi + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]) * s0;
 }
 
+/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
+   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
+   within NEAR of their lane's best so far (a superset of those within NEAR
+   of the best) to s->near; the best logit to *max.  1 when a logit is NaN. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float *max, size_t *n_near) {
+    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
+    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    v4i nan = {0, 0, 0, 0};
+    uint32_t *cnt = s->cnt;
+    picolm_token_data *near = s->near;
+    size_t i = 0, m = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+        v4f x = (anchor - l) * BPU;
+        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
+        const v4i low = x < top;
+        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
+        const v4i b = __builtin_convertvector(x, v4i);
+        cnt[b[0]]++;
+        cnt[b[1]]++;
+        cnt[b[2]]++;
+        cnt[b[3]]++;
+        nan |= l != l;
+        const v4i up = l > vmax;
+        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
+        const v4i keep = l >= vmax - NEAR;
+        if (keep[0] | keep[1] | keep[2] | keep[3])
+            for (int j = 0; j < 4; j++)
+                if (keep[j]) near[m++] = d[i + j];
+    }
+    float best = vmax[0];
+    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
+    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (; i < n; i++) {
+        const float l = d[i].logit, x = (anchor - l) * BPU;
+        const float xc = x > 0 ? x : 0;
+        cnt[(int)(xc < N_BINS - 1 ? xc : N_BINS - 1)]++;
+        odd |= l != l;
+        if (l > best) best = l;
+        if (l >= best - NEAR) near[m++] = d[i];
+    }
+    *max = best;
+    *n_near = m;
+    return odd;
+}
+
 /* The fast path (see the top).  1 when it decided c, 0 when the exact
    method must run (c untouched). */
 static int topp_binned(topp_state *s, picolm_candidates *c) {
@@ -128,19 +177,10 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
 
     /* first pass: x = (anchor - logit) * 64, bin floor(x) */
     memset(s->cnt, 0, sizeof s->cnt);
-    float max = -INFINITY, keep = -INFINITY;
-    size_t odd = 0, n_near = 0; /* odd: NaN */
-    for (size_t i = 0; i < n; i++) {
-        const float l = d[i].logit, x = (anchor - l) * BPU;
-        if (l > max) {
-            max = l;
-            keep = l - NEAR;
-        }
-        if (l >= keep) s->near[n_near++] = d[i];
-        s->cnt[x >= 0 && x < N_BINS - 1 ? (int)x : N_BINS - 1]++; /* NaN and x < 0: the last bin */
-        odd += l != l;
-    }
-    if (odd || !(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
+    float max;
+    size_t n_near;
+    if (first_pass(s, d, n, anchor, &max, &n_near)) return 0;
+    if (!(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
 
     /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
        s0 = e^(anchor - max); rel covers the float rounding of x (<= 2^-24 of 4096 bins) */
