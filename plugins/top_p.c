@@ -154,6 +154,83 @@ static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float
     return odd;
 }
 
+/* e^y for y in [-87, 87] (clamped), four at a time: 2^n e^f with n the
+   nearest integer to y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor
+   polynomial for |f| <= 0.35 (remainder < 2e-7); a few float roundings
+   more, so within 2e-6 of e^y. */
+static inline v4f exp4(v4f y) {
+    const v4f lo = {-87, -87, -87, -87}, hi = {87, 87, 87, 87}, magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};
+    v4i m = y > lo;
+    y = (v4f)(((v4i)y & m) | ((v4i)lo & ~m)); /* also NaN -> -87 */
+    m = y < hi;
+    y = (v4f)(((v4i)y & m) | ((v4i)hi & ~m));
+    const v4f r = y * 1.44269504f + magic;    /* round to nearest: the integer lands in the low bits */
+    const v4f nf = r - magic;
+    const v4i ni = (v4i)r - (v4i)magic;
+    const v4f f = y - nf * 0.693359375f - nf * -2.12194440e-4f;
+    const v4f q = 1.0f + f * (1.0f + f * (0.5f + f * (1 / 6.0f + f * (1 / 24.0f + f * (1 / 120.0f + f * (1 / 720.0f))))));
+    return q * (v4f)((ni + 127) << 23);
+}
+
+/* The quick path: one pass sums the masses with exp4 (S within 3e-5), finds
+   the max and copies the candidates within NEAR of the max so far (a
+   superset of those within NEAR of the max).  When those hold the nucleus
+   and the cut is clear of S's uncertainty, it is the exact method's.  The
+   k kept (in s->head), or 0 when undecided. */
+static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
+    const picolm_token_data *d = c->data;
+    const size_t n = c->size, n4 = n - n % 4, room = n < 16384 ? n : 16384;
+    float max = -INFINITY;
+    v4f vmax = {max, max, max, max}, vkeep = vmax;
+    v4i nan = {0, 0, 0, 0};
+    double sum = 0;
+    picolm_token_data *near = s->near;
+    size_t m = 0;
+    for (size_t i = 0; i < n4;) {
+        v4f acc = {0, 0, 0, 0}; /* float partial sums of 64 candidates at most, then double */
+        for (const size_t end = i + 64 <= n4 ? i + 64 : n4; i < end; i += 4) {
+            const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+            acc += exp4(l - ref);
+            nan |= l != l;
+            const v4i keep = l >= vkeep;
+            if (!(keep[0] | keep[1] | keep[2] | keep[3])) continue;
+            for (int j = 0; j < 4; j++) {
+                if (!keep[j]) continue;
+                if (m == room) return 0; /* a flat top: the binned path sorts it better */
+                near[m++] = d[i + j];
+                if (l[j] > max) max = l[j];
+            }
+            vmax = (v4f){max, max, max, max};
+            vkeep = vmax - NEAR;
+        }
+        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
+    }
+    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (size_t i = n4; i < n; i++) {
+        const float l = d[i].logit;
+        sum += exp4((v4f){l - ref, -87, -87, -87})[0];
+        odd |= l != l;
+        if (l > max) max = l;
+        if (l >= max - NEAR) {
+            if (m == room) return 0;
+            near[m++] = d[i];
+        }
+    }
+    /* exp4 clamps at +-87: candidates far above the sample were not summed right */
+    if (odd || !(max - ref < 80)) return 0;
+    const float lim = max - NEAR;
+    size_t h = 0;
+    for (size_t j = 0; j < m; j++)
+        if (near[j].logit >= lim) s->head[h++] = near[j];
+    sort_best_first(s->head, h);
+    const double rel = 3e-5, slack = 1e-9, s_mid = sum * exp((double)ref - max);
+    const double s_lo = s_mid * (1 - rel) * (1 - slack), s_hi = s_mid * (1 + rel) * (1 + slack);
+    double head = 0;
+    for (size_t j = 0; j < h; j++) head += s->mass[j] = exp((double)s->head[j].logit - max);
+    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
+    return nucleus_cut(s->mass, h, s->p, s_lo, s_hi);
+}
+
 /* The fast path (see the top).  1 when it decided c, 0 when the exact
    method must run (c untouched). */
 static int topp_binned(topp_state *s, picolm_candidates *c) {
@@ -173,6 +250,14 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     for (size_t i = 0; i < n; i += 61)
         if (d[i].logit > sample) sample = d[i].logit;
     if (!(sample > -INFINITY) || sample == INFINITY) return 0;
+    size_t k = topp_quick(s, c, sample);
+    if (k) {
+        memcpy(d, s->head, k * sizeof *d);
+        c->size = k;
+        c->sorted = 1;
+        c->has_p = 0;
+        return 1;
+    }
     const float anchor = sample + 32;
 
     /* first pass: x = (anchor - logit) * 64, bin floor(x) */
@@ -232,7 +317,7 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     }
     double tail_lo = s_lo - head_lo, tail_hi = s_hi - head_hi;
     if (tail_lo < 0) tail_lo = 0;
-    size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) {
         tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
         k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
