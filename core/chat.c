@@ -184,29 +184,32 @@ static int is_role(const chat_msg *m, const char *role) { return !strcmp(m->role
 
 typedef void (*render_fn)(sbuf *b, const chat_msg *m, int n, int add_ass, int kind);
 
-/* "<|role|>\n{content}{end}" per message, then "<|assistant|>\n" (phi3, zephyr) */
-static void render_tagged(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
-    const char *end = kind == CHAT_PHI3 ? "<|end|>\n" : "<|endoftext|>\n";
-    for (int i = 0; i < n; i++) {
-        sb_str(b, "<|");
-        sb_str(b, m[i].role);
-        sb_str(b, "|>\n");
-        sb_msg(b, &m[i]);
-        sb_str(b, end);
-    }
-    if (add_ass) sb_str(b, "<|assistant|>\n");
-}
+/* Templates that frame every message alike: pre role mid content post,
+   then the assistant's header (gen) as the generation prompt. */
+typedef struct frame {
+    const char *pre, *mid, *post, *gen;
+    int trim; /* content trimmed (llama3) */
+} frame;
 
-static void render_chatml(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
-    (void)kind;
+static const frame frames[CHAT_N_KINDS] = {
+    [CHAT_CHATML] = {"<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n", 0},
+    [CHAT_PHI3] = {"<|", "|>\n", "<|end|>\n", "<|assistant|>\n", 0},
+    [CHAT_ZEPHYR] = {"<|", "|>\n", "<|endoftext|>\n", "<|assistant|>\n", 0},
+    [CHAT_LLAMA3] = {"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n", 1},
+    [CHAT_GLMEDGE] = {"<|", "|>\n", "", "<|assistant|>", 0},
+};
+
+static void render_framed(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
+    const frame *f = &frames[kind];
     for (int i = 0; i < n; i++) {
-        sb_str(b, "<|im_start|>");
+        sb_str(b, f->pre);
         sb_str(b, m[i].role);
-        sb_str(b, "\n");
-        sb_msg(b, &m[i]);
-        sb_str(b, "<|im_end|>\n");
+        sb_str(b, f->mid);
+        if (f->trim) sb_trimmed(b, m[i].content, m[i].len);
+        else sb_msg(b, &m[i]);
+        sb_str(b, f->post);
     }
-    if (add_ass) sb_str(b, "<|im_start|>assistant\n");
+    if (add_ass) sb_str(b, f->gen);
 }
 
 /* llama2 and its variants: system prompt inside the first [INST] (with
@@ -281,36 +284,13 @@ static void render_gemma(sbuf *b, const chat_msg *m, int n, int add_ass, int kin
     if (add_ass) sb_str(b, "<start_of_turn>model\n");
 }
 
-static void render_llama3(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
-    (void)kind;
-    for (int i = 0; i < n; i++) {
-        sb_str(b, "<|start_header_id|>");
-        sb_str(b, m[i].role);
-        sb_str(b, "<|end_header_id|>\n\n");
-        sb_trimmed(b, m[i].content, m[i].len);
-        sb_str(b, "<|eot_id|>");
-    }
-    if (add_ass) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-static void render_glmedge(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
-    (void)kind;
-    for (int i = 0; i < n; i++) {
-        sb_str(b, "<|");
-        sb_str(b, m[i].role);
-        sb_str(b, "|>\n");
-        sb_msg(b, &m[i]);
-    }
-    if (add_ass) sb_str(b, "<|assistant|>");
-}
-
 static const render_fn renderers[CHAT_N_KINDS] = {
-    [CHAT_CHATML] = render_chatml,         [CHAT_LLAMA2] = render_llama2,
+    [CHAT_CHATML] = render_framed,         [CHAT_LLAMA2] = render_llama2,
     [CHAT_LLAMA2_SYS] = render_llama2,     [CHAT_LLAMA2_SYS_BOS] = render_llama2,
     [CHAT_LLAMA2_SYS_STRIP] = render_llama2, [CHAT_MISTRAL_V7] = render_mistral_v7,
-    [CHAT_PHI3] = render_tagged,           [CHAT_ZEPHYR] = render_tagged,
-    [CHAT_GEMMA] = render_gemma,           [CHAT_LLAMA3] = render_llama3,
-    [CHAT_GLMEDGE] = render_glmedge,
+    [CHAT_PHI3] = render_framed,           [CHAT_ZEPHYR] = render_framed,
+    [CHAT_GEMMA] = render_gemma,           [CHAT_LLAMA3] = render_framed,
+    [CHAT_GLMEDGE] = render_framed,
 };
 
 char *chat_render(int kind, const chat_msg *m, int n, int add_ass, size_t *len) {
