@@ -3,11 +3,9 @@
 #include "util.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 static const char *const kind_names[CHAT_N_KINDS] = {
     [CHAT_CHATML] = "chatml",       [CHAT_LLAMA2] = "llama2",

@@ -1,18 +1,20 @@
 /* top_p: PROCESS, nucleus sampling (picoLM's -k flag): keep the smallest set
    of best candidates whose probability mass reaches top_p, sorted best first.
 
-   Large vocabularies take a fast path that gives the same set without an
-   exp per candidate.  One pass counts the candidates in bins of 1/64 logit
-   (below an anchor 32 above the best of a sparse sample), which bounds
-   each bin's mass, so the total mass S is known within 1.6% of the part
-   outside the best bins.  Only the best bins, those that surely hold the
-   nucleus, are copied out, bucket-sorted and get exact masses, summed in
-   the same order as the exact method.  The cut is taken where the running
-   mass crosses p*S for every S within the bounds.  When the bounds leave
-   it open (a flat distribution), a second pass bounds the rest 1e5 times
-   tighter (second-order terms per bin); if that is not enough either, the
-   exact method runs: chunks of growing size are quickselected from the
-   rest and sorted until the mass is reached. */
+   The exact method: the total mass S = sum e^(logit - max) in double, then
+   chunks of growing size are quickselected from the rest and sorted until
+   the running mass reaches p*S.  Large unsorted lists first try two faster
+   ways that keep the same candidates in the same order (so dist draws the
+   same token), each giving up when it cannot be sure:
+   - quick: one pass sums the masses with a 4-wide polynomial exp (S within
+     3e-5) and copies the candidates near the max; those, sorted and summed
+     exactly, hold the nucleus when the max is peaked, and the cut is the
+     exact method's when it is clear of S's uncertainty;
+   - binned: one pass counts the candidates in bins of 1/64 logit, which
+     bounds each bin's mass; the best bins that surely hold the nucleus are
+     bucket-sorted and summed exactly; a cut still open gets a second pass
+     that bounds the rest with second-order terms per bin.
+   See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
 #include <stdint.h>
@@ -26,7 +28,7 @@
 #define BPU 64.0f            /* bins per logit unit */
 #define N_BINS 4096          /* 64 units below the anchor; the last bin holds everything lower */
 #define FAST_MIN 4096        /* smaller lists take the exact method directly */
-#define NEAR 6.0f            /* logit units: a head within this needs no second pass over the list */
+#define NEAR 6.0f            /* logit units below the max: the candidates a pass copies as it goes */
 
 typedef struct topp_state {
     double p;
