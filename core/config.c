@@ -65,8 +65,8 @@ static const keydef keys[] = {
     {"generate", "cache", K_STR, F(cache_path), 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"},
     {"generate", "special", K_TRI, F(special), 0, 0, NULL, "parse special tokens (<s>, <|im_start|>...) in the prompt: auto/true/false"},
     {"generate", "chat", K_BOOL, F(chat), 0, 0, NULL, "chat mode: apply the chat template; interactive on a terminal, one reply when piped or with -p"},
-    {"generate", "chat_template", K_NAME, F(chat_template), 0, 0, NULL, "chat template: auto (from the model), zephyr, chatml or llama2"},
-    {"generate", "system", K_STR, F(system_prompt), 0, 0, NULL, "system prompt for chat"},
+    {"generate", "chat_template", K_NAME, F(chat_template), 0, 0, NULL, "chat template: auto (the model's) or chatml, llama2, llama2-sys(-bos, -strip), mistral-v7, phi3, zephyr, gemma, llama3, glmedge; implies --chat"},
+    {"generate", "system", K_STR, F(system_prompt), 0, 0, NULL, "system prompt for chat; implies --chat"},
     {"generate", "truncate", K_BOOL, F(truncate), 0, 0, NULL, "over-long prompt: keep its last tokens instead of failing"},
     {"generate", "stop", K_STOP, 0, 0, 0, 0, NULL, "stop when this text is generated (repeatable)"},
     {"sampler", "chain", K_CHAIN, F(sampler_chain), 0, 0, NULL, "sampler chain: auto or comma-separated plugin names in order"},
@@ -691,6 +691,9 @@ static int apply_opt(picolm_config *c, const parsed_arg *p, int *stops_reset, ch
             return pl_fail(err, errlen, "option %s: %s", p->name, msg);
         }
         mark_set(c, k, -1);
+        /* --system and --chat-template only mean something in chat mode:
+           they ask for it (their INI keys do not, so an INI can hold defaults) */
+        if (!strcmp(o->key, "system") || !strcmp(o->key, "chat_template")) c->chat = 1;
         break;
     }
     case A_PARAM: {

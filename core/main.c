@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
         char where[1200];
         cli_where(&cfg, "generate", "chat_template", "--chat-template", where, sizeof where);
-        snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, zephyr, chatml, llama2)", where, cfg.chat_template);
+        snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, " CHAT_KIND_NAMES ")", where, cfg.chat_template);
         return cli_usage_error("picolm", err);
     }
     if (!cfg.list_plugins && !cfg.fit && check_request(&cfg, err, sizeof err)) return cli_usage_error("picolm", err);
