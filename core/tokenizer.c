@@ -36,6 +36,10 @@
 #define TOK_MAX_INPUT ((size_t)256 << 20)
 #define TOK_MAX_VOCAB (1 << 24)
 
+/* hash table entry: the id and the hash's high bits (most probes of a
+   miss or a collision end without touching the text) */
+typedef struct { int32_t id; uint32_t tag; } slot;
+
 struct tokenizer {
     int32_t n_vocab;
     char *text;          /* all token texts, back to back */
@@ -43,7 +47,7 @@ struct tokenizer {
     float *score;
     int32_t *type;
     uint8_t *rstrip;     /* per token: eat whitespace after it (phi-3) */
-    int32_t *ht;         /* open addressing: token ids, -1 = empty */
+    slot *ht;            /* open addressing: token ids, -1 = empty */
     size_t ht_mask;
     size_t max_len;      /* longest token text */
     int32_t byte_tok[256];
@@ -66,17 +70,24 @@ struct tokenizer {
     char *merge_text;    /* "left right" texts back to back; rank = index */
     size_t *merge_off;   /* n_merges + 1 offsets */
     uint32_t *merge_sp;  /* where the separating space is */
-    int32_t *mht;        /* open addressing over (left, right): merge ranks */
+    slot *mht;           /* open addressing over (left, right): merge ranks */
     size_t mht_mask;
     int32_t n_merges;
 };
 
 /* ------------------------------------------------------------------------ */
 
+/* murmur3's finalizer: every input bit reaches the low bits the tables use */
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 1099511628211ull; }
-    return h ^ (h >> 29);
+    return mix64(h);
 }
 
 static inline const char *tok_text(const tokenizer *t, int32_t id, size_t *n) {
@@ -86,9 +97,11 @@ static inline const char *tok_text(const tokenizer *t, int32_t id, size_t *n) {
 
 int32_t tokenizer_find(const tokenizer *t, const char *s, size_t n) {
     if (!t || (!s && n) || n > t->max_len) return -1;
-    for (size_t i = hash_bytes(s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
-        int32_t id = t->ht[i];
+    const uint64_t h = hash_bytes(s, n);
+    for (size_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t id = t->ht[i].id;
         if (id < 0) return -1;
+        if (t->ht[i].tag != (uint32_t)(h >> 32)) continue;
         size_t m;
         const char *p = tok_text(t, id, &m);
         if (m == n && memcmp(p, s, n) == 0) return id;
@@ -99,12 +112,15 @@ int32_t tokenizer_find(const tokenizer *t, const char *s, size_t n) {
 static void ht_insert(tokenizer *t, int32_t id) {
     size_t n;
     const char *s = tok_text(t, id, &n);
-    for (size_t i = hash_bytes(s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
-        int32_t o = t->ht[i];
-        if (o < 0) { t->ht[i] = id; return; }
+    const uint64_t h = hash_bytes(s, n);
+    const slot sl = { id, (uint32_t)(h >> 32) };
+    for (size_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t o = t->ht[i].id;
+        if (o < 0) { t->ht[i] = sl; return; }
+        if (t->ht[i].tag != sl.tag) continue;
         size_t m;
         const char *p = tok_text(t, o, &m);
-        if (m == n && memcmp(p, s, n) == 0) { t->ht[i] = id; return; }
+        if (m == n && memcmp(p, s, n) == 0) { t->ht[i] = sl; return; }
     }
 }
 
@@ -239,14 +255,16 @@ static const pre_info pre_table[] = {
 };
 
 static inline uint64_t pair_hash(const char *l, size_t ln, const char *r, size_t rn) {
-    return hash_bytes(l, ln) * 0x9E3779B97F4A7C15ull ^ hash_bytes(r, rn);
+    return mix64(hash_bytes(l, ln) * 0x9E3779B97F4A7C15ull + hash_bytes(r, rn));
 }
 
 /* rank of the merge (l, r), or -1 */
 static int32_t merge_rank(const tokenizer *t, const char *l, size_t ln, const char *r, size_t rn) {
-    for (size_t i = pair_hash(l, ln, r, rn) & t->mht_mask;; i = (i + 1) & t->mht_mask) {
-        int32_t m = t->mht[i];
+    const uint64_t h = pair_hash(l, ln, r, rn);
+    for (size_t i = h & t->mht_mask;; i = (i + 1) & t->mht_mask) {
+        int32_t m = t->mht[i].id;
         if (m < 0) return -1;
+        if (t->mht[i].tag != (uint32_t)(h >> 32)) continue;
         const char *p = t->merge_text + t->merge_off[m];
         size_t sp = t->merge_sp[m], len = t->merge_off[m + 1] - t->merge_off[m];
         if (sp == ln && len - sp - 1 == rn && !memcmp(p, l, ln) && !memcmp(p + sp + 1, r, rn)) return m;
@@ -307,10 +325,16 @@ static int build_bpe(tokenizer *t, const gguf_file *f, char *err, size_t errlen)
         t->merge_sp[i] = sp ? (uint32_t)(sp - m.ptr) : 0;
         if (!sp) continue; /* llama.cpp ranks it as ("", ""): it can never apply */
         size_t ln = (size_t)(sp - m.ptr), rn = m.len - ln - 1;
-        if (merge_rank(t, m.ptr, ln, sp + 1, rn) >= 0) continue;
-        size_t h = pair_hash(m.ptr, ln, sp + 1, rn) & t->mht_mask;
-        while (t->mht[h] >= 0) h = (h + 1) & t->mht_mask;
-        t->mht[h] = (int32_t)i;
+        /* insert unless the pair is there already (one probe walk) */
+        const uint64_t h = pair_hash(m.ptr, ln, sp + 1, rn);
+        size_t k = h & t->mht_mask;
+        for (; t->mht[k].id >= 0; k = (k + 1) & t->mht_mask) {
+            int32_t o = t->mht[k].id;
+            if (t->mht[k].tag == (uint32_t)(h >> 32) && t->merge_sp[o] == ln &&
+                t->merge_off[o + 1] - t->merge_off[o] == m.len && !memcmp(t->merge_text + t->merge_off[o], m.ptr, m.len))
+                break;
+        }
+        if (t->mht[k].id < 0) t->mht[k] = (slot){ (int32_t)i, (uint32_t)(h >> 32) };
     }
     t->merge_off[n] = off;
     return 0;
@@ -405,14 +429,16 @@ static int find_roles(tokenizer *t, const gguf_file *f) {
 }
 
 /* Decoded bytes of token i (llama.cpp's token_to_piece with special =
-   false) into d, or only counted when d is NULL: control, unknown, unused
+   false) into d when it fits in room, else only counted: control, unknown, unused
    and undefined tokens give nothing, user-defined ones their text; SPM:
    U+2581 -> ' ', <0xHH> -> the byte; BPE: each code point -> its byte, and
    one outside the byte map becomes llama.cpp's "[UNK_BYTE_0x..<text>]". */
-static size_t piece_of(const tokenizer *t, int32_t i, char *d) {
+static size_t piece_of(const tokenizer *t, int32_t i, char *d, size_t room) {
     size_t len, m = 0;
     const char *s = tok_text(t, i, &len);
     const int32_t ty = t->type[i];
+    /* decoding only shrinks a token, except for the rare marker below */
+    if (room < len + 1) { d = NULL; room = 0; }
     if (ty == TOKEN_TYPE_USER_DEFINED) { if (d) memcpy(d, s, len); return len; }
     if (ty == TOKEN_TYPE_BYTE && !t->is_bpe) { if (d) d[0] = (char)parse_byte_token(s, len); return 1; }
     if (ty != TOKEN_TYPE_NORMAL) return 0;
@@ -434,7 +460,11 @@ static size_t piece_of(const tokenizer *t, int32_t i, char *d) {
             char mark[32];
             int ml = snprintf(mark, sizeof mark, "[UNK_BYTE_0x");
             for (size_t q = 0; q < k; q++) ml += snprintf(mark + ml, sizeof mark - (size_t)ml, "%02x", (uint8_t)s[j + q]);
-            if (d) { memcpy(d + m, mark, (size_t)ml); memcpy(d + m + ml, s, len); d[m + (size_t)ml + len] = ']'; }
+            if (d && m + (size_t)ml + len + 1 <= room) {
+                memcpy(d + m, mark, (size_t)ml); memcpy(d + m + ml, s, len); d[m + (size_t)ml + len] = ']';
+            } else {
+                d = NULL; /* too long for room: count on */
+            }
             m += (size_t)ml + len + 1;
         }
         j += k;
@@ -611,17 +641,23 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
         }
     }
 
-    /* decoded pieces: sized first (a BPE token outside the byte map grows) */
-    size_t ptotal = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++) ptotal += piece_of(t, i, NULL);
-    t->piece = malloc(ptotal ? ptotal : 1);
-    if (!t->piece) FAIL("tokenizer: out of memory");
-    size_t po = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++) {
-        t->piece_ptr[i] = t->piece + po;
-        t->piece_len[i] = (uint32_t)piece_of(t, i, t->piece + po);
-        po += t->piece_len[i];
+    /* decoded pieces: as long as the texts, unless a BPE token outside the
+       byte map needs its marker; then once more with the size counted */
+    size_t cap = total + 1, need = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        free(t->piece);
+        t->piece = malloc(cap);
+        if (!t->piece) FAIL("tokenizer: out of memory");
+        need = 0;
+        for (int32_t i = 0; i < t->n_vocab; i++) {
+            size_t room = need < cap ? cap - need : 0;
+            t->piece_len[i] = (uint32_t)piece_of(t, i, t->piece + (need < cap ? need : 0), room);
+            need += t->piece_len[i];
+        }
+        if (need <= cap) break;
+        cap = need;
     }
+    for (size_t i = 0, po = 0; i < (size_t)t->n_vocab; po += t->piece_len[i], i++) t->piece_ptr[i] = t->piece + po;
 
     t->vocab.n_vocab = t->n_vocab;
     t->vocab.bos_id = t->bos;
