@@ -254,6 +254,17 @@ static const pre_info pre_table[] = {
     { "minerva-7b", PRETOK_SMOLLM, 0, 0, 1 },
 };
 
+/* the n strings back to back in blob; off[0..n] their offsets */
+static void pack_strs(const gguf_str *v, uint64_t n, char *blob, size_t *off) {
+    size_t o = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        off[i] = o;
+        if (v[i].len) memcpy(blob + o, v[i].ptr, v[i].len);
+        o += v[i].len;
+    }
+    off[n] = o;
+}
+
 static inline uint64_t pair_hash(const char *l, size_t ln, const char *r, size_t rn) {
     return mix64(hash_bytes(l, ln) * 0x9E3779B97F4A7C15ull + hash_bytes(r, rn));
 }
@@ -315,12 +326,9 @@ static int build_bpe(tokenizer *t, const gguf_file *f, char *err, size_t errlen)
     memset(t->mht, 0xff, hs * sizeof *t->mht);
     t->mht_mask = hs - 1;
     t->n_merges = (int32_t)n;
-    size_t off = 0;
+    pack_strs(kv->v.arr.strs, n, t->merge_text, t->merge_off);
     for (uint64_t i = 0; i < n; i++) {
         gguf_str m = kv->v.arr.strs[i];
-        t->merge_off[i] = off;
-        if (m.len) memcpy(t->merge_text + off, m.ptr, m.len);
-        off += m.len;
         const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
         t->merge_sp[i] = sp ? (uint32_t)(sp - m.ptr) : 0;
         if (!sp) continue; /* llama.cpp ranks it as ("", ""): it can never apply */
@@ -336,7 +344,6 @@ static int build_bpe(tokenizer *t, const gguf_file *f, char *err, size_t errlen)
         }
         if (t->mht[k].id < 0) t->mht[k] = (slot){ (int32_t)i, (uint32_t)(h >> 32) };
     }
-    t->merge_off[n] = off;
     return 0;
 }
 
@@ -549,12 +556,9 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
         FAIL("tokenizer: out of memory for %llu tokens", (unsigned long long)n);
     memset(t->ht, 0xff, ht_size * sizeof *t->ht);
 
-    size_t off = 0;
+    pack_strs(kv_tok->v.arr.strs, n, t->text, t->text_off);
     for (uint64_t i = 0; i < n; i++) {
         gguf_str s = kv_tok->v.arr.strs[i];
-        t->text_off[i] = off;
-        if (s.len) memcpy(t->text + off, s.ptr, s.len);
-        off += s.len;
         if (s.len > t->max_len) t->max_len = s.len;
         float sc = 0.0f;
         if (kv_sc) memcpy(&sc, kv_sc->v.arr.data + 4 * i, 4);
@@ -568,7 +572,6 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
             FAIL("tokenizer: token %llu has type BYTE but its text is not <0xHH>", (unsigned long long)i);
         t->type[i] = ty;
     }
-    t->text_off[n] = off;
     for (int32_t i = 0; i < t->n_vocab; i++) ht_insert(t, i);
 
     /* special ids: llama.cpp's defaults for SPM (unk 0, BOS 1, EOS 2) and for

@@ -134,30 +134,9 @@ static void build_vocab_gguf(wbuf *w, const vopts *o) {
 static tokenizer *synth(const vopts *o, char *err, size_t errlen) {
     wbuf w = { 0 };
     build_vocab_gguf(&w, o);
-    gguf_file gf;
-    tokenizer *t = NULL;
-    if (gguf_parse(&gf, w.b, w.n, NULL, err, errlen) == 0) {
-        if (tokenizer_build(&t, &gf, err, errlen)) t = NULL;
-        gguf_close(&gf);
-    }
-    free(w.b);
-    return t;
+    return tok_from_gguf(&w, err, errlen);
 }
 
-static int enc_eq(const tokenizer *t, const char *s, int special, const int32_t *want, int nw) {
-    int n;
-    int32_t *ids = encode(t, s, strlen(s), 0, special, &n);
-    int ok = n == nw && (n == 0 || memcmp(ids, want, (size_t)n * sizeof *ids) == 0);
-    if (!ok) {
-        printf("  \"%s\": got", s);
-        for (int i = 0; i < n; i++) printf(" %d", (int)ids[i]);
-        printf("  want");
-        for (int i = 0; i < nw; i++) printf(" %d", (int)want[i]);
-        printf("\n");
-    }
-    free(ids);
-    return ok;
-}
 #define ENC_EQ(t, s, sp, ...) do { const int32_t w_[] = { __VA_ARGS__ }; \
     CHECK(enc_eq(t, s, sp, w_, (int)(sizeof w_ / sizeof w_[0])), "synthetic: \"%s\" special=%d -> %s", s, sp, #__VA_ARGS__); } while (0)
 

@@ -10,22 +10,13 @@
 #include <time.h>
 
 #include "gguf.h"
+#include "testlib.h"
 #include "tokenizer.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-static inline char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
+/* the whole file, or NULL */
+static inline char *read_file(const char *path, size_t *len) { return tl_slurp(path, len); }
 
 static inline tokenizer *load_tok(const char *path, gguf_file *gf) {
     char err[512];
@@ -105,4 +96,31 @@ static inline void w64(wbuf *w, uint64_t v) { wput(w, &v, 8); }
 static inline void wstr(wbuf *w, const char *s, size_t n) { w64(w, n); wput(w, s, n); }
 static inline void wkey(wbuf *w, const char *k, uint32_t type) { wstr(w, k, strlen(k)); w32(w, type); }
 
+/* A tokenizer from the GGUF bytes in w (freed), or NULL with err set */
+static inline tokenizer *tok_from_gguf(wbuf *w, char *err, size_t errlen) {
+    gguf_file gf;
+    tokenizer *t = NULL;
+    if (gguf_parse(&gf, w->b, w->n, NULL, err, errlen) == 0) {
+        if (tokenizer_build(&t, &gf, err, errlen)) t = NULL;
+        gguf_close(&gf);
+    }
+    free(w->b);
+    return t;
+}
+
+/* encode(s) == want?  Prints both when not. */
+static inline int enc_eq(const tokenizer *t, const char *s, int special, const int32_t *want, int nw) {
+    int n;
+    int32_t *ids = encode(t, s, strlen(s), 0, special, &n);
+    int ok = n == nw && (n == 0 || memcmp(ids, want, (size_t)n * sizeof *ids) == 0);
+    if (!ok) {
+        printf("  \"%s\": got", s);
+        for (int i = 0; i < n; i++) printf(" %d", (int)ids[i]);
+        printf("  want");
+        for (int i = 0; i < nw; i++) printf(" %d", (int)want[i]);
+        printf("\n");
+    }
+    free(ids);
+    return ok;
+}
 #endif
