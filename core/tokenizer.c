@@ -1010,10 +1010,72 @@ done:
 
 /* ------------------------------------------------------------------------ */
 
+static size_t tokenizer_piece_len(const tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab ? t->piece_len[id] : 0;
+}
+
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return ""; }
     if (len) *len = t->piece_len[id];
     return t->piece_ptr[id];
+}
+
+/* llama.cpp's clean_up_tokenization_spaces, in place on s[0..n), pass by
+   pass as llama_vocab::impl::detokenize does it (each pass reads the
+   previous pass's text; the second writes a NUL after a removed space). */
+static size_t clean_spaces(char *text, size_t n) {
+    size_t total = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " ?", " !", " .", " ," */
+        const char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) total--;
+        text[total++] = x;
+    }
+    const size_t n2 = total;
+    total = n2 ? 1 : 0;
+    for (size_t i = 1; i < n2; i++) { /* " ' " -> "'" */
+        const char x = text[i];
+        if (x == '\'' && i + 1 < n2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            total--;
+            text[++i] = '\0';
+        }
+        text[total++] = x;
+    }
+    const size_t n3 = total;
+    total = n3 ? 1 : 0;
+    for (size_t i = 1; i < n3; i++) { /* " 's", " 'm", " 're", " 've" */
+        const char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < n3) {
+            const char x1 = text[i + 1];
+            if (x1 == 's' || x1 == 'm') total--;
+            else if (i + 2 < n3 && ((x1 == 'r' && text[i + 2] == 'e') || (x1 == 'v' && text[i + 2] == 'e'))) total--;
+        }
+        text[total++] = x;
+    }
+    return total;
+}
+
+int tokenizer_detokenize(const tokenizer *t, const int32_t *ids, int n, char *out, int cap) {
+    if (!t || n < 0 || (n && !ids) || cap < 0 || (cap && !out)) return -1;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += tokenizer_piece_len(t, ids[i]);
+    if (total > (size_t)INT_MAX) return -1;
+    char *buf = malloc(total ? total : 1);
+    if (!buf) return -1;
+    size_t m = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        const char *p = tokenizer_piece(t, ids[i], &l);
+        /* the first piece loses one leading space where a dummy prefix was added */
+        if (i == 0 && t->add_space_prefix && l && p[0] == ' ') { p++; l--; }
+        memcpy(buf + m, p, l);
+        m += l;
+    }
+    if (t->clean_spaces) m = clean_spaces(buf, m);
+    int rc = (int)m;
+    if (m > (size_t)cap) rc = -(int)m;
+    else memcpy(out, buf, m);
+    free(buf);
+    return rc;
 }
 
 const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len) {

@@ -50,6 +50,14 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
    user-defined -> their text.  An out-of-range id gives "" with *len = 0. */
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len);
 
+/* Whole-text decoding, llama.cpp's llama_detokenize with remove_special and
+   unparse_special false: the pieces back to back, the first one without its
+   dummy-prefix space (SPM), then, where the vocabulary says so
+   (tokenizer_clean_spaces), " ?" " !" " ." " ," " ' " " 's" " 'm" " 're"
+   " 've" lose their space.  Returns the length (no NUL), -needed when cap is
+   too small, or -1 on bad arguments.  Streaming uses tokenizer_piece. */
+int tokenizer_detokenize(const tokenizer *t, const int32_t *ids, int n, char *out, int cap);
+
 int32_t tokenizer_n_vocab(const tokenizer *t);
 int32_t tokenizer_bos(const tokenizer *t);   /* -1 when absent */
 int32_t tokenizer_eos(const tokenizer *t);   /* -1 when absent */
@@ -67,7 +75,7 @@ int32_t tokenizer_find(const tokenizer *t, const char *text, size_t len);
 const picolm_vocab *tokenizer_vocab(const tokenizer *t);
 int tokenizer_is_bpe(const tokenizer *t);       /* "gpt2" vocabulary */
 /* llama.cpp's clean_up_tokenization_spaces for this vocabulary (BPE only;
-   applies to whole-text detokenization, never to streamed pieces) */
+   tokenizer_detokenize applies it, streamed pieces never) */
 int tokenizer_clean_spaces(const tokenizer *t);
 
 /* End of generation, as llama.cpp's EOG set: EOS, EOT, EOM, the FIM

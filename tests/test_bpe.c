@@ -300,6 +300,7 @@ static void test_real(const char *sh) {
         test_vectors(sh, names[i], t[i]);
     }
     tokenizer *l3 = t[0], *qw = t[1], *g2 = t[2];
+    int nn_dummy;
     test_llama3_words(l3);
 
     /* long digit runs: Qwen2 one digit per token (single code points need no merge) */
@@ -320,6 +321,24 @@ static void test_real(const char *sh) {
     CHECK(n == 1 && ids[0] == 50256, "gpt-2 EOG: <|endoftext|>");
     CHECK(tokenizer_add_bos(l3) == 1 && tokenizer_add_bos(qw) == 0 && tokenizer_add_bos(g2) == 0,
           "add_bos (no key in these files): llama-bpe yes, qwen2 and gpt-2 no");
+
+    /* whole-text decoding: llama.cpp's clean-up of tokenization spaces
+       where the pre-tokenizer's entry sets it (gpt-2 yes, qwen2 no) */
+    {
+        const char *src = "Hello , world ! x ' y I 's you 're ok .";
+        const char *clean = "Hello, world! x'y I's you're ok.";
+        char dec[128];
+        int32_t *x = encode(g2, src, strlen(src), 0, 0, &nn_dummy);
+        int l1 = tokenizer_detokenize(g2, x, nn_dummy, dec, sizeof dec);
+        int ok1 = l1 == (int)strlen(clean) && !memcmp(dec, clean, (size_t)l1);
+        free(x);
+        x = encode(qw, src, strlen(src), 0, 0, &nn_dummy);
+        int l2 = tokenizer_detokenize(qw, x, nn_dummy, dec, sizeof dec);
+        int ok2 = l2 == (int)strlen(src) && !memcmp(dec, src, (size_t)l2);
+        int l3 = tokenizer_detokenize(qw, x, nn_dummy, dec, 3);
+        free(x);
+        CHECK(ok1 && ok2 && l3 == -(int)strlen(src), "detokenize: gpt-2 cleans \" ,\" \" !\" \" ' \" \" 's\" \" 're\" \" .\", qwen2 keeps them; -needed when short");
+    }
 
     /* specials only where allowed */
     const char *chat = "<|im_start|>user\nhi<|im_end|>";

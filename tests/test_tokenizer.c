@@ -282,6 +282,19 @@ static void test_llama_ref(const char *sh) {
     for (int i = 1; i < n2; i++) if (b[i] == 1 || b[i] == 2) ok = 0;
     CHECK(ok && roundtrip_ok(t, b + 1, n2 - 1, " Hello</s>world<s>", 18), "special off: <s> and </s> stay plain text");
     free(a); free(b); free(x); free(y);
+    /* whole-text decoding drops the dummy-prefix space of the first piece
+       only (llama_detokenize): after BOS it stays */
+    {
+        char dec[64];
+        a = encode(t, "Hello world", 11, 0, 0, &n1);
+        int l1 = tokenizer_detokenize(t, a, n1, dec, sizeof dec);
+        int ok1 = l1 == 11 && !memcmp(dec, "Hello world", 11);
+        free(a);
+        a = encode(t, "Hello world", 11, 1, 0, &n1);
+        int l2 = tokenizer_detokenize(t, a, n1, dec, sizeof dec);
+        free(a);
+        CHECK(ok1 && l2 == 12 && !memcmp(dec, " Hello world", 12), "detokenize: \"Hello world\", and \" Hello world\" after BOS");
+    }
     a = encode(t, "", 0, 1, 1, &n1);
     b = encode(t, "", 0, 0, 1, &n2);
     CHECK(n1 == 1 && a[0] == 1 && n2 == 0, "empty text: [BOS] with BOS, nothing without");
