@@ -460,6 +460,19 @@ static void test_models(const char *sh) {
         CHECK(ok, "%s: prompt -> %d reference ids%s", models[m], n, tokenizer_add_bos(t) ? " (BOS first)" : " (no BOS)");
         free(ids); free(ref);
 
+        /* Llama 3's long reference: the first 5200 bytes of heldout.txt */
+        snprintf(p, sizeof p, "%s/reference/logits/%s.long.tokens.i32", sh, models[m]);
+        ref = read_file(p, &rl);
+        if (ref) {
+            size_t hl;
+            snprintf(p, sizeof p, "%s/models/heldout.txt", sh);
+            char *held = read_file(p, &hl);
+            ids = held && hl >= 5200 ? encode(t, held, 5200, tokenizer_add_bos(t), 0, &n) : NULL;
+            CHECK(ids && n == (int)(rl / 4) && !memcmp(ids, ref, rl), "%s: 5200 bytes of Shakespeare -> the %d reference ids of .long",
+                  models[m], (int)(rl / 4));
+            free(ids); free(held); free(ref);
+        }
+
         /* greedy ids -> text, streamed as picolm does: complete characters only */
         snprintf(p, sizeof p, "%s/reference/logits/%s.greedy.i32", sh, models[m]);
         char *g = read_file(p, &gl);
