@@ -372,7 +372,192 @@ static void test_usage(void) {
     free(buf);
 }
 
+/* ---- every numeric key on its bounds, generated from the key table ---- */
+
+/* The field's value as text that compares exactly. */
+static void field_str(const picolm_config *c, const config_numeric_key *k, char *buf, size_t n) {
+    const char *f = (const char *)c + k->off;
+    if (k->kind == CONFIG_NUM_INT) snprintf(buf, n, "%d", *(const int *)f);
+    else if (k->kind == CONFIG_NUM_FLOAT) snprintf(buf, n, "%.9g", *(const float *)f);
+    else snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)f);
+}
+
+/* Set KEY = text through one route: 0 = INI, 1 = its --flag, 2 = --param
+   (sampler keys).  Returns the parser's status; *stored gets the field. */
+static int set_via(const config_numeric_key *k, int route, const char *text, char *stored, size_t n) {
+    char buf[512];
+    int rc;
+    config_defaults(&cfg);
+    err[0] = 0;
+    if (route == 0) {
+        char path[] = "/tmp/picolm-bounds-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0) return -2;
+        close(fd);
+        snprintf(buf, sizeof buf, "[%s]\n%s = %s\n", k->section, k->key, text);
+        write_file(path, buf);
+        rc = config_load_ini(&cfg, path, err, sizeof err);
+        unlink(path);
+    } else if (route == 1) {
+        snprintf(buf, sizeof buf, "--%s=%s", k->flag, text);
+        const char *args[] = {buf, NULL};
+        rc = argv_parse(&cfg, args);
+    } else {
+        snprintf(buf, sizeof buf, "%s=%s", k->key, text);
+        const char *args[] = {"--param", buf, NULL};
+        rc = argv_parse(&cfg, args);
+    }
+    field_str(&cfg, k, stored, n);
+    return rc;
+}
+
+/* The largest float below lo / smallest above hi, as the text of a double
+   strictly beyond the bound (the parsers compare in double). */
+static void float_beyond(double bound, int up, char *buf, size_t n) {
+    float f = (float)bound;
+    while (up ? (double)f <= bound : (double)f >= bound) f = nextafterf(f, up ? INFINITY : -INFINITY);
+    snprintf(buf, n, "%.17g", (double)f);
+}
+
+static void test_bounds(void) {
+    config_numeric_key k;
+    int n_keys = 0, n_cases = 0, bad = 0;
+    for (size_t i = 0; config_numeric_key_at(i, &k); i++, n_keys++) {
+        char in_lo[64], in_hi[64], out_lo[64], out_hi[64], want_lo[64], want_hi[64];
+        switch (k.kind) {
+        case CONFIG_NUM_INT:
+            snprintf(in_lo, sizeof in_lo, "%.0f", k.lo);
+            snprintf(in_hi, sizeof in_hi, "%.0f", k.hi);
+            snprintf(out_lo, sizeof out_lo, "%.0f", k.lo - 1);
+            snprintf(out_hi, sizeof out_hi, "%.0f", k.hi + 1);
+            snprintf(want_lo, sizeof want_lo, "%s", in_lo);
+            snprintf(want_hi, sizeof want_hi, "%s", in_hi);
+            break;
+        case CONFIG_NUM_FLOAT:
+            snprintf(in_lo, sizeof in_lo, "%.17g", k.lo);
+            snprintf(in_hi, sizeof in_hi, "%.17g", k.hi);
+            float_beyond(k.lo, 0, out_lo, sizeof out_lo);
+            float_beyond(k.hi, 1, out_hi, sizeof out_hi);
+            snprintf(want_lo, sizeof want_lo, "%.9g", (float)k.lo);
+            snprintf(want_hi, sizeof want_hi, "%.9g", (float)k.hi);
+            break;
+        default: /* u64 and byte sizes: 0 .. 2^64-1 */
+            snprintf(in_lo, sizeof in_lo, "0");
+            snprintf(in_hi, sizeof in_hi, "18446744073709551615");
+            snprintf(out_lo, sizeof out_lo, "-1");
+            snprintf(out_hi, sizeof out_hi, "18446744073709551616");
+            snprintf(want_lo, sizeof want_lo, "%s", in_lo);
+            snprintf(want_hi, sizeof want_hi, "%s", in_hi);
+            break;
+        }
+        const int is_sampler = !strcmp(k.section, "sampler");
+        for (int route = 0; route < 3; route++) {
+            if ((route == 1 && !k.flag) || (route == 2 && !is_sampler)) continue;
+            const char *rname = route == 0 ? "INI" : route == 1 ? "--flag" : "--param";
+            char got[64];
+            const char *ok_in[2] = {in_lo, in_hi}, *ok_want[2] = {want_lo, want_hi}, *no_in[2] = {out_lo, out_hi};
+            for (int b = 0; b < 2; b++) {
+                n_cases += 2;
+                int rc = set_via(&k, route, ok_in[b], got, sizeof got);
+                if (rc || strcmp(got, ok_want[b])) {
+                    printf("FAIL: [%s] %s = %s (%s, the %s) not accepted as %s: rc %d, stored %s, %s\n", k.section, k.key, ok_in[b],
+                           rname, b ? "maximum" : "minimum", ok_want[b], rc, got, err);
+                    bad++;
+                }
+                rc = set_via(&k, route, no_in[b], got, sizeof got);
+                if (!rc || !strstr(err, k.key)) {
+                    printf("FAIL: [%s] %s = %s (%s, one step %s) not refused: stored %s, %s\n", k.section, k.key, no_in[b], rname,
+                           b ? "above the maximum" : "below the minimum", got, err[0] ? err : "(no message)");
+                    bad++;
+                }
+            }
+        }
+    }
+    CHECK(n_keys >= 15 && bad == 0,
+          "every numeric key of the table (%d) accepts exactly its minimum and maximum and refuses one step beyond, "
+          "through the INI, its flag and --param (%d cases, %d wrong)", n_keys, n_cases, bad);
+}
+
+/* The options every tool shares (config_common_arg), where values came from,
+   -vv, -f, and the help's environment and backend names (issue 13). */
+static void test_shared_options(void) {
+    const char *ok[] = {"-vv", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, ok) == 0 && cfg.verbose == 2, "-vv counts twice (verbose %d, %s)", cfg.verbose, err);
+    const char *ok3[] = {"-v", "-vv", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, ok3) == 0 && cfg.verbose == 3, "-v -vv counts three times (%d)", cfg.verbose);
+    const char *bad[] = {"-vx", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, bad) != 0, "-vx is refused (%s)", err);
+    const char *both[] = {"-p", "hi", "-f", "x.txt", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, both) != 0 && strstr(err, "-f"), "-p and -f together are refused (%s)", err);
+    const char *file[] = {"--file=x.txt", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, file) == 0 && cfg.prompt_file && !strcmp(cfg.prompt_file, "x.txt"), "--file sets the prompt file");
+
+    /* a tool's argv: shared options are taken, its own and positionals are left */
+    char *argv[] = {"tool", "-j", "3", "--context=64", "--backend", "scalar", "-v", "--kv-type", "q8_0", "--batch", "4",
+                    "-p", "MODEL", "--plugin-dir", "/x", NULL};
+    const int argc = 15;
+    config_defaults(&cfg);
+    int taken = 0, left = 0, bad_rc = 0;
+    for (int i = 1; i < argc; i++) {
+        const int r = config_common_arg(&cfg, argc, argv, &i, err, sizeof err);
+        if (r < 0) bad_rc = 1;
+        else if (r) taken++;
+        else left++;
+    }
+    CHECK(!bad_rc && taken == 6 && left == 4 && cfg.threads == 3 && cfg.context == 64 && !strcmp(cfg.backend, "scalar") &&
+          cfg.verbose == 1 && !strcmp(cfg.kv_type, "q8_0") && !strcmp(cfg.plugin_dir, "/x"),
+          "config_common_arg takes -j, --context, --backend, -v, --kv-type, --plugin-dir and leaves the rest (%d taken, %d left)",
+          taken, left);
+    char *argv2[] = {"tool", "-j", "many", NULL};
+    int i = 1;
+    config_defaults(&cfg);
+    CHECK(config_common_arg(&cfg, 3, argv2, &i, err, sizeof err) < 0 && strstr(err, "many"),
+          "a bad shared value is an error naming it (%s)", err);
+
+    /* where a value came from */
+    char where[512];
+    write_file("/tmp/picolm-test-where.ini", "[engine]\n; comment\nbackend = foo\n");
+    CHECK(load(&cfg, "/tmp/picolm-test-where.ini") == 0, "backend = foo parses (checked once plugins are loaded)");
+    config_where(&cfg, "engine", "backend", where, sizeof where);
+    CHECK(!strcmp(where, "/tmp/picolm-test-where.ini:3"), "config_where names the INI line (%s)", where);
+    config_where(&cfg, "engine", "threads", where, sizeof where);
+    CHECK(!strcmp(where, "built-in default") && !config_is_set(&cfg, "engine", "threads"), "an unset key is the built-in default");
+    const char *cl[] = {"-c", "99", NULL};
+    argv_parse(&cfg, cl);
+    config_where(&cfg, "engine", "context", where, sizeof where);
+    CHECK(!strcmp(where, "command line") && config_is_set(&cfg, "engine", "context"), "a flag is the command line (%s)", where);
+    unlink("/tmp/picolm-test-where.ini");
+
+    write_file("/tmp/picolm-test-sec.ini", "[modle]\n");
+    CHECK(load(&cfg, "/tmp/picolm-test-sec.ini") != 0 && strstr(err, "[limits]"), "the unknown-section message lists [limits] (%s)", err);
+    unlink("/tmp/picolm-test-sec.ini");
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    config_usage("picolm", f);
+    fclose(f);
+    CHECK(strstr(buf, "PICOLM_PLUGIN_DIR") && strstr(buf, "reference") && strstr(buf, "auto (best here)") && strstr(buf, "-vv") &&
+          strstr(buf, "-f, --file") && strstr(buf, "Exit status"),
+          "--help lists PICOLM_PLUGIN_DIR, the reference and auto backends, -vv, -f and the exit status");
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    config_common_usage(f);
+    fclose(f);
+    CHECK(strstr(buf, "-j, --threads") && strstr(buf, "-c, --context") && strstr(buf, "--backend") && strstr(buf, "--plugin-dir") &&
+          strstr(buf, "--config") && strstr(buf, "-v, --verbose") && !strstr(buf, "--temperature"),
+          "the shared usage lists exactly the shared options");
+    free(buf);
+}
+
 int main(void) {
+    test_bounds();
     test_defaults();
     test_good_ini();
     test_errors();
@@ -382,5 +567,6 @@ int main(void) {
     test_dump_roundtrip();
     test_conf_files();
     test_usage();
+    test_shared_options();
     return CHECK_DONE();
 }

@@ -12,6 +12,7 @@
  * result is byte-identical to llama-quantize's file.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "engine.h"
 #include "util.h"
 #include "gguf.h"
@@ -32,6 +34,8 @@ static void usage(FILE *o, const pl_dispatch *d) {
     fprintf(o,
             "usage: picolm-quantize IN.gguf OUT.gguf TYPE [options]\n"
             "Converts an F32/F16/BF16 GGUF model into TYPE.  Norms and other 1-D tensors stay as they are.\n"
+            "OUT must be another file than IN; it is written beside OUT under a temporary name and\n"
+            "renamed into place when complete, so an error or an interrupt leaves no partial OUT.\n"
             "Without --pure, TYPE is a llama.cpp file type and per-tensor types follow llama-quantize's\n"
             "policy (e.g. output.weight in Q6_K, more bits for some attn_v/ffn_down layers).\n"
             "An already quantized IN is only repacked, exactly: TYPE must be a picolm repacked mix or\n"
@@ -60,14 +64,10 @@ static void usage(FILE *o, const pl_dispatch *d) {
 }
 
 /* ggml's lower-case type names ("q4_K", "iq4_nl", "f32") for the progress lines. */
-static const char *lname(const pl_dispatch *d, uint32_t t, char *buf, size_t n) {
+/* A type's name as the log spells every type: the format's own (Q4_K, Q4_K_R16, F32). */
+static const char *lname(const pl_dispatch *d, uint32_t t) {
     const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
-    const char *s = f ? f->name : gguf_type_name(t);
-    size_t i = 0;
-    for (; s[i] && i + 1 < n; i++) buf[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-    buf[i] = 0;
-    if (i >= 2 && buf[i - 2] == '_' && buf[i - 1] == 'k') buf[i - 1] = 'K';
-    return buf;
+    return f ? f->name : gguf_type_name(t);
 }
 
 static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
@@ -154,6 +154,61 @@ typedef struct plan {
     int n;
 } plan;
 
+/* ---- the output file: never IN, never half-written ----
+   OUT is written to a temporary file beside it and renamed into place when
+   complete (pl_atomic_*).  An error removes the temporary file; so does a
+   signal that ends the process (the handler unlinks it, then dies of the
+   signal as it would have). */
+static char g_tmp[4096]; /* the temporary file while it exists: "" otherwise */
+static const int g_sigs[] = {SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
+
+static void remove_tmp_and_die(int sig) {
+    if (g_tmp[0]) unlink(g_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Block (1) or unblock (0) the signals above, so that g_tmp and the file
+   change together. */
+static void hold_signals(int on) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof g_sigs / sizeof *g_sigs; i++) sigaddset(&set, g_sigs[i]);
+    sigprocmask(on ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+static int out_open(pl_atomic_file *af, const char *path, char *err, size_t errlen) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_tmp_and_die;
+    sigemptyset(&sa.sa_mask);
+    hold_signals(1);
+    for (size_t i = 0; i < sizeof g_sigs / sizeof *g_sigs; i++) {
+        struct sigaction old;
+        /* a signal ignored by whoever started us (nohup, trap '' XFSZ) stays ignored */
+        if (sigaction(g_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(g_sigs[i], &sa, NULL);
+    }
+    int rc = pl_atomic_open(af, path, err, errlen);
+    if (!rc) snprintf(g_tmp, sizeof g_tmp, "%s", af->tmp);
+    hold_signals(0);
+    return rc;
+}
+
+static int out_commit(pl_atomic_file *af, char *err, size_t errlen) {
+    hold_signals(1);
+    int rc = pl_atomic_commit(af, err, errlen);
+    g_tmp[0] = 0;
+    hold_signals(0);
+    return rc;
+}
+
+static void out_abort(pl_atomic_file *af) {
+    hold_signals(1);
+    pl_atomic_abort(af);
+    g_tmp[0] = 0;
+    hold_signals(0);
+}
+
 int main(int argc, char **argv) {
     const char *pos[3];
     int npos = 0, pure = 0, threads = 0, want_help = 0;
@@ -179,10 +234,11 @@ int main(int argc, char **argv) {
         pos[npos++] = a;
     }
 
+    if (cli_check_env("picolm-quantize")) return CLI_USAGE;
     char err[1024];
     engine_opts eo = {.plugin_dir = pdir, .threads = threads};
     engine *e = build_engine(&eo, err, sizeof err);
-    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return 0; }
+    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return cli_close_stdout("picolm-quantize"); }
     if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }
     if (!e) { fprintf(stderr, "picolm-quantize: %s\n", err); return 1; }
     const pl_dispatch *d = &e->d;
@@ -224,6 +280,12 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (pl_same_file(in_path, out_path)) {
+        fprintf(stderr, "picolm-quantize: %s and %s are the same file: refusing to overwrite the input "
+                        "(write to another file)\n", in_path, out_path);
+        free_engine(e);
+        return CLI_USAGE;
+    }
     gguf_file in;
     if (gguf_open(&in, in_path, NULL, err, sizeof err)) {
         fprintf(stderr, "picolm-quantize: %s\n", err);
@@ -393,7 +455,7 @@ int main(int argc, char **argv) {
     if (bad) { fprintf(stderr, "picolm-quantize: out of memory building the header\n"); goto done; }
 
     /* Temp file next to the output, renamed into place when complete. */
-    if (pl_atomic_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    if (out_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     of = af.f;
     if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err); goto done; }
 
@@ -408,6 +470,12 @@ int main(int argc, char **argv) {
     const double t0 = pl_now();
     uint64_t in_bytes = 0, out_bytes = 0, n_elem = 0;
     const int wdt = p.n >= 1000 ? 4 : p.n >= 100 ? 3 : 2;
+    int wname = 8, wtype = 3; /* column widths, so that the log lines up */
+    for (int i = 0; i < p.n; i++) {
+        const int ln = (int)strlen(p.refs[i].name), la = (int)strlen(lname(d, p.refs[i].t->type)), lb = (int)strlen(lname(d, p.type[i]));
+        wname = ln > wname ? ln : wname;
+        wtype = la > wtype ? la : lb > wtype ? lb : wtype;
+    }
     for (int i = 0; i < p.n; i++) {
         const gguf_tensor *t = p.refs[i].t;
         const uint32_t nt = p.type[i];
@@ -428,17 +496,17 @@ int main(int argc, char **argv) {
             fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err);
             goto done;
         }
-        char shape[96] = "", a[32], b[32];
+        char shape[96] = "";
         for (uint32_t k = 0; k < n_dims_of(t); k++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
-        fprintf(stderr, "[%*d/%*d] %-28s %6s -> %-6s %-14s %8.2f MB -> %6.2f MB\n", wdt, i + 1, wdt, p.n, p.refs[i].name,
-                lname(d, t->type, a, sizeof a), lname(d, nt, b, sizeof b), shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
+        fprintf(stderr, "[%*d/%*d] %-*s %*s -> %-*s %-14s %8.2f MB -> %8.2f MB\n", wdt, i + 1, wdt, p.n, wname, p.refs[i].name,
+                wtype, lname(d, t->type), wtype, lname(d, nt), shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
         in_bytes += t->nbytes;
         out_bytes += p.nbytes[i];
         n_elem += (uint64_t)t->nelements;
     }
     of = NULL;
-    if (pl_atomic_commit(&af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    if (out_commit(&af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     fprintf(stderr, "picolm-quantize: tensors %.2f MB -> %.2f MB, %.3f M weights, %.2f -> %.2f bits per weight; "
                     "file %.2f MB -> %.2f MB; %.2f s\n",
             in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
@@ -446,7 +514,7 @@ int main(int argc, char **argv) {
     if (n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", n_fallback);
     rc = 0;
 done:
-    pl_atomic_abort(&af);
+    out_abort(&af);
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);
