@@ -197,7 +197,6 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
 
 int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sampling *smp, out_stream *out,
                     const gen_decode_args *a, gen_stats *st, int *end, char *err, size_t errlen) {
-    const int32_t eos = tokenizer_eos(e->tok);
     *end = GEN_END_BUDGET;
     /* -n < 0: until EOS or the context is full */
     const int budget = cfg->max_tokens < 0 ? INT32_MAX : cfg->max_tokens;
@@ -209,7 +208,8 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const int32_t room = c->n_ctx - c->n_past + 1;
         const int32_t left = budget - i < room ? budget - i : room;
         if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
-        if (tok == eos && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
+        /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
+        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
         int is_end = 0;
         for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
         if (is_end) { *end = GEN_END_EOS; break; }

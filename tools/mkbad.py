@@ -708,9 +708,28 @@ def _(m): m.getkv("tokenizer.ggml.eos_token_id").v = 0xFFFFFFFF
 def _(m): m.getkv("tokenizer.ggml.unknown_token_id").t, m.getkv("tokenizer.ggml.unknown_token_id").v = I32, -5
 
 
-@case("tokenizer_model_gpt2", "ok", "any", "rej", "unsupported tokenizer model")
+@case("tokenizer_model_gpt2", "ok", "any", "rej", "merges is missing")
 @edit
 def _(m): m.getkv("tokenizer.ggml.model").v = "gpt2"
+
+
+@case("tokenizer_model_bert", "ok", "any", "rej", "unsupported tokenizer model")
+@edit
+def _(m): m.getkv("tokenizer.ggml.model").v = "bert"
+
+
+@case("tokenizer_pre_unknown", "ok", "any", "rej", "nonsense-pre")
+@edit
+def _(m):
+    m.getkv("tokenizer.ggml.model").v = "gpt2"
+    m.kv.append(KV("tokenizer.ggml.pre", STR, "nonsense-pre"))
+
+
+@case("tokenizer_merges_not_strings", "ok", "any", "rej", "merges is not an array of strings")
+@edit
+def _(m):
+    m.getkv("tokenizer.ggml.model").v = "gpt2"
+    m.kv.append(KV("tokenizer.ggml.merges", ARR, (I32, [1, 2, 3])))
 
 
 def main():
