@@ -889,3 +889,5 @@ void config_common_usage(void *FILE_stream) {
     for (size_t i = 0; i < N_OPTS; i++)
         if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
 }
+
+int config_parse_size(const char *v, uint64_t *out) { return parse_size(v, out); }
