@@ -49,6 +49,7 @@ typedef struct opts {
     int n_threads;
     int n_prompt, n_gen, reps, format, micro, tune, synth_exact, ctx, batch, kv_type, bw_mib, micro_mib;
     double micro_s;
+    double max_s; /* --tune: a decode run stops after this many seconds (0 = never) */
 } opts;
 
 static void usage(FILE *o) {
@@ -346,6 +347,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
     size_t peak_anon = 0, file_kb = 0;
     double dec_time = 0; /* all decode reps, wall clock; c.prof sums their phases */
+    int n_dec = 0;       /* tokens those reps decoded */
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
         double a = pl_now();
@@ -355,14 +357,18 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
         c.prof.on = 1; /* decode only */
         a = pl_now();
+        int nd = 0;
         for (int i = 0; i < o->n_gen; i++) {
             if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
             tok = argmax(c.logits, nv); /* greedy, EOS or not */
+            nd = i + 1;
+            if (o->max_s > 0 && pl_now() - a > o->max_s) break; /* --tune: already far behind */
         }
         b = pl_now();
         dec_time += b - a;
+        n_dec += nd;
         c.prof.on = 0;
-        dec[r] = o->n_gen ? o->n_gen / (b - a) : 0;
+        dec[r] = nd ? nd / (b - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
         if (anon > peak_anon) peak_anon = anon;
@@ -386,7 +392,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     if (dec_time > 0 && c.prof.matmul > 0) {
         res->matmul_frac = c.prof.matmul / dec_time;
         res->attn_frac = c.prof.attention / dec_time;
-        res->matmul_gbps = (double)o->n_gen * o->reps * bytes_tok / c.prof.matmul / 1e9;
+        res->matmul_gbps = (double)n_dec * bytes_tok / c.prof.matmul / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
@@ -680,6 +686,7 @@ typedef struct tuner {
     tune_row *rows;
     int n, cap;
     int done, planned;    /* runs, for the estimate of the time left */
+    double max_s;         /* decode time cap of the backend stage (0 = none) */
     double t0;
 } tuner;
 
@@ -693,6 +700,7 @@ static int tune_run(tuner *t, int layout, const char *backend, int threads, int 
                     int reps, double *prefill, double *decode, char *err, size_t errlen) {
     opts o = *t->o;
     o.n_prompt = n_prompt, o.n_gen = n_gen, o.reps = reps, o.batch = batch, o.kv_type = kv, o.ctx = t->n_ctx;
+    o.max_s = t->max_s;
     threadpool *pool = threadpool_create(threads);
     if (!pool) return pl_fail(err, errlen, "cannot start %d threads", threads);
     registry_set_pool(t->reg, pool);
@@ -761,8 +769,9 @@ static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, in
                 r->decode = (r->decode * r->reps + d) / (r->reps + 1);
                 r->reps++;
             }
-        for (int k = 0; k < nc; k++)
-            if (tune_metric(&t->rows[close[k]], use_prefill) > tune_metric(&t->rows[best], use_prefill)) best = close[k];
+        /* the best after the repeats, among all (a repeat may fall behind a row that was not close) */
+        for (int i = a; i < b; i++)
+            if (t->rows[i].measured && !*t->rows[i].verdict && tune_metric(&t->rows[i], use_prefill) > tune_metric(&t->rows[best], use_prefill)) best = i;
     }
     *runner_up = -1;
     for (int i = a; i < b; i++)
@@ -829,8 +838,10 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
         const tune_row *r = &t->rows[i];
         fprintf(f, "| %s | %s | %s | %d | %d | %s | %d | ", r->stage, tune_layout_name[r->layout], r->backend, r->threads, r->batch,
                 kv_name(r->kv), r->reps);
-        if (r->measured) fprintf(f, "%.1f | %.2f |", r->prefill, r->decode);
-        else fprintf(f, "- | - |");
+        if (!r->measured) fprintf(f, "- | - |");
+        else if (r->prefill > 0 && r->decode > 0) fprintf(f, "%.1f | %.2f |", r->prefill, r->decode);
+        else if (r->prefill > 0) fprintf(f, "%.1f | - |", r->prefill);
+        else fprintf(f, "- | %.2f |", r->decode);
         fprintf(f, " %.1f | %s |\n", r->resident_mb, r->verdict);
     }
     fprintf(f, "\nchosen: layout %s, backend %s, threads %d, batch %d, kv_type %s (decode %.2f tok/s)\n",
@@ -901,10 +912,10 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     t.m = &m;
     t.n_ctx = o->ctx > 0 ? o->ctx : 2048; /* picolm's default context, capped at the model's */
     if (t.n_ctx > m.hp.n_ctx_train) t.n_ctx = m.hp.n_ctx_train;
-    /* short runs (decode decides backend and threads: 8 prompt tokens, 8
+    /* short runs (decode decides backend and threads: no prompt, 8 tokens
        decoded, 16 for the thread counts, 32 for the close calls); prefill
        of 256 for the batch; decode halfway into the context for the KV type */
-    const int sp = t.n_ctx >= 64 ? 8 : t.n_ctx / 8, sn = t.n_ctx >= 64 ? 8 : t.n_ctx / 8;
+    const int sp = 0, sn = t.n_ctx >= 64 ? 8 : t.n_ctx >= 8 ? t.n_ctx / 8 : 1;
     FILE *ini = NULL;
     int repackable = 0;
     for (uint64_t i = 0; i < m.gguf.n_tensors; i++) repackable |= m.gguf.tensors[i].type == PICOLM_TYPE_Q4_K;
@@ -929,24 +940,41 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     /* thread counts: the bench's list (main gives 1..online CPUs); the largest first */
     int tmax = 0;
     for (int i = 0; i < o->n_threads; i++) tmax = o->threads[i] > tmax ? o->threads[i] : tmax;
-    /* base batch and KV type: 64 and f16 unless the plan does not fit the budget */
-    int base_batch = 64 < t.n_ctx ? 64 : t.n_ctx, base_kv = KV_F16;
-    if (t.ram > 0 && generate_resident_bytes(&m, t.n_ctx, KV_F16, base_batch, tmax) > t.ram) base_kv = KV_Q8_0;
+    /* base batch and KV type for the backend and thread stages: the largest
+       batch up to 64 that fits the budget with f16, else with q8_0 */
     static const int batches[] = {32, 64, 128, 256};
     const int n_batches = (int)(sizeof batches / sizeof batches[0]);
+    int base_batch = 0, base_kv = KV_F16;
+    for (int kv = KV_F16; kv <= KV_Q8_0 && !base_batch; kv++)
+        for (int k = n_batches - 1; k >= 0 && !base_batch; k--) {
+            const int b = batches[k] < t.n_ctx ? batches[k] : t.n_ctx;
+            if (b <= 64 && (t.ram <= 0 || generate_resident_bytes(&m, t.n_ctx, kv, b, tmax) <= t.ram)) base_batch = b, base_kv = kv;
+        }
+    if (!base_batch) {
+        fprintf(stderr, "picolm-bench: tune: nothing fits --ram %s at context %d: the smallest plan (batch %d, kv q8_0) needs "
+                "%.1f MB resident (see picolm --fit; or a smaller -c)\n", ram_str, t.n_ctx, batches[0] < t.n_ctx ? batches[0] : t.n_ctx,
+                generate_resident_bytes(&m, t.n_ctx, KV_Q8_0, batches[0] < t.n_ctx ? batches[0] : t.n_ctx, tmax) / (1 << 20));
+        goto out;
+    }
     t.planned = t.n_layouts * o->n_backends * o->n_threads + n_batches + 2;
     int c[4], ru[5];
-    /* 1. backends (and layouts) at tmax threads */
+    /* 1. backends (and layouts) at tmax threads, the highest score first: a
+       run still decoding when the best would have finished twice over (the
+       slow portable code on a big model) stops there, far behind */
+    double top = 0;
     for (int l = 0; l < t.n_layouts; l++)
-        for (int b = 0; b < o->n_backends; b++)
+        for (int b = o->n_backends - 1; b >= 0; b--) {
+            t.max_s = top > 0 ? 2.0 * sn / top : 0;
             if (tune_add(&t, "backend", l, o->backends[b], tmax, base_batch, base_kv, sp, sn, err, sizeof err)) goto fail;
+            const tune_row *r = &t.rows[t.n - 1];
+            top = r->measured && r->decode > top ? r->decode : top;
+        }
+    t.max_s = 0;
     /* layout gain: each layout's best decode in this stage (same threads, batch and KV type) */
     double best_l[2] = {0, 0};
     for (int i = 0; i < t.n; i++)
         if (t.rows[i].measured && t.rows[i].decode > best_l[t.rows[i].layout]) best_l[t.rows[i].layout] = t.rows[i].decode;
     const double layout_gain = best_l[0] > 0 ? best_l[1] / best_l[0] - 1 : 0;
-    double top = 0;
-    for (int i = 0; i < t.n; i++) top = t.rows[i].measured && t.rows[i].decode > top ? t.rows[i].decode : top;
     const int n1 = t.n;
     for (int i = 0; i < n1; i++)
         if (t.rows[i].measured && t.rows[i].decode < TUNE_PRUNE * top) {
