@@ -86,7 +86,7 @@ if "$B" --tune "$M" --ram 5M -c 256 >"$tmp/r.ini" 2>"$tmp/r.md"; then
     esac
     grep -qx 'ram = 5M' "$tmp/r.ini" && echo "PASS: the INI keeps the RAM budget (ram = 5M)" || echo "FAIL: no ram = 5M in the INI"
     # every measured row's plan fits 5 MiB; some setting was refused
-    over=$(awk -F'|' '/^\| (backend|threads|batch|kv_type) /{gsub(/ /,"",$11); gsub(/ /,"",$9); if (($9 != "-" || $10 != "-") && $11 + 0 > 5.0) print}' "$tmp/r.md" | wc -l)
+    over=$(awk -F'|' '/^\| (backend|threads|batch|kv_type) /{gsub(/ /,"",$11); gsub(/ /,"",$9); gsub(/ /,"",$10); if (($9 != "-" || $10 != "-") && $11 + 0 > 5.0) print}' "$tmp/r.md" | wc -l)
     nofit=$(grep -c 'does not fit' "$tmp/r.md")
     [ "$over" -eq 0 ] && [ "$nofit" -gt 0 ] && echo "PASS: --ram 5M: $nofit settings refused by the --fit plan, none measured above it" ||
         echo "FAIL: --ram 5M: $over measured rows above the budget, $nofit refused"

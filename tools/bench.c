@@ -964,6 +964,9 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     double top = 0;
     for (int l = 0; l < t.n_layouts; l++)
         for (int b = o->n_backends - 1; b >= 0; b--) {
+            /* the repacked layout: only the backends not already far behind on the file */
+            const tune_row *r0 = l ? &t.rows[o->n_backends - 1 - b] : NULL;
+            if (r0 && r0->measured && r0->decode < TUNE_PRUNE * top) { t.planned -= o->n_threads; continue; }
             t.max_s = top > 0 ? 2.0 * sn / top : 0;
             if (tune_add(&t, "backend", l, o->backends[b], tmax, base_batch, base_kv, sp, sn, err, sizeof err)) goto fail;
             const tune_row *r = &t.rows[t.n - 1];
