@@ -50,6 +50,7 @@ typedef struct opts {
     int n_prompt, n_gen, reps, format, micro, tune, synth_exact, ctx, batch, kv_type, bw_mib, micro_mib;
     double micro_s;
     double max_s; /* --tune: a decode run stops after this many seconds (0 = never) */
+    int decode_at; /* --tune, no prompt: decode from this position (the cache holds zeros before it) */
 } opts;
 
 static void usage(FILE *o) {
@@ -324,7 +325,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     have_m = 1;
     int n_ctx = o->ctx > 0 ? o->ctx : (m.hp.n_ctx_train < 2048 ? m.hp.n_ctx_train : 2048);
     if (n_ctx > m.hp.n_ctx_train) n_ctx = m.hp.n_ctx_train;
-    if (o->n_prompt + o->n_gen > n_ctx) {
+    if (o->n_prompt + o->decode_at + o->n_gen > n_ctx) {
         snprintf(err, errlen, "-p %d + -n %d tokens exceed the context of %d (-c)", o->n_prompt, o->n_gen, n_ctx);
         goto done;
     }
@@ -355,6 +356,9 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
+        /* attention's time depends on the positions, not on the cached values: decode at a
+           depth without paying its prefill */
+        if (!o->n_prompt) c.n_past = o->decode_at;
         c.prof.on = 1; /* decode only */
         a = pl_now();
         int nd = 0;
@@ -687,6 +691,7 @@ typedef struct tuner {
     int n, cap;
     int done, planned;    /* runs, for the estimate of the time left */
     double max_s;         /* decode time cap of the backend stage (0 = none) */
+    int decode_at;        /* the KV stage decodes from this position */
     double t0;
 } tuner;
 
@@ -700,6 +705,7 @@ static int tune_run(tuner *t, int layout, const char *backend, int threads, int 
                     int reps, double *prefill, double *decode, char *err, size_t errlen) {
     opts o = *t->o;
     o.n_prompt = n_prompt, o.n_gen = n_gen, o.reps = reps, o.batch = batch, o.kv_type = kv, o.ctx = t->n_ctx;
+    o.decode_at = n_prompt ? 0 : t->decode_at;
     o.max_s = t->max_s;
     threadpool *pool = threadpool_create(threads);
     if (!pool) return pl_fail(err, errlen, "cannot start %d threads", threads);
@@ -712,9 +718,9 @@ static int tune_run(tuner *t, int layout, const char *backend, int threads, int 
     *prefill = r.prefill_tps, *decode = r.decode_tps;
     t->done++;
     const double el = pl_now() - t->t0, left = t->planned > t->done ? el / t->done * (t->planned - t->done) : 0;
-    fprintf(stderr, "picolm-bench: tune [%d/%d] %-10s %-9s %2d thr, batch %3d, kv %-4s: prefill %8.1f, decode %7.2f tok/s | "
-            "%.0f s, about %.0f s left\n", t->done, t->planned > t->done ? t->planned : t->done, tune_layout_name[layout],
-            backend, threads, batch, kv == KV_Q8_0 ? "q8_0" : "f16", *prefill, *decode, el, left);
+    fprintf(stderr, "picolm-bench: tune [%d/%d] %-10s %-9s %2d thr, batch %3d, kv %-4s: %s %8.2f tok/s | %.0f s, about %.0f s left\n",
+            t->done, t->planned > t->done ? t->planned : t->done, tune_layout_name[layout], backend, threads, batch,
+            kv == KV_Q8_0 ? "q8_0" : "f16", n_prompt ? "prefill" : "decode ", n_prompt ? *prefill : *decode, el, left);
     return 0;
 }
 
@@ -846,6 +852,10 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
     }
     fprintf(f, "\nchosen: layout %s, backend %s, threads %d, batch %d, kv_type %s (decode %.2f tok/s)\n",
             tune_layout_name[w->layout], w->backend, w->threads, w->batch, kv_name(w->kv), w->decode);
+    fprintf(f, "\nbackend, threads: decode tok/s of short runs from position 0 (8 tokens; 16 for other thread counts; "
+               "32 when a close call is run again: runs > 1 = the mean); batch: prefill of up to 128 tokens; kv_type: "
+               "decode at position %d (half the context). Resident MB: the memory plan of picolm --fit, the mapped "
+               "weights excluded. Pruned: below %.0f%% of the best decode.\n", t->n_ctx / 2, 100 * TUNE_PRUNE);
 }
 
 /* A value's comment: the measurement behind it and the runner-up. */
@@ -872,7 +882,7 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
     fprintf(f, "\n; Every value was measured on this machine with this model (tok/s, mean of the runs).\n"
                "; Use it with  picolm --config THIS.ini MODEL.gguf\n");
     if (t->n_layouts > 1)
-        fprintf(f, "; layout: the Q4_K_M_R16 repack of this model decodes %+.0f%% here (best backend, short run)%s\n", 100 * layout_gain,
+        fprintf(f, "; layout: the Q4_K_M_R16 repack of this model decodes %+.0f%% here (each at its best backend and threads)%s\n", 100 * layout_gain,
                 w->layout ? ": convert the model (lossless):\n;   picolm-quantize MODEL.gguf MODEL-Q4_K_M_R16.gguf Q4_K_M_R16"
                           : ": keep the file as it is");
     fprintf(f, "\n[engine]\n");
@@ -914,7 +924,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     if (t.n_ctx > m.hp.n_ctx_train) t.n_ctx = m.hp.n_ctx_train;
     /* short runs (decode decides backend and threads: no prompt, 8 tokens
        decoded, 16 for the thread counts, 32 for the close calls); prefill
-       of 256 for the batch; decode halfway into the context for the KV type */
+       of 128 for the batch; 32 decoded halfway into the context for the KV type */
     const int sp = 0, sn = t.n_ctx >= 64 ? 8 : t.n_ctx >= 8 ? t.n_ctx / 8 : 1;
     FILE *ini = NULL;
     int repackable = 0;
@@ -937,12 +947,13 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
         if (rpath[0]) t.paths[t.n_layouts++] = rpath;
         else fprintf(stderr, "picolm-bench: tune: no repacked layout measured: %s\n", err);
     }
+    t.t0 = pl_now(); /* the estimate of the time left counts the runs, not the repack */
     /* thread counts: the bench's list (main gives 1..online CPUs); the largest first */
     int tmax = 0;
     for (int i = 0; i < o->n_threads; i++) tmax = o->threads[i] > tmax ? o->threads[i] : tmax;
     /* base batch and KV type for the backend and thread stages: the largest
        batch up to 64 that fits the budget with f16, else with q8_0 */
-    static const int batches[] = {32, 64, 128, 256};
+    static const int batches[] = {32, 64, 128};
     const int n_batches = (int)(sizeof batches / sizeof batches[0]);
     int base_batch = 0, base_kv = KV_F16;
     for (int kv = KV_F16; kv <= KV_Q8_0 && !base_batch; kv++)
@@ -973,11 +984,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
             top = r->measured && r->decode > top ? r->decode : top;
         }
     t.max_s = 0;
-    /* layout gain: each layout's best decode in this stage (same threads, batch and KV type) */
-    double best_l[2] = {0, 0};
-    for (int i = 0; i < t.n; i++)
-        if (t.rows[i].measured && t.rows[i].decode > best_l[t.rows[i].layout]) best_l[t.rows[i].layout] = t.rows[i].decode;
-    const double layout_gain = best_l[0] > 0 ? best_l[1] / best_l[0] - 1 : 0;
+
     const int n1 = t.n;
     for (int i = 0; i < n1; i++)
         if (t.rows[i].measured && t.rows[i].decode < TUNE_PRUNE * top) {
@@ -994,6 +1001,11 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     }
     if ((c[0] = tune_decide(&t, 0, t.n, 0, sp, 4 * sn, &ru[0], err, sizeof err)) < 0) goto fail;
     const tune_row w = t.rows[c[0]];
+    /* layout gain: each layout's best decode (its best backend and thread count) */
+    double best_l[2] = {0, 0};
+    for (int i = 0; i < t.n; i++)
+        if (t.rows[i].measured && t.rows[i].decode > best_l[t.rows[i].layout]) best_l[t.rows[i].layout] = t.rows[i].decode;
+    const double layout_gain = best_l[0] > 0 ? best_l[1] / best_l[0] - 1 : 0;
     /* the INI's runner-ups: the best other backend; the best other thread count of the winner */
     int ru_b = -1, ru_t = -1;
     for (int i = 0; i < t.n; i++) {
@@ -1003,7 +1015,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
         if (!strcmp(r->backend, w.backend) && r->layout == w.layout && r->threads != w.threads && (ru_t < 0 || r->decode > t.rows[ru_t].decode)) ru_t = i;
     }
     /* 3. prefill batch at the winner (prefill only) */
-    const int bp = t.n_ctx < 256 ? t.n_ctx : 256, b0 = t.n;
+    const int bp = t.n_ctx < 128 ? t.n_ctx : 128, b0 = t.n;
     for (int k = 0; k < n_batches; k++)
         if (batches[k] <= bp) {
             if (tune_add(&t, "batch", w.layout, w.backend, w.threads, batches[k], base_kv, bp, 0, err, sizeof err)) goto fail;
@@ -1011,7 +1023,8 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     if ((c[1] = tune_decide(&t, b0, t.n, 1, bp, 0, &ru[1], err, sizeof err)) < 0) goto fail;
     const int batch = t.rows[c[1]].batch;
     /* 4. KV type at the winner, decoding halfway into the context */
-    const int kp = t.n_ctx / 2 < 256 ? t.n_ctx / 2 : 256, k0 = t.n;
+    const int kp = 0, k0 = t.n;
+    t.decode_at = t.n_ctx / 2;
     for (int kv = KV_F16; kv <= KV_Q8_0; kv++)
         if (tune_add(&t, "kv_type", w.layout, w.backend, w.threads, batch, kv, kp, 4 * sn, err, sizeof err)) goto fail;
     if (tune_decide(&t, k0, t.n, 0, kp, 4 * sn, &ru[2], err, sizeof err) < 0) goto fail; /* repeats a close call */
