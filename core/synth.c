@@ -27,9 +27,11 @@ const synth_shape synth_shapes[] = {
     {"qwen2.5-0.5b", 896, 24, 14, 2, 4864, 151936, 32768, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
     {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
     {"llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f},
-    /* the same architectures at test size (rows of 384: K-quant fallbacks) */
+    /* the same architectures at test size (rows of 384 or 128: K-quant
+       fallbacks); tiny-qwen3 and tiny-llama3 have the shapes of the shared
+       rand-qwen3/rand-llama3 files but a small vocabulary */
     {"tiny-qwen2", 384, 2, 6, 2, 1024, 2048, 512, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
-    {"tiny-qwen3", 384, 2, 4, 2, 1024, 2048, 512, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
+    {"tiny-qwen3", 128, 2, 4, 2, 384, 2048, 512, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
     {"tiny-llama3", 256, 2, 4, 2, 768, 2048, 512, "llama", 0, 1, 1, 5e5f, 1e-5f},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0},
 };

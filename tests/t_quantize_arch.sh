@@ -7,11 +7,13 @@
 #   Q5_0, Q6_K -> Q8_0); the tied token_embd is the output (Q6_K, or Q8_0
 #   when its rows fall back); attn_v/ffn_down get Q6_K in the layers
 #   use_more_bits picks (here blk.1); biases, norms, attn_q_norm/attn_k_norm
-#   and rope_freqs stay F32;
+#   and rope_freqs stay F32; for the shapes of the shared rand-qwen3 and
+#   rand-llama3 files, the types llama-quantize chose there;
 # - the output loads and runs: its logits are those of the F32 model up to
 #   4-bit quantization noise.
 BUILD=${PICOLM_BUILD:-build}
 BIN=$BUILD/bin
+S=${PICOLM_SHARED:-../shared}
 for b in picolm-quantize picolm-gguf picolm-logits picolm-bench; do
     [ -x "$BIN/$b" ] || { echo "FAIL: t_quantize_arch: $BIN/$b not built"; exit 1; }
 done
@@ -41,10 +43,10 @@ expect() {
         echo "token_embd.weight Q8_0"
         layer 0 Q5_0 Q5_0 Q5_0 Q5_0 Q5_0 Q4_K attn_q.bias attn_k.bias attn_v.bias
         layer 1 Q5_0 Q5_0 Q8_0 Q5_0 Q5_0 Q6_K attn_q.bias attn_k.bias attn_v.bias ;;
-    tiny-qwen3) # attn_output's rows are n_head * head_dim = 512 long: Q4_K fits
+    tiny-qwen3) # rows of 128 and 384 fall back; attn_output's are n_head * head_dim = 512 long
         echo "token_embd.weight Q8_0"
-        layer 0 Q5_0 Q5_0 Q5_0 Q4_K Q5_0 Q4_K attn_q_norm.weight attn_k_norm.weight
-        layer 1 Q5_0 Q5_0 Q8_0 Q4_K Q5_0 Q6_K attn_q_norm.weight attn_k_norm.weight ;;
+        layer 0 Q5_0 Q5_0 Q5_0 Q4_K Q5_0 Q5_0 attn_q_norm.weight attn_k_norm.weight
+        layer 1 Q5_0 Q5_0 Q8_0 Q4_K Q5_0 Q8_0 attn_q_norm.weight attn_k_norm.weight ;;
     tiny-llama3)
         echo "token_embd.weight Q6_K"
         echo "rope_freqs.weight F32"
@@ -65,6 +67,15 @@ for s in tiny-qwen2 tiny-qwen3 tiny-llama3; do
     types "$q" >"$tmp/got"
     if cmp -s "$tmp/want" "$tmp/got"; then echo "PASS: $s Q4_K_M: $(wc -l <"$tmp/got") tensors in llama.cpp's policy types"
     else echo "FAIL: $s Q4_K_M: types differ from the policy: $(diff "$tmp/want" "$tmp/got" | grep '^[<>]' | head -4 | tr '\n' ' ')"; fi
+    # and llama-quantize's own choice for the same shape: the shared file of
+    # that shape (its token_embd was forced to 4 bits to keep it small)
+    ref=$S/models/rand-${s#tiny-}-q4_k_m.gguf
+    if [ -f "$ref" ]; then
+        types "$ref" | grep -v '^token_embd' >"$tmp/want"
+        grep -v '^token_embd' "$tmp/got" >"$tmp/got2"
+        if cmp -s "$tmp/want" "$tmp/got2"; then echo "PASS: $s Q4_K_M: types equal llama-quantize's in $(basename "$ref")"
+        else echo "FAIL: $s Q4_K_M: types differ from $(basename "$ref"): $(diff "$tmp/want" "$tmp/got2" | grep '^[<>]' | head -4 | tr '\n' ' ')"; fi
+    fi
     if "$BIN/picolm-logits" "$f32" "$tmp/tok.i32" "$tmp/f.f32" -j 1 >"$tmp/log" 2>&1 &&
         "$BIN/picolm-logits" "$q" "$tmp/tok.i32" "$tmp/q.f32" -j 1 >>"$tmp/log" 2>&1; then
         # random N(0, 0.02) weights at 4-5 bits: measured nRMSE 0.10-0.16, KL ~1e-3
