@@ -697,7 +697,11 @@ typedef struct tuner {
 
 static const char *const tune_layout_name[2] = {"file", "Q4_K_M_R16"};
 #define TUNE_PRUNE 0.80   /* after the short run, a backend below 80% of the best decode is dropped */
-#define TUNE_CLOSE 0.95   /* settings within 5% of the best are measured again before deciding */
+/* settings this close to the best are measured again before deciding: the
+   8-16 token decode runs are noisy (on a loaded 2-vCPU host 1 and 2 threads
+   swapped places between runs 11% apart), the 128-token prefills less so */
+#define TUNE_CLOSE_DECODE 0.85
+#define TUNE_CLOSE_PREFILL 0.95
 #define TUNE_KV_GAIN 1.05 /* q8_0 (lossy) only when it decodes 5% faster, or f16 does not fit */
 
 /* Prefill and decode tok/s of one setting (reps runs of run_one). */
@@ -751,7 +755,7 @@ static int tune_add(tuner *t, const char *stage, int layout, const char *backend
 static double tune_metric(const tune_row *r, int use_prefill) { return use_prefill ? r->prefill : r->decode; }
 
 /* Among the measured, unpruned rows [a, b): the close calls (within
-   TUNE_CLOSE of the best) are run twice more, in turn (paired: the same
+   TUNE_CLOSE_* of the best) are run twice more, in turn (paired: the same
    machine state for each), and keep the mean of their runs.  Marks and
    returns the best row; *runner_up gets the second (-1 if none). */
 static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, int n_gen, int *runner_up, char *err,
@@ -761,8 +765,9 @@ static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, in
         if (t->rows[i].measured && !*t->rows[i].verdict && (best < 0 || tune_metric(&t->rows[i], use_prefill) > tune_metric(&t->rows[best], use_prefill))) best = i;
     if (best < 0) return pl_fail(err, errlen, "no setting fits the RAM budget (see picolm --fit)");
     int close[8], nc = 0;
+    const double band = use_prefill ? TUNE_CLOSE_PREFILL : TUNE_CLOSE_DECODE;
     for (int i = a; i < b && nc < 8; i++)
-        if (t->rows[i].measured && !*t->rows[i].verdict && tune_metric(&t->rows[i], use_prefill) >= TUNE_CLOSE * tune_metric(&t->rows[best], use_prefill))
+        if (t->rows[i].measured && !*t->rows[i].verdict && tune_metric(&t->rows[i], use_prefill) >= band * tune_metric(&t->rows[best], use_prefill))
             close[nc++] = i;
     if (nc > 1) {
         t->planned += 2 * nc;
