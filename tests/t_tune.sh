@@ -106,3 +106,5 @@ fi
 "$B" --tune "$tmp/missing.gguf" >/dev/null 2>"$tmp/e.log"; rc=$?
 [ $rc -eq 1 ] && grep -q "missing.gguf" "$tmp/e.log" && echo "PASS: missing model: $(tail -1 "$tmp/e.log")" ||
     echo "FAIL: missing model: rc $rc, $(tail -1 "$tmp/e.log")"
+"$B" "$M" -o "$tmp/y.ini" >/dev/null 2>"$tmp/e.log"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--tune" "$tmp/e.log" && echo "PASS: -o without --tune is a usage error" || echo "FAIL: -o without --tune: rc $rc"

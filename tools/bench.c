@@ -875,7 +875,7 @@ static void tune_because(FILE *f, const tuner *t, int c, int ru, int use_prefill
     fprintf(f, "\n");
 }
 
-static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char *ram_str, const int c[4], const int ru[5],
+static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char *ram_str, const int c[4], const int ru[4],
                            double layout_gain) {
     const tune_row *w = &t->rows[c[3]];
     char date[64];
@@ -973,7 +973,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
         goto out;
     }
     t.planned = t.n_layouts * o->n_backends * o->n_threads + n_batches + 2;
-    int c[4], ru[5];
+    int c[4], ru[4];
     /* 1. backends (and layouts) at tmax threads, the highest score first: a
        run still decoding when the best would have finished twice over (the
        slow portable code on a big model) stops there, far behind */
@@ -1153,6 +1153,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
+    if (!o.tune && (o.ini_out || o.ram || o.repacked)) { fprintf(stderr, "picolm-bench: -o, --ram and --repacked go with --tune\n"); return 2; }
 
 #ifdef __GLIBC__
     /* Freed context buffers go straight back to the OS, so each backend's
