@@ -924,3 +924,5 @@ int config_numeric_key_at(size_t i, config_numeric_key *out) {
     }
     return 0;
 }
+
+int config_parse_size(const char *v, uint64_t *out) { return parse_size(v, out); }
