@@ -18,7 +18,7 @@ S=${PICOLM_SHARED:-../shared}
 W=$PICOLM_TEST_WRAPPER
 case "$PICOLM_CROSS" in
     armhf) CPUS="cortex-a7:neon cortex-a9:scalar" ;;
-    riscv64) CPUS="rv64,v=true,vlen=128:rvv rv64,v=true,vlen=256:rvv rv64,v=false:scalar" ;;
+    riscv64) CPUS="rv64,v=true,vext_spec=v1.0,vlen=128:rvv rv64,v=true,vext_spec=v1.0,vlen=256:rvv rv64,v=false:scalar" ;;
     *) CPUS= ;;
 esac
 if [ -z "$PICOLM_CROSS" ] && [ -z "$PICOLM_CROSS_NATIVE" ]; then
