@@ -89,7 +89,7 @@ enum picolm_type {
 #define PICOLM_CPU_ARM_FP16    (1ull << 34)
 #define PICOLM_CPU_ARM_I8MM    (1ull << 35)
 #define PICOLM_CPU_ARM_SVE     (1ull << 36)
-#define PICOLM_CPU_RVV         (1ull << 40) /* RISC-V V 1.0 (HWCAP 'V') */
+#define PICOLM_CPU_RVV         (1ull << 48) /* RISC-V V 1.0 (HWCAP 'V') */
 /* A bit no CPU has: lets tests build a plugin whose requirement is unmet. */
 #define PICOLM_CPU_IMPOSSIBLE  (1ull << 63)
 
