@@ -19,6 +19,10 @@ if [ ! -x "$P" ]; then
     echo "SKIP: t_static: no $P (run make static)"
     exit 0
 fi
+if [ -n "$PICOLM_SANITIZER" ]; then
+    echo "SKIP: t_static: the static binaries are not sanitized (checked by the plain make test)"
+    exit 0
+fi
 T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT
 fails=0
