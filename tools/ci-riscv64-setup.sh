@@ -16,34 +16,17 @@
 set -euo pipefail
 
 SYSROOT=/usr/riscv64-linux-gnu
-need=()
-command -v riscv64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-riscv64-linux-gnu)
-# only *recommended* by the cross gcc: --no-install-recommends leaves it out
-dpkg -s libc6-dev-riscv64-cross >/dev/null 2>&1 || need+=(libc6-dev-riscv64-cross)
-command -v qemu-riscv64 >/dev/null 2>&1 || need+=(qemu-user)
-command -v clang-16 >/dev/null 2>&1 || need+=(clang-16)
-/usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need+=(python3-numpy)
-have_inih=1
-[ -f $SYSROOT/lib/libinih.a ] && [ -f $SYSROOT/include/ini.h ] || have_inih=0
-
-if [ ${#need[@]} -eq 0 ] && [ $have_inih = 1 ]; then
-    echo "ci-riscv64-setup: everything present"
+bash "$(dirname "$0")/ci-cross-setup.sh" riscv64 riscv64-linux-gnu clang-16
+if [ -f $SYSROOT/lib/libinih.a ] && [ -f $SYSROOT/include/ini.h ]; then
+    echo "ci-riscv64-setup: inih present"
     exit 0
 fi
-
 SUDO=
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-if [ ${#need[@]} -gt 0 ]; then
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
-
-if [ $have_inih = 0 ]; then
-    work=$(mktemp -d)
-    trap 'rm -rf "$work"' EXIT
-    chmod 755 "$work"   # apt downloads as the _apt user
-    cat >"$work/trixie.sources" <<'SRC'
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"   # apt downloads as the _apt user
+cat >"$work/trixie.sources" <<'SRC'
 Types: deb
 URIs: http://deb.debian.org/debian
 Suites: trixie
@@ -51,15 +34,13 @@ Components: main
 Architectures: riscv64
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-    apt_private=(-o Dir::Etc::SourceList="$work/trixie.sources" -o Dir::Etc::SourceParts=/dev/null
-                 -o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
-                 -o APT::Architectures::=riscv64 -o Debug::NoLocking=1)
-    apt-get "${apt_private[@]}" update -qq
-    (cd "$work" && apt-get "${apt_private[@]}" download -qq libinih-dev:riscv64)
-    dpkg-deb -x "$work"/libinih-dev_*_riscv64.deb "$work/x"
-    $SUDO install -D -m 644 "$work/x/usr/include/ini.h" $SYSROOT/include/ini.h
-    $SUDO install -D -m 644 "$work/x/usr/lib/riscv64-linux-gnu/libinih.a" $SYSROOT/lib/libinih.a
-    echo "ci-riscv64-setup: installed ini.h and libinih.a from $(basename "$work"/libinih-dev_*_riscv64.deb) (Debian 13)"
-fi
-echo "ci-riscv64-setup: done${need[*]:+, installed ${need[*]}}"
+mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+apt_private=(-o Dir::Etc::SourceList="$work/trixie.sources" -o Dir::Etc::SourceParts=/dev/null
+             -o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
+             -o APT::Architectures::=riscv64 -o Debug::NoLocking=1)
+apt-get "${apt_private[@]}" update -qq
+(cd "$work" && apt-get "${apt_private[@]}" download -qq libinih-dev:riscv64)
+dpkg-deb -x "$work"/libinih-dev_*_riscv64.deb "$work/x"
+$SUDO install -D -m 644 "$work/x/usr/include/ini.h" $SYSROOT/include/ini.h
+$SUDO install -D -m 644 "$work/x/usr/lib/riscv64-linux-gnu/libinih.a" $SYSROOT/lib/libinih.a
+echo "ci-riscv64-setup: installed ini.h and libinih.a from $(basename "$work"/libinih-dev_*_riscv64.deb) (Debian 13)"
