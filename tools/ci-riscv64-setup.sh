@@ -25,7 +25,6 @@ SUDO=
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"   # apt downloads as the _apt user
 cat >"$work/trixie.sources" <<'SRC'
 Types: deb
 URIs: http://deb.debian.org/debian
@@ -37,7 +36,7 @@ SRC
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
 apt_private=(-o Dir::Etc::SourceList="$work/trixie.sources" -o Dir::Etc::SourceParts=/dev/null
              -o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
-             -o APT::Architectures::=riscv64 -o Debug::NoLocking=1)
+             -o APT::Architectures::=riscv64 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
 apt-get "${apt_private[@]}" update -qq
 (cd "$work" && apt-get "${apt_private[@]}" download -qq libinih-dev:riscv64)
 dpkg-deb -x "$work"/libinih-dev_*_riscv64.deb "$work/x"
