@@ -2,59 +2,151 @@
 #include "chat.h"
 #include "util.h"
 
-#include <stdarg.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
-static const char *const kind_names[CHAT_N_KINDS] = {"zephyr", "chatml", "llama2"};
+static const char *const kind_names[CHAT_N_KINDS] = {
+    [CHAT_CHATML] = "chatml",       [CHAT_LLAMA2] = "llama2",
+    [CHAT_LLAMA2_SYS] = "llama2-sys", [CHAT_LLAMA2_SYS_BOS] = "llama2-sys-bos",
+    [CHAT_LLAMA2_SYS_STRIP] = "llama2-sys-strip", [CHAT_MISTRAL_V7] = "mistral-v7",
+    [CHAT_PHI3] = "phi3",           [CHAT_ZEPHYR] = "zephyr",
+    [CHAT_GEMMA] = "gemma",         [CHAT_LLAMA3] = "llama3",
+    [CHAT_GLMEDGE] = "glmedge",
+};
+
+/* llama.cpp's other built-in names: recognised, not rendered by picolm */
+static const char *const other_names[] = {
+    "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7-tekken", "phi4", "falcon3", "monarch", "orion",
+    "openchat", "vicuna", "vicuna-orca", "deepseek", "deepseek2", "deepseek3", "command-r", "chatglm3", "chatglm4",
+    "minicpm", "exaone3", "exaone4", "rwkv-world", "granite", "gigachat", "megrez", "yandex", "bailing", "llama4",
+    "smolvlm", "hunyuan-moe", "hunyuan-dense", "kimi-k2", NULL};
 
 const char *chat_kind_name(int kind) { return kind >= 0 && kind < CHAT_N_KINDS ? kind_names[kind] : "unknown"; }
 
 int chat_kind_from_name(const char *name) {
     for (int k = 0; k < CHAT_N_KINDS; k++)
         if (!strcasecmp(name, kind_names[k])) return k;
-    if (!strcasecmp(name, "tinyllama")) return CHAT_ZEPHYR;
-    if (!strcasecmp(name, "llama-2") || !strcasecmp(name, "llama_2")) return CHAT_LLAMA2;
     return -1;
 }
 
-static int contains(const char *s, size_t n, const char *needle) {
-    size_t l = strlen(needle);
-    for (size_t i = 0; i + l <= n; i++)
-        if (!memcmp(s + i, needle, l)) return 1;
+/* ---------------- detection (llama.cpp's llm_chat_detect_template) ---------------- */
+
+typedef struct tmpl_text {
+    const char *p;
+    size_t n;
+} tmpl_text;
+
+static int has(tmpl_text t, const char *needle) {
+    const size_t l = strlen(needle);
+    for (size_t i = 0; i + l <= t.n; i++)
+        if (!memcmp(t.p + i, needle, l)) return 1;
     return 0;
 }
 
-int chat_kind_detect(const char *t, size_t n) {
-    if (!t) return -1;
-    /* most specific first: a ChatML template may mention other markers */
-    if (contains(t, n, "<|im_start|>")) return CHAT_CHATML;
-    if (contains(t, n, "<|user|>") && contains(t, n, "<|assistant|>")) return CHAT_ZEPHYR;
-    if (contains(t, n, "[INST]") && contains(t, n, "[/INST]")) return CHAT_LLAMA2;
-    return -1;
+/* The rules after the mistral/llama2 family that need only "all of these
+   substrings", in llama.cpp's order; the branching ones are in chat_detect. */
+typedef struct detect_rule {
+    const char *name;
+    const char *all[3];
+} detect_rule;
+
+static const detect_rule rules_tail[] = {
+    {"gemma", {"<start_of_turn>"}},
+    {"orion", {"'\\n\\nAssistant: ' + eos_token"}},
+    {"openchat", {"GPT4 Correct "}},
+    {"vicuna-orca", {"USER: ", "ASSISTANT: ", "SYSTEM: "}},
+    {"vicuna", {"USER: ", "ASSISTANT: "}},
+    {"deepseek", {"### Instruction:", "<|EOT|>"}},
+    {"command-r", {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}},
+    {"llama3", {"<|start_header_id|>", "<|end_header_id|>"}},
+    {"chatglm3", {"[gMASK]sop"}},
+    {"minicpm", {"<\xe7\x94\xa8\xe6\x88\xb7>"}}, /* <用户> */
+    {"deepseek2", {"'Assistant: ' + message['content'] + eos_token"}},
+    {"deepseek3", {"<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>", "<\xef\xbd\x9c" "User\xef\xbd\x9c>",
+                   "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}},
+    {"exaone4", {"[|system|]", "[|assistant|]", "[|tool|]"}}, /* exaone4 also needs [|endofturn|]: see below */
+    {"exaone3", {"[|system|]", "[|assistant|]", "[|endofturn|]"}},
+    {"rwkv-world", {"rwkv-world"}},
+    {"rwkv-world", {"{{- 'User: ' + message['content']|trim + '\\n\\n' -}}"}},
+    {"granite", {"<|start_of_role|>"}},
+    {"gigachat", {"message['role'] + additional_special_tokens[0] + message['content'] + additional_special_tokens[1]"}},
+    {"megrez", {"<|role_start|>"}},
+    {"yandex", {" \xd0\x90\xd1\x81\xd1\x81\xd0\xb8\xd1\x81\xd1\x82\xd0\xb5\xd0\xbd\xd1\x82:"}}, /* " Ассистент:" */
+    {"bailing", {"<role>ASSISTANT</role>", "'HUMAN'"}},
+    {"llama4", {"<|header_start|>", "<|header_end|>"}},
+    {"dots1", {"<|endofuserprompt|>"}},
+    {"hunyuan-moe", {"<|startoftext|>", "<|extra_4|>"}},
+    {"hunyuan-dense", {"<\xef\xbd\x9chy_place\xe2\x96\x81holder\xe2\x96\x81no\xe2\x96\x81" "2\xef\xbd\x9c>",
+                       "<\xef\xbd\x9chy_place\xe2\x96\x81holder\xe2\x96\x81no\xe2\x96\x81" "3\xef\xbd\x9c>"}},
+    {"kimi-k2", {"<|im_assistant|>assistant<|im_middle|>"}},
+};
+
+static int rule_matches(tmpl_text t, const detect_rule *r) {
+    for (int i = 0; i < 3 && r->all[i]; i++)
+        if (!has(t, r->all[i])) return 0;
+    return 1;
+}
+
+const char *chat_detect(const char *tmpl, size_t len) {
+    if (!tmpl) return NULL;
+    const tmpl_text t = {tmpl, len};
+    /* a template that is a built-in name is that template */
+    for (int k = 0; k < CHAT_N_KINDS; k++)
+        if (strlen(kind_names[k]) == len && !memcmp(tmpl, kind_names[k], len)) return kind_names[k];
+    for (const char *const *o = other_names; *o; o++)
+        if (strlen(*o) == len && !memcmp(tmpl, *o, len)) return *o;
+
+    if (has(t, "<|im_start|>"))
+        return has(t, "<|im_sep|>") ? "phi4" : has(t, "<end_of_utterance>") ? "smolvlm" : "chatml";
+    if ((len >= 7 && !memcmp(tmpl, "mistral", 7)) || has(t, "[INST]")) {
+        if (has(t, "[SYSTEM_PROMPT]")) return "mistral-v7";
+        if (has(t, "' [INST] ' + system_message") || has(t, "[AVAILABLE_TOOLS]"))
+            return has(t, " [INST]") ? "mistral-v1" : has(t, "\"[INST]\"") ? "mistral-v3-tekken" : "mistral-v3";
+        if (has(t, "content.strip()")) return "llama2-sys-strip";
+        if (has(t, "bos_token + '[INST]")) return "llama2-sys-bos";
+        return has(t, "<<SYS>>") ? "llama2-sys" : "llama2";
+    }
+    if (has(t, "<|assistant|>") && has(t, "<|end|>")) return "phi3";
+    if (has(t, "[gMASK]<sop>")) return "chatglm4";
+    if (has(t, "<|assistant|>") && has(t, "<|user|>")) return has(t, "</s>") ? "falcon3" : "glmedge";
+    if (has(t, "<|{{ item['role'] }}|>") && has(t, "<|begin_of_image|>")) return "glmedge";
+    if (has(t, "<|user|>") && has(t, "<|endoftext|>")) return "zephyr";
+    if (has(t, "bos_token + message['role']")) return "monarch";
+    for (size_t i = 0; i < sizeof rules_tail / sizeof rules_tail[0]; i++) {
+        const detect_rule *r = &rules_tail[i];
+        /* exaone4 is exaone3's rule plus [|tool|] */
+        if (!strcmp(r->name, "exaone4") && !has(t, "[|endofturn|]")) continue;
+        if (rule_matches(t, r)) return r->name;
+    }
+    return NULL;
 }
 
 int chat_kind_resolve(const char *name, const gguf_file *f, int *kind, char *note, size_t notelen, char *err, size_t errlen) {
     if (note && notelen) note[0] = '\0';
     if (name && *name && strcasecmp(name, "auto")) {
         *kind = chat_kind_from_name(name);
-        if (*kind < 0) return pl_fail(err, errlen, "unknown chat template '%s' (known: auto, zephyr, chatml, llama2)", name);
+        if (*kind < 0) return pl_fail(err, errlen, "unknown chat template '%s' (known: auto, " CHAT_KIND_NAMES ")", name);
         return 0;
     }
     gguf_str s;
     if (!f || gguf_get_str(f, "tokenizer.chat_template", &s)) {
-        *kind = CHAT_ZEPHYR;
-        if (note && notelen) snprintf(note, notelen, "the model has no chat template; using zephyr (choose with --chat-template)");
+        *kind = CHAT_CHATML;
+        if (note && notelen) snprintf(note, notelen, "the model has no chat template; using chatml, llama.cpp's default (choose with --chat-template)");
         return 0;
     }
-    *kind = chat_kind_detect(s.ptr, (size_t)s.len);
-    if (*kind < 0)
-        return pl_fail(err, errlen,
-                    "the model's chat template is not one picolm recognises (zephyr, chatml, llama2); pick one with --chat-template NAME");
-    return 0;
+    const char *det = chat_detect(s.ptr, (size_t)s.len);
+    *kind = det ? chat_kind_from_name(det) : -1;
+    if (*kind >= 0) return 0;
+    if (det)
+        return pl_fail(err, errlen, "the model's chat template is llama.cpp's '%s', which picolm does not render; "
+                                    "pick one with --chat-template NAME (" CHAT_KIND_NAMES ")", det);
+    return pl_fail(err, errlen, "the model's chat template is not one picolm recognises; "
+                                "pick one with --chat-template NAME (" CHAT_KIND_NAMES ")");
 }
+
+/* ---------------- rendering (llama.cpp's llm_chat_apply_template) ---------------- */
 
 /* growable string */
 typedef struct sbuf {
@@ -77,38 +169,161 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
     b->p[b->n] = '\0';
 }
 static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_msg(sbuf *b, const chat_msg *m) { sb_add(b, m->content, m->len); }
 
-char *chat_format_turn(int kind, const char *bos, const char *eos, const char *system, const char *user, size_t ulen, int first) {
-    sbuf b = {0};
-    const int sys = first && system && *system;
-    sb_add(&b, "", 0);
-    switch (kind) {
-    case CHAT_CHATML:
-        if (!first) sb_str(&b, "<|im_end|>\n");
-        if (sys) { sb_str(&b, "<|im_start|>system\n"); sb_str(&b, system); sb_str(&b, "<|im_end|>\n"); }
-        sb_str(&b, "<|im_start|>user\n");
-        sb_add(&b, user, ulen);
-        sb_str(&b, "<|im_end|>\n<|im_start|>assistant\n");
-        break;
-    case CHAT_LLAMA2:
-        /* "<s>[INST] <<SYS>>\n{sys}\n<</SYS>>\n\n{user} [/INST] {reply}</s><s>[INST] ..." */
-        if (!first) { sb_str(&b, eos); sb_str(&b, bos); }
-        sb_str(&b, "[INST] ");
-        if (sys) { sb_str(&b, "<<SYS>>\n"); sb_str(&b, system); sb_str(&b, "\n<</SYS>>\n\n"); }
-        sb_add(&b, user, ulen);
-        sb_str(&b, " [/INST]");
-        break;
-    default: /* zephyr / TinyLlama: "<|user|>\n{user}</s>\n<|assistant|>\n" */
-        if (!first) { sb_str(&b, eos); sb_str(&b, "\n"); }
-        if (sys) { sb_str(&b, "<|system|>\n"); sb_str(&b, system); sb_str(&b, eos); sb_str(&b, "\n"); }
-        sb_str(&b, "<|user|>\n");
-        sb_add(&b, user, ulen);
-        sb_str(&b, eos);
-        sb_str(&b, "\n<|assistant|>\n");
-        break;
+/* C isspace() on both ends, as llama.cpp's trim() */
+static void sb_trimmed(sbuf *b, const char *s, size_t n) {
+    while (n && isspace((unsigned char)*s)) s++, n--;
+    while (n && isspace((unsigned char)s[n - 1])) n--;
+    sb_add(b, s, n);
+}
+
+static int is_role(const chat_msg *m, const char *role) { return !strcmp(m->role, role); }
+
+typedef void (*render_fn)(sbuf *b, const chat_msg *m, int n, int add_ass, int kind);
+
+/* Templates that frame every message alike: pre role mid content post,
+   then the assistant's header (gen) as the generation prompt. */
+typedef struct frame {
+    const char *pre, *mid, *post, *gen;
+    int trim; /* content trimmed (llama3) */
+} frame;
+
+static const frame frames[CHAT_N_KINDS] = {
+    [CHAT_CHATML] = {"<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n", 0},
+    [CHAT_PHI3] = {"<|", "|>\n", "<|end|>\n", "<|assistant|>\n", 0},
+    [CHAT_ZEPHYR] = {"<|", "|>\n", "<|endoftext|>\n", "<|assistant|>\n", 0},
+    [CHAT_LLAMA3] = {"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n", 1},
+    [CHAT_GLMEDGE] = {"<|", "|>\n", "", "<|assistant|>", 0},
+};
+
+static void render_framed(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
+    const frame *f = &frames[kind];
+    for (int i = 0; i < n; i++) {
+        sb_str(b, f->pre);
+        sb_str(b, m[i].role);
+        sb_str(b, f->mid);
+        if (f->trim) sb_trimmed(b, m[i].content, m[i].len);
+        else sb_msg(b, &m[i]);
+        sb_str(b, f->post);
     }
+    if (add_ass) sb_str(b, f->gen);
+}
+
+/* llama2 and its variants: system prompt inside the first [INST] (with
+   <<SYS>> or not), BOS text inside the history, contents trimmed.  No
+   generation prompt: the text already ends with [/INST]. */
+static void render_llama2(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
+    (void)add_ass;
+    const int sys_tags = kind != CHAT_LLAMA2, bos = kind == CHAT_LLAMA2_SYS_BOS, strip = kind == CHAT_LLAMA2_SYS_STRIP;
+    int inside = 1; /* the first [INST] is written up front, without BOS */
+    sb_str(b, "[INST] ");
+    for (int i = 0; i < n; i++) {
+        if (!inside) {
+            inside = 1;
+            sb_str(b, bos ? "<s>[INST] " : "[INST] ");
+        }
+        if (is_role(&m[i], "system")) sb_str(b, sys_tags ? "<<SYS>>\n" : "");
+        if (strip) sb_trimmed(b, m[i].content, m[i].len);
+        else sb_msg(b, &m[i]);
+        if (is_role(&m[i], "system")) {
+            sb_str(b, sys_tags ? "\n<</SYS>>\n\n" : "\n");
+        } else if (is_role(&m[i], "user")) {
+            sb_str(b, " [/INST]");
+        } else {
+            sb_str(b, "</s>");
+            inside = 0;
+        }
+    }
+}
+
+static void render_mistral_v7(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
+    (void)add_ass; (void)kind;
+    for (int i = 0; i < n; i++) {
+        if (is_role(&m[i], "system")) {
+            sb_str(b, "[SYSTEM_PROMPT] ");
+            sb_msg(b, &m[i]);
+            sb_str(b, "[/SYSTEM_PROMPT]");
+        } else if (is_role(&m[i], "user")) {
+            sb_str(b, "[INST] ");
+            sb_msg(b, &m[i]);
+            sb_str(b, "[/INST]");
+        } else {
+            sb_str(b, " ");
+            sb_msg(b, &m[i]);
+            sb_str(b, "</s>");
+        }
+    }
+}
+
+/* gemma has no system role: the (trimmed) system text opens the next user turn */
+static void render_gemma(sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
+    (void)kind;
+    sbuf sys = {0};
+    for (int i = 0; i < n; i++) {
+        if (is_role(&m[i], "system")) {
+            sb_trimmed(&sys, m[i].content, m[i].len);
+            continue;
+        }
+        const int model = is_role(&m[i], "assistant");
+        sb_str(b, "<start_of_turn>");
+        sb_str(b, model ? "model" : m[i].role);
+        sb_str(b, "\n");
+        if (sys.n && !model) {
+            sb_add(b, sys.p, sys.n);
+            sb_str(b, "\n\n");
+            sys.n = 0;
+        }
+        sb_trimmed(b, m[i].content, m[i].len);
+        sb_str(b, "<end_of_turn>\n");
+    }
+    if (sys.oom) b->oom = 1;
+    free(sys.p);
+    if (add_ass) sb_str(b, "<start_of_turn>model\n");
+}
+
+static const render_fn renderers[CHAT_N_KINDS] = {
+    [CHAT_CHATML] = render_framed,         [CHAT_LLAMA2] = render_llama2,
+    [CHAT_LLAMA2_SYS] = render_llama2,     [CHAT_LLAMA2_SYS_BOS] = render_llama2,
+    [CHAT_LLAMA2_SYS_STRIP] = render_llama2, [CHAT_MISTRAL_V7] = render_mistral_v7,
+    [CHAT_PHI3] = render_framed,           [CHAT_ZEPHYR] = render_framed,
+    [CHAT_GEMMA] = render_gemma,           [CHAT_LLAMA3] = render_framed,
+    [CHAT_GLMEDGE] = render_framed,
+};
+
+char *chat_render(int kind, const chat_msg *m, int n, int add_ass, size_t *len) {
+    if (kind < 0 || kind >= CHAT_N_KINDS) return NULL;
+    sbuf b = {0};
+    sb_add(&b, "", 0);
+    renderers[kind](&b, m, n, add_ass, kind);
     if (b.oom) { free(b.p); return NULL; }
+    if (len) *len = b.n;
     return b.p;
+}
+
+int chat_parse_conversation(char *text, size_t len, chat_msg *m, int cap, char *err, size_t errlen) {
+    static const char SEP[] = "\n---\n";
+    const size_t sl = sizeof SEP - 1;
+    int n = 0;
+    size_t pos = 0;
+    for (;;) {
+        /* this message runs to the next separator or the end */
+        size_t end = pos;
+        while (end < len && !(end + sl <= len && !memcmp(text + end, SEP, sl))) end++;
+        size_t nl = pos;
+        while (nl < end && text[nl] != '\n') nl++;
+        if (nl == pos) return pl_fail(err, errlen, "message %d has no role (its first line is empty)", n + 1);
+        if (n == cap) return pl_fail(err, errlen, "more than %d messages", cap);
+        const int last = end == len;
+        text[nl] = '\0'; /* the role's line end, or the separator's first byte */
+        m[n].role = text + pos;
+        m[n].content = nl < end ? text + nl + 1 : text + nl;
+        m[n].len = nl < end ? end - nl - 1 : 0;
+        n++;
+        if (last) return n;
+        text[end] = '\0';
+        pos = end + sl;
+    }
 }
 
 /* ---------------- sessions ---------------- */
@@ -127,11 +342,62 @@ static void add_end_id(chat_session *s, const char *text) {
     if (s->n_end_ids < (int)(sizeof s->end_ids / sizeof s->end_ids[0])) s->end_ids[s->n_end_ids++] = id;
 }
 
-static void token_text(const tokenizer *t, int32_t id, const char *dflt, char *out, size_t n) {
-    size_t l = 0;
-    const char *p = id >= 0 ? tokenizer_text(t, id, &l) : NULL;
-    if (!p || !l || l >= n) snprintf(out, n, "%s", dflt);
-    else { memcpy(out, p, l); out[l] = '\0'; }
+/* What ends an assistant turn in each template: its end-of-turn marker, and
+   the marker of the next turn in case the model skips the first. */
+static const char *const turn_end[CHAT_N_KINDS][2] = {
+    [CHAT_CHATML] = {"<|im_end|>", "<|im_start|>"},
+    [CHAT_LLAMA2] = {"</s>", "[INST]"},
+    [CHAT_LLAMA2_SYS] = {"</s>", "[INST]"},
+    [CHAT_LLAMA2_SYS_BOS] = {"</s>", "[INST]"},
+    [CHAT_LLAMA2_SYS_STRIP] = {"</s>", "[INST]"},
+    [CHAT_MISTRAL_V7] = {"</s>", "[INST]"},
+    [CHAT_PHI3] = {"<|end|>", "<|user|>"},
+    [CHAT_ZEPHYR] = {"<|endoftext|>", "<|user|>"},
+    [CHAT_GEMMA] = {"<end_of_turn>", "<start_of_turn>"},
+    [CHAT_LLAMA3] = {"<|eot_id|>", "<|start_header_id|>"},
+    [CHAT_GLMEDGE] = {"<|user|>", "<|system|>"},
+};
+
+/* The one place that decides where a reply ends.  The markers end it as a
+   token when the vocabulary has them (end_ids, checked by generate_decode
+   beside EOS), else as text (stop strings).  Once the tokenizer knows its
+   end-of-generation set (tokenizer_is_eog), generate_decode stops at every
+   EOG token and end_ids can go; the stop strings stay for vocabularies
+   where a marker is plain text. */
+static void setup_turn_end(chat_session *s) {
+    for (int i = 0; i < 2; i++) {
+        add_end_id(s, turn_end[s->kind][i]);
+        add_stop(s->cfg, turn_end[s->kind][i]);
+    }
+}
+
+static int push_msg(chat_session *s, const char *role, const char *text, size_t len) {
+    if (s->n_msgs == s->cap_msgs) {
+        int cap = s->cap_msgs ? 2 * s->cap_msgs : 8;
+        chat_msg *m = realloc(s->msgs, (size_t)cap * sizeof *m);
+        if (!m) return -1;
+        s->msgs = m;
+        s->cap_msgs = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return -1;
+    memcpy(c, text, len);
+    c[len] = '\0';
+    s->msgs[s->n_msgs++] = (chat_msg){role, c, len};
+    return 0;
+}
+
+static void drop_msgs(chat_session *s, int from, int count) {
+    for (int i = from; i < from + count; i++) free((char *)s->msgs[i].content);
+    memmove(s->msgs + from, s->msgs + from + count, (size_t)(s->n_msgs - from - count) * sizeof *s->msgs);
+    s->n_msgs -= count;
+}
+
+/* The conversation starts with the system prompt, if any. */
+static int start_conversation(chat_session *s) {
+    drop_msgs(s, 0, s->n_msgs);
+    const char *sys = s->cfg->system_prompt;
+    return *sys ? push_msg(s, "system", sys, strlen(sys)) : 0;
 }
 
 int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, size_t errlen) {
@@ -146,26 +412,8 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     s->cfg = malloc(sizeof *s->cfg);
     if (!s->cfg) return pl_fail(err, errlen, "out of memory");
     *s->cfg = *cfg;
-    token_text(e->tok, tokenizer_bos(e->tok), "<s>", s->bos, sizeof s->bos);
-    token_text(e->tok, tokenizer_eos(e->tok), "</s>", s->eos, sizeof s->eos);
-    /* end of turn: as a token when the vocabulary has it, else as text */
-    switch (s->kind) {
-    case CHAT_CHATML:
-        add_end_id(s, "<|im_end|>");
-        add_end_id(s, "<|im_start|>");
-        add_stop(s->cfg, "<|im_end|>");
-        add_stop(s->cfg, "<|im_start|>");
-        break;
-    case CHAT_LLAMA2:
-        add_stop(s->cfg, "[INST]");
-        add_stop(s->cfg, s->eos);
-        break;
-    default:
-        add_end_id(s, "<|user|>");
-        add_stop(s->cfg, "<|user|>");
-        add_stop(s->cfg, s->eos);
-        break;
-    }
+    setup_turn_end(s);
+    if (start_conversation(s)) { pl_fail(err, errlen, "out of memory"); goto bad; }
     if (generate_check_memory(e, cfg, err, errlen)) goto bad;
     if (build_ctx(&s->c, &e->model, generate_n_ctx(e, cfg), cfg->batch, kv, e->pool, err, errlen)) goto bad;
     if (sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
@@ -180,6 +428,8 @@ bad:
 void chat_close(chat_session *s) {
     sampling_free(s->smp);
     free_ctx(&s->c);
+    drop_msgs(s, 0, s->n_msgs);
+    free(s->msgs);
     free(s->cfg);
     free(s->hist);
     memset(s, 0, sizeof *s);
@@ -190,54 +440,125 @@ void chat_reset(chat_session *s) {
     s->n_hist = 0;
     s->turns = 0;
     if (s->smp) sampling_reset(s->smp);
+    start_conversation(s); /* shrinks or keeps the list: cannot fail */
+}
+
+/* The whole conversation as tokens, ending with the assistant's header. */
+static int conversation_tokens(chat_session *s, int32_t **toks, int *n, char *err, size_t errlen) {
+    size_t len;
+    char *text = chat_render(s->kind, s->msgs, s->n_msgs, 1, &len);
+    if (!text) return pl_fail(err, errlen, "out of memory");
+    /* the template's markers are special tokens: always parse them */
+    int rc = generate_tokenize(s->e, text, len, tokenizer_add_bos(s->e->tok), 1, toks, n, err, errlen);
+    free(text);
+    return rc;
+}
+
+/* --truncate: drop the oldest exchanges (keeping the system prompt and the
+   new message) until the conversation fits, then, if one message is still
+   too long, keep BOS and the last tokens, as a plain prompt does. */
+static int truncate_conversation(chat_session *s, int32_t **toks, int *n, char *err, size_t errlen) {
+    const int n_ctx = s->c.n_ctx, first = s->n_msgs && is_role(&s->msgs[0], "system") ? 1 : 0;
+    int dropped = 0;
+    while (*n >= n_ctx && s->n_msgs - first > 1) {
+        /* a user message goes with the reply that follows it */
+        int k = s->n_msgs - first > 2 && !is_role(&s->msgs[first + 1], "user") ? 2 : 1;
+        drop_msgs(s, first, k);
+        dropped += k;
+        free(*toks);
+        *toks = NULL;
+        if (conversation_tokens(s, toks, n, err, errlen)) return -1;
+    }
+    if (dropped) fprintf(stderr, "picolm: chat: dropped the %d oldest messages to fit the context of %d (--truncate)\n", dropped, n_ctx);
+    if (*n >= n_ctx) {
+        const int keep = n_ctx / 2 > 0 ? n_ctx / 2 : 1, bos = tokenizer_add_bos(s->e->tok) ? 1 : 0;
+        memmove(*toks + bos, *toks + *n - (keep - bos), (size_t)(keep - bos) * sizeof **toks);
+        fprintf(stderr, "picolm: prompt truncated from %d to its last %d tokens (--truncate)\n", *n, keep);
+        *n = keep;
+    }
+    return 0;
+}
+
+/* stdout and a copy of the reply: the reply becomes the assistant message */
+typedef struct tee {
+    FILE *out;
+    sbuf copy;
+} tee;
+
+static ssize_t tee_write(void *cookie, const char *buf, size_t n) {
+    tee *t = cookie;
+    sb_add(&t->copy, buf, n);
+    size_t w = fwrite(buf, 1, n, t->out);
+    fflush(t->out);
+    return w == n && !t->copy.oom ? (ssize_t)n : -1;
 }
 
 int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *err, size_t errlen) {
     const engine *e = s->e;
-    const int first = s->turns == 0 || s->c.n_past == 0;
-    char *text = chat_format_turn(s->kind, s->bos, s->eos, s->cfg->system_prompt, user, len, first);
-    if (!text) return pl_fail(err, errlen, "out of memory");
+    const int n_msgs0 = s->n_msgs;
+    if (push_msg(s, "user", user, len)) return pl_fail(err, errlen, "out of memory");
     int32_t *toks = NULL;
     int n = 0;
-    /* the template's markers are special tokens: always parse them */
-    int rc = generate_tokenize(e, text, strlen(text), first && tokenizer_add_bos(e->tok), 1, &toks, &n, err, errlen);
-    free(text);
-    if (rc) return -1;
+    if (conversation_tokens(s, &toks, &n, err, errlen)) goto fail;
     memset(&s->st, 0, sizeof s->st);
-    const int room = s->c.n_ctx - s->c.n_past;
-    if (n >= room) {
-        free(toks);
-        if (first)
-            pl_fail(err, errlen, "the message is %d tokens with the template, which does not fit in the context of %d (use -c to enlarge it)", n,
-                 s->c.n_ctx);
-        else
-            pl_fail(err, errlen, "the conversation has filled the context: %d of %d tokens used, and this message needs %d more",
-                 s->c.n_past, s->c.n_ctx, n + 1);
-        return 1;
+    if (n >= s->c.n_ctx) {
+        if (s->cfg->truncate) {
+            if (truncate_conversation(s, &toks, &n, err, errlen)) goto fail;
+        } else {
+            if (s->turns == 0)
+                pl_fail(err, errlen, "the message is %d tokens with the template, which does not fit in the context of %d "
+                                     "(use -c to enlarge it, or --truncate to drop the oldest tokens)", n, s->c.n_ctx);
+            else
+                pl_fail(err, errlen, "the conversation has filled the context: it would need %d of %d tokens "
+                                     "(--truncate drops the oldest messages instead)", n + 1, s->c.n_ctx);
+            free(toks);
+            drop_msgs(s, n_msgs0, s->n_msgs - n_msgs0);
+            return 1;
+        }
     }
-    double t = pl_now();
-    if (first && s->cfg->cache_path[0]) rc = generate_prefill(e, s->cfg, &s->c, toks, n, &s->st, err, errlen);
-    else rc = generate_prefill_plain(&s->c, toks, n, err, errlen);
-    if (rc) { free(toks); return -1; }
-    for (int i = 0; i < n; i++) sampling_accept(s->smp, toks[i]);
-    memcpy(s->hist + s->n_hist, toks, (size_t)n * sizeof *toks);
-    s->n_hist += n;
-    free(toks);
-    s->st.prefill_s = pl_now() - t;
-    s->st.n_prompt = n;
+    /* the KV cache keeps the longest prefix it shares with the conversation */
+    int keep = 0;
+    while (keep < s->n_hist && keep < n && s->hist[keep] == toks[keep]) keep++;
+    if (keep == n) keep = n - 1; /* the last token is evaluated again for its logits */
+    s->c.n_past = keep;
+    s->n_hist = keep;
 
+    double t = pl_now();
+    int rc;
+    if (keep == 0 && s->cfg->cache_path[0]) rc = generate_prefill(e, s->cfg, &s->c, toks, n, &s->st, err, errlen);
+    else rc = generate_prefill_plain(&s->c, toks + keep, n - keep, err, errlen);
+    if (rc) goto fail;
+    for (int i = keep; i < n; i++) sampling_accept(s->smp, toks[i]);
+    memcpy(s->hist + keep, toks + keep, (size_t)(n - keep) * sizeof *toks);
+    s->n_hist = n;
+    s->st.prefill_s = pl_now() - t;
+    s->st.n_prompt = s->st.n_reused ? n : n - keep;
+    free(toks);
+    toks = NULL;
+
+    tee tt = {.out = out};
+    FILE *f = fopencookie(&tt, "w", (cookie_io_functions_t){.write = tee_write});
+    if (!f) return pl_fail(err, errlen, "out of memory");
+    setvbuf(f, NULL, _IONBF, 0);
     out_stream o;
-    out_init(&o, s->cfg, out);
+    out_init(&o, s->cfg, f);
     /* feed_last: the next turn continues after the reply's last token */
     gen_decode_args a = {.end_ids = s->end_ids, .n_end_ids = s->n_end_ids, .feed_last = 1,
                          .hist = s->hist, .n_hist = &s->n_hist, .hist_cap = s->c.n_ctx};
     t = pl_now();
     rc = generate_decode(e, s->cfg, &s->c, s->smp, &o, &a, &s->st, &s->last_end, err, errlen);
     out_flush(&o);
+    fclose(f);
     s->st.decode_s = pl_now() - t;
+    if (!rc && push_msg(s, "assistant", tt.copy.p ? tt.copy.p : "", tt.copy.n)) rc = pl_fail(err, errlen, "out of memory");
+    free(tt.copy.p);
     if (rc) return -1;
     s->turns++;
     return 0;
+fail:
+    free(toks);
+    drop_msgs(s, s->n_msgs - 1, 1); /* the new message (--truncate may have dropped older ones) */
+    return -1;
 }
 
 /* One message from in: a line, continued while it ends in '\'.  NULL at EOF. */

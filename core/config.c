@@ -48,9 +48,9 @@ typedef struct keydef {
 static const keydef keys[] = {
     {"engine", "threads", K_INT, F(threads), 0, 1024, NULL, "worker threads, caller included; 0 = all online CPUs"},
     {"engine", "context", K_INT, F(context), 0, 1 << 24, NULL, "context tokens (capped at the model's); 0 = the model's"},
-    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "ISA backend: auto (best) or scalar, sse4, avx2, avx512, neon"},
+    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon"},
     {"engine", "kv_type", K_ENUM, F(kv_type), 0, 0, "f16|q8_0", "KV cache element type: f16 or q8_0 (half the memory)"},
-    {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then next to the binary, install dir"},
+    {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary"},
     {"engine", "ram", K_SIZE, F(ram_bytes), 0, 0, NULL, "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"},
     {"engine", "batch", K_INT, F(batch), 1, 65536, NULL, "prompt tokens processed per forward step (prefill chunk)"},
     {"limits", "max_tensors", K_U64, F(max_tensors), 0, 0, NULL, "most tensors a model file may declare"},
@@ -65,8 +65,8 @@ static const keydef keys[] = {
     {"generate", "cache", K_STR, F(cache_path), 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"},
     {"generate", "special", K_TRI, F(special), 0, 0, NULL, "parse special tokens (<s>, <|im_start|>...) in the prompt: auto/true/false"},
     {"generate", "chat", K_BOOL, F(chat), 0, 0, NULL, "chat mode: apply the chat template; interactive on a terminal, one reply when piped or with -p"},
-    {"generate", "chat_template", K_NAME, F(chat_template), 0, 0, NULL, "chat template: auto (from the model), zephyr, chatml or llama2"},
-    {"generate", "system", K_STR, F(system_prompt), 0, 0, NULL, "system prompt for chat"},
+    {"generate", "chat_template", K_NAME, F(chat_template), 0, 0, NULL, "chat template: auto (the model's) or chatml, llama2, llama2-sys(-bos, -strip), mistral-v7, phi3, zephyr, gemma, llama3, glmedge; implies --chat"},
+    {"generate", "system", K_STR, F(system_prompt), 0, 0, NULL, "system prompt for chat; implies --chat"},
     {"generate", "truncate", K_BOOL, F(truncate), 0, 0, NULL, "over-long prompt: keep its last tokens instead of failing"},
     {"generate", "stop", K_STOP, 0, 0, 0, 0, NULL, "stop when this text is generated (repeatable)"},
     {"sampler", "chain", K_CHAIN, F(sampler_chain), 0, 0, NULL, "sampler chain: auto or comma-separated plugin names in order"},
@@ -81,6 +81,7 @@ static const keydef keys[] = {
 };
 #undef F
 #define N_KEYS (sizeof keys / sizeof keys[0])
+_Static_assert(N_KEYS <= PICOLM_MAX_KEYS, "raise PICOLM_MAX_KEYS");
 
 /* [sampler] keys seeded into params[] by config_defaults */
 static const struct { const char *key, *value; } sampler_defaults[] = {
@@ -93,6 +94,23 @@ static const keydef *find_key(const char *section, const char *key) {
     for (size_t i = 0; i < N_KEYS; i++)
         if (!strcasecmp(keys[i].section, section) && !strcasecmp(keys[i].key, key)) return &keys[i];
     return NULL;
+}
+
+/* Record where k was set (see picolm_config.key_line). */
+static void mark_set(picolm_config *c, const keydef *k, int line) {
+    if (k) c->key_line[k - keys] = line;
+}
+
+void config_where(const picolm_config *c, const char *section, const char *key, char *buf, size_t n) {
+    const keydef *k = find_key(section, key);
+    const int line = k ? c->key_line[k - keys] : 0;
+    if (line > 0) snprintf(buf, n, "%s:%d", c->config_path, line);
+    else snprintf(buf, n, "%s", line < 0 ? "command line" : "built-in default");
+}
+
+int config_is_set(const picolm_config *c, const char *section, const char *key) {
+    const keydef *k = find_key(section, key);
+    return k && c->key_line[k - keys] != 0;
 }
 
 static int known_section(const char *s) {
@@ -401,7 +419,7 @@ static char *cfg_reader(char *str, int num, void *stream) {
             name[nl] = '\0';
             strip_value(name);
             if (!known_section(name))
-                ini_error(x, x->lineno, "unknown section [%s] (expected [engine], [generate] or [sampler])", name);
+                ini_error(x, x->lineno, "unknown section [%s] (expected [engine], [limits], [generate] or [sampler])", name);
         }
     }
     if (l + 3 > (size_t)num) {
@@ -474,7 +492,7 @@ static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen)
 static int cfg_handler(void *user, const char *section, const char *name, const char *value) {
     ini_ctx *x = user;
     const int line = x->lineno;
-    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under [engine], [generate] or [sampler])", name); return 0; }
+    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under [engine], [limits], [generate] or [sampler])", name); return 0; }
     if (!known_section(section)) return 1; /* reported at the [section] line */
     if (!strcmp(value, LONG_MARK) && x->stash && x->stash_line == line) value = x->stash;
 
@@ -485,6 +503,7 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
             ini_error(x, line, "[sampler] %s", msg);
             return 0;
         }
+        mark_set(x->c, find_key("sampler", name), line);
         return 1;
     }
     const keydef *k = find_key(section, name);
@@ -496,6 +515,7 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
         ini_error(x, line, "[%s] %s", k->section, msg);
         return 0;
     }
+    mark_set(x->c, k, line);
     return 1;
 }
 
@@ -526,7 +546,7 @@ enum opt_action {
     A_KEY,     /* set section.key from the value */
     A_TRUE,    /* boolean key = true (or =VALUE) */
     A_FALSE,   /* boolean key = false */
-    A_PROMPT, A_CONFIG, A_PARAM, A_LIST, A_DUMP, A_HELP, A_VERSION, A_VERBOSE, A_FIT
+    A_PROMPT, A_PROMPT_FILE, A_CONFIG, A_PARAM, A_LIST, A_DUMP, A_HELP, A_VERSION, A_VERBOSE, A_FIT
 };
 
 typedef struct cli_opt {
@@ -540,6 +560,7 @@ typedef struct cli_opt {
 
 static const cli_opt opts[] = {
     {"prompt", 'p', A_PROMPT, NULL, NULL, "TEXT", "prompt text (default: read stdin)"},
+    {"file", 'f', A_PROMPT_FILE, NULL, NULL, "FILE", "read the prompt from FILE (all of it, as stdin would be)"},
     {"max-tokens", 'n', A_KEY, "generate", "max_tokens", "N", NULL},
     {"temperature", 't', A_KEY, "sampler", "temperature", "X", NULL},
     {"top-p", 'k', A_KEY, "sampler", "top_p", "X", NULL},
@@ -573,7 +594,7 @@ static const cli_opt opts[] = {
     {"fit", 0, A_FIT, NULL, NULL, NULL, "print the memory plan for the model and exit"},
     {"list-plugins", 0, A_LIST, NULL, NULL, NULL, "list plugin candidates, scores and choices, then exit"},
     {"dump-config", 0, A_DUMP, NULL, NULL, NULL, "print the effective configuration as INI and exit"},
-    {"verbose", 'v', A_VERBOSE, NULL, NULL, NULL, "more logging on stderr (repeat for more)"},
+    {"verbose", 'v', A_VERBOSE, NULL, NULL, NULL, "more logging on stderr (repeat for more: -vv)"},
     {"version", 0, A_VERSION, NULL, NULL, NULL, "print the version and exit"},
     {"help", 'h', A_HELP, NULL, NULL, NULL, "this help"},
     /* aliases, not listed in --help */
@@ -583,18 +604,28 @@ static const cli_opt opts[] = {
 };
 #define N_OPTS (sizeof opts / sizeof opts[0])
 
+/* The options every tool that runs a model shares (config_common_arg). */
+static int is_common(const cli_opt *o) {
+    static const char *const names[] = {"threads", "context", "backend", "kv-type", "plugin-dir", "config", "verbose"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(o->lng, names[i])) return 1;
+    return 0;
+}
+
 /* Identify argv[*i]: returns the option (or NULL: positional / unknown in
    *unknown), and its value (advancing *i when the value is the next arg). */
 typedef struct {
     const cli_opt *o;
     const char *value; /* NULL when the option has none */
     int unknown, missing, positional, end_of_opts;
+    int repeat;        /* -vv: the flag given this many times */
     char name[64];     /* as the user spelled it, for messages */
 } parsed_arg;
 
 static parsed_arg next_arg(int argc, char **argv, int *i, int opts_done) {
     parsed_arg r;
     memset(&r, 0, sizeof r);
+    r.repeat = 1;
     const char *a = argv[*i];
     if (opts_done || a[0] != '-' || a[1] == '\0') { r.positional = 1; return r; }
     if (!strcmp(a, "--")) { r.end_of_opts = 1; return r; }
@@ -611,7 +642,11 @@ static parsed_arg next_arg(int argc, char **argv, int *i, int opts_done) {
         for (size_t k = 0; k < N_OPTS; k++)
             if (opts[k].shrt && opts[k].shrt == a[1]) { r.o = &opts[k]; break; }
         if (a[2]) attached = a + 2 + (a[2] == '='); /* -n5 or -n=5 */
-        if (r.o && !r.o->metavar && a[2]) r.o = NULL; /* -vx: not a thing */
+        if (r.o && !r.o->metavar && a[2]) {
+            /* -vv counts twice; -vx is not a thing */
+            if (r.o->act == A_VERBOSE && strspn(a + 1, "v") == strlen(a + 1)) r.repeat = (int)strlen(a + 1), attached = NULL;
+            else r.o = NULL;
+        }
     }
     if (!r.o) { r.unknown = 1; return r; }
     if (r.o->metavar) {
@@ -637,9 +672,57 @@ const char *config_find_ini(int argc, char **argv) {
     return env && *env ? env : NULL;
 }
 
+/* Apply one parsed option (the single place both picolm and the tools do
+   it).  0 ok, else -1 with a message in err. */
+static int apply_opt(picolm_config *c, const parsed_arg *p, int *stops_reset, char *err, size_t errlen) {
+    char msg[640];
+    const cli_opt *o = p->o;
+    if (p->missing) return pl_fail(err, errlen, "option %s needs a value (%s)", p->name, o->metavar);
+    if (p->value && !o->metavar && o->act != A_TRUE) return pl_fail(err, errlen, "option %s takes no value", p->name);
+    switch (o->act) {
+    case A_KEY:
+    case A_TRUE:
+    case A_FALSE: {
+        const char *v = o->act == A_KEY ? p->value : o->act == A_FALSE ? "false" : p->value ? p->value : "true";
+        const keydef *k = find_key(o->section, o->key);
+        if (!strcmp(o->section, "sampler")) {
+            if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p->name, msg);
+        } else if (set_typed(c, k, v, stops_reset, msg, sizeof msg)) {
+            return pl_fail(err, errlen, "option %s: %s", p->name, msg);
+        }
+        mark_set(c, k, -1);
+        /* --system and --chat-template only mean something in chat mode:
+           they ask for it (their INI keys do not, so an INI can hold defaults) */
+        if (!strcmp(o->key, "system") || !strcmp(o->key, "chat_template")) c->chat = 1;
+        break;
+    }
+    case A_PARAM: {
+        const char *eq = strchr(p->value, '=');
+        char key[64];
+        if (!eq || eq == p->value || (size_t)(eq - p->value) >= sizeof key) return pl_fail(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p->name, p->value);
+        snprintf(key, sizeof key, "%.*s", (int)(eq - p->value), p->value);
+        if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p->name, msg);
+        mark_set(c, find_key("sampler", key), -1);
+        break;
+    }
+    case A_PROMPT: c->prompt = p->value; break;
+    case A_PROMPT_FILE:
+        if (!*p->value) return pl_fail(err, errlen, "option %s: empty file name", p->name);
+        c->prompt_file = p->value;
+        break;
+    case A_CONFIG: if (!*p->value) return pl_fail(err, errlen, "option %s: empty file name", p->name); break; /* read by config_find_ini */
+    case A_LIST: c->list_plugins = 1; break;
+    case A_DUMP: c->dump_config = 1; break;
+    case A_HELP: c->show_help = 1; break;
+    case A_VERSION: c->show_version = 1; break;
+    case A_VERBOSE: c->verbose += p->repeat; break;
+    case A_FIT: c->fit = 1; break;
+    }
+    return 0;
+}
+
 int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t errlen) {
     int done = 0, stops_reset = 0;
-    char msg[640];
     for (int i = 1; i < argc; i++) {
         parsed_arg p = next_arg(argc, argv, &i, done);
         if (p.end_of_opts) { done = 1; continue; }
@@ -649,40 +732,25 @@ int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t
             continue;
         }
         if (p.unknown) return pl_fail(err, errlen, "unknown option '%s' (see --help)", argv[i]);
-        if (p.missing) return pl_fail(err, errlen, "option %s needs a value (%s)", p.name, p.o->metavar);
-        const cli_opt *o = p.o;
-        if (p.value && !o->metavar && o->act != A_TRUE) return pl_fail(err, errlen, "option %s takes no value", p.name);
-        switch (o->act) {
-        case A_KEY:
-        case A_TRUE:
-        case A_FALSE: {
-            const char *v = o->act == A_KEY ? p.value : o->act == A_FALSE ? "false" : p.value ? p.value : "true";
-            if (!strcmp(o->section, "sampler")) {
-                if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p.name, msg);
-            } else if (set_typed(c, find_key(o->section, o->key), v, &stops_reset, msg, sizeof msg)) {
-                return pl_fail(err, errlen, "option %s: %s", p.name, msg);
-            }
-            break;
-        }
-        case A_PARAM: {
-            const char *eq = strchr(p.value, '=');
-            char key[64];
-            if (!eq || eq == p.value || (size_t)(eq - p.value) >= sizeof key) return pl_fail(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p.name, p.value);
-            snprintf(key, sizeof key, "%.*s", (int)(eq - p.value), p.value);
-            if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p.name, msg);
-            break;
-        }
-        case A_PROMPT: c->prompt = p.value; break;
-        case A_CONFIG: if (!*p.value) return pl_fail(err, errlen, "option %s: empty file name", p.name); break; /* read by config_find_ini */
-        case A_LIST: c->list_plugins = 1; break;
-        case A_DUMP: c->dump_config = 1; break;
-        case A_HELP: c->show_help = 1; break;
-        case A_VERSION: c->show_version = 1; break;
-        case A_VERBOSE: c->verbose++; break;
-        case A_FIT: c->fit = 1; break;
-        }
+        if (apply_opt(c, &p, &stops_reset, err, errlen)) return -1;
     }
+    if (c->prompt && c->prompt_file) return pl_fail(err, errlen, "-p and -f both give the prompt: use one");
     return 0;
+}
+
+int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t errlen) {
+    config_defaults(c);
+    c->context = 0; /* a tool's window or token file may use the whole context */
+    const char *ini = config_find_ini(argc, argv);
+    return ini ? config_load_ini(c, ini, err, errlen) : 0;
+}
+
+int config_common_arg(picolm_config *c, int argc, char **argv, int *i, char *err, size_t errlen) {
+    int j = *i;
+    parsed_arg p = next_arg(argc, argv, &j, 0);
+    if (!p.o || !is_common(p.o)) return 0;
+    *i = j;
+    return apply_opt(c, &p, NULL, err, errlen) ? -1 : 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -765,43 +833,59 @@ void config_dump(const picolm_config *c, void *FILE_stream) {
     }
 }
 
+static int o_is_alias(const cli_opt *o) { return o->help && !o->help[0]; }
+
+/* One option's --help lines: flags and help, then its default and INI key. */
+static void print_opt(FILE *f, const cli_opt *o, const picolm_config *d) {
+    char v[512], left[64];
+    const keydef *k = o->section ? find_key(o->section, o->key) : NULL;
+    if (o->shrt) snprintf(left, sizeof left, "-%c, --%s%s%s", o->shrt, o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    else snprintf(left, sizeof left, "    --%s%s%s", o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    fprintf(f, "  %-26s %s\n", left, o->help ? o->help : k ? k->help : "");
+    if (!k) return;
+    if (k->type == K_STOP) {
+        fprintf(f, "  %-26s (default none; INI [%s] %s, repeatable)\n", "", k->section, k->key);
+    } else if (o->act == A_KEY) {
+        value_str(d, k, v, sizeof v);
+        fprintf(f, "  %-26s (default %s; INI [%s] %s)\n", "", v[0] ? v : "\"\"", k->section, k->key);
+    } else {
+        fprintf(f, "  %-26s (default %s; INI [%s] %s)\n", "",
+                k->type == K_TRI ? "auto" : *(const int *)((const char *)d + k->off) ? "on" : "off",
+                k->section, k->key);
+    }
+}
+
 void config_usage(const char *argv0, void *FILE_stream) {
     FILE *f = FILE_stream;
     picolm_config d;
     config_defaults(&d);
     fprintf(f,
-            "usage: %s MODEL.gguf [-p PROMPT] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
+            "usage: %s MODEL.gguf [-p PROMPT | -f FILE] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
             "       [--json] [--cache FILE] [options]\n"
             "Generates text from a Llama-architecture GGUF model.  Settings come from the\n"
             "built-in defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then\n"
             "these flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",
             argv0 ? argv0 : "picolm");
-    char v[512], left[64];
-    for (size_t i = 0; i < N_OPTS; i++) {
-        const cli_opt *o = &opts[i];
-        if (o->help && !o->help[0]) continue; /* alias */
-        const keydef *k = o->section ? find_key(o->section, o->key) : NULL;
-        if (o->shrt) snprintf(left, sizeof left, "-%c, --%s%s%s", o->shrt, o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        else snprintf(left, sizeof left, "    --%s%s%s", o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        fprintf(f, "  %-26s %s\n", left, o->help ? o->help : k ? k->help : "");
-        if (!k) continue;
-        if (k->type == K_STOP) {
-            fprintf(f, "  %-26s (default none; INI [%s] %s, repeatable)\n", "", k->section, k->key);
-        } else if (o->act == A_KEY) {
-            value_str(&d, k, v, sizeof v);
-            fprintf(f, "  %-26s (default %s; INI [%s] %s)\n", "", v[0] ? v : "\"\"", k->section, k->key);
-        } else {
-            fprintf(f, "  %-26s (default %s; INI [%s] %s)\n", "",
-                    k->type == K_TRI ? "auto" : *(const int *)((const char *)&d + k->off) ? "on" : "off",
-                    k->section, k->key);
-        }
-    }
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (!o_is_alias(&opts[i])) print_opt(f, &opts[i], &d);
     fprintf(f,
             "\nDefaults: threads 0 = every online CPU; context 2048 (never more than the\n"
             "model's); temperature 0 = greedy.  Any [sampler] key can also be set with\n"
             "--param KEY=VALUE; sampler plugins own keys beyond the ones above.\n"
-            "Environment: PICOLM_CONFIG (INI file), PICOLM_CPU_MASK (remove CPU features,\n"
-            "e.g. avx512f,avx2), PICOLM_SPIN_US (thread-pool spin before sleeping, default 100).\n"
+            "Environment: PICOLM_CONFIG (INI file), PICOLM_PLUGIN_DIR (plugin directories,\n"
+            "':'-separated, searched after --plugin-dir), PICOLM_CPU_MASK (remove CPU features,\n"
+            "e.g. avx512f,avx2; an unknown name is an error), PICOLM_SPIN_US (thread-pool\n"
+            "spin before sleeping, default 100).\n"
             "INI values may be double-quoted with C escapes (\\n \\t \\\\ \\\" \\xHH); an\n"
-            "unquoted ' ;' starts a comment.  See conf/*.ini for commented examples.\n");
+            "unquoted ' ;' starts a comment.  See conf/*.ini for commented examples.\n"
+            "Exit status: 0 success, 1 runtime failure (model, files, memory, output),\n"
+            "2 usage error (a flag, INI value or name that is wrong).\n");
+}
+
+void config_common_usage(void *FILE_stream) {
+    picolm_config d;
+    config_defaults(&d);
+    d.context = 0; /* as config_tool_init */
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
 }

@@ -10,6 +10,7 @@
 
 #define PICOLM_MAX_PARAMS 64
 #define PICOLM_MAX_STOPS 16
+#define PICOLM_MAX_KEYS 48      /* room for config.c's key table */
 
 /* A raw key = value of the [sampler] section (or a sampler CLI flag), handed
    to sampler plugins as picolm_param.  Known keys are also parsed into the
@@ -65,9 +66,14 @@ typedef struct picolm_config {
     int n_params;
     picolm_config_param params[PICOLM_MAX_PARAMS];
 
+    /* where each key of the table was set: 0 = built-in default,
+       -1 = command line, > 0 = line of config_path (see config_where) */
+    int key_line[PICOLM_MAX_KEYS];
+
     /* CLI-only */
     const char *model_path;     /* positional MODEL */
-    const char *prompt;         /* -p; NULL = read stdin */
+    const char *prompt;         /* -p; NULL = read stdin (or -f) */
+    const char *prompt_file;    /* -f FILE */
     int list_plugins;
     int dump_config;
     int show_help;
@@ -103,6 +109,28 @@ int config_set_param(picolm_config *c, const char *key, const char *value,
 /* Where a param came from, for messages: "FILE:LINE", "command line" or
    "built-in default". */
 void config_param_where(const picolm_config_param *p, char *buf, size_t n);
+
+/* Where section.key got its value: "FILE:LINE", "command line" or
+   "built-in default" (for messages about values checked after parsing). */
+void config_where(const picolm_config *c, const char *section, const char *key, char *buf, size_t n);
+/* Non-zero when section.key was set by the INI or the command line. */
+int config_is_set(const picolm_config *c, const char *section, const char *key);
+
+/* ---- the options shared by every tool that runs a model ----
+   -j/--threads, -c/--context, --backend, --plugin-dir, --kv-type, --config
+   and -v: the same table entries, parser and help lines as picolm's own. */
+
+/* A tool's defaults (picolm's, but context 0: the model's), then the INI
+   named by --config / $PICOLM_CONFIG.  0, or -1 with "FILE:LINE: message"
+   in err. */
+int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t errlen);
+/* If argv[*i] is a shared option, apply it (advancing *i past a separate
+   value) and return 1; return 0 when it is not one (the tool's own or a
+   positional), -1 with a message in err on a bad or missing value. */
+int config_common_arg(picolm_config *c, int argc, char **argv, int *i, char *err, size_t errlen);
+/* The help lines of the shared options, as picolm --help shows them, with
+   a tool's defaults (config_tool_init). */
+void config_common_usage(void *FILE_stream);
 
 /* Print the effective configuration as a valid INI file. */
 void config_dump(const picolm_config *c, void *FILE_stream);

@@ -1,6 +1,7 @@
 #include "generate.h"
 #include "util.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,6 +41,27 @@ void out_init(out_stream *o, const picolm_config *cfg, FILE *f) {
     memset(o, 0, sizeof *o);
     o->cfg = cfg;
     o->f = f;
+    o->last = '\n';
+}
+
+/* Write and flush (the text streams as it is made); a failure stops the
+   stream and keeps errno for out_error. */
+static int out_write(out_stream *o, const char *s, size_t n) {
+    if (o->werr) return -1;
+    errno = 0;
+    if ((n && fwrite(s, 1, n, o->f) != n) || fflush(o->f)) {
+        o->werr = errno ? errno : EIO;
+        o->stopped = 1;
+        if (o->werr == EPIPE) clearerr(o->f); /* the reader is gone: stop, but no error to report at exit */
+        return -1;
+    }
+    if (n) o->last = s[n - 1];
+    return 0;
+}
+
+int out_error(const out_stream *o, char *err, size_t errlen) {
+    if (!o->werr || o->werr == EPIPE) return 0;
+    return pl_fail(err, errlen, "cannot write the output: %s", strerror(o->werr));
 }
 
 /* Longest suffix of buf that is a proper prefix of some stop string. */
@@ -69,8 +91,7 @@ int out_push(out_stream *o, const char *s, size_t n) {
             if (!sl || sl > o->n) continue;
             for (size_t i = 0; i + sl <= o->n; i++)
                 if (!memcmp(o->buf + i, st, sl)) {
-                    fwrite(o->buf, 1, i, o->f);
-                    fflush(o->f);
+                    out_write(o, o->buf, i);
                     o->n = 0;
                     o->stopped = 1;
                     return 1;
@@ -81,8 +102,7 @@ int out_push(out_stream *o, const char *s, size_t n) {
         /* a full buffer must drain even if a (huge) partial match is pending */
         if (emit == 0 && o->n == sizeof o->buf) emit = o->n / 2;
         if (emit) {
-            fwrite(o->buf, 1, emit, o->f);
-            fflush(o->f);
+            if (out_write(o, o->buf, emit)) return 1;
             memmove(o->buf, o->buf + emit, o->n - emit);
             o->n -= emit;
         }
@@ -90,10 +110,10 @@ int out_push(out_stream *o, const char *s, size_t n) {
     return 0;
 }
 
-void out_flush(out_stream *o) {
-    if (!o->stopped && o->n) fwrite(o->buf, 1, o->n, o->f);
+int out_flush(out_stream *o) {
+    const int r = out_write(o, o->buf, o->stopped ? 0 : o->n);
     o->n = 0;
-    fflush(o->f);
+    return r;
 }
 
 /* ---------------- generation ---------------- */
@@ -131,6 +151,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
                      char *err, size_t errlen) {
     (void)e;
     st->n_reused = 0;
+    int fresh = 0; /* the cache file does not exist yet */
     if (c->n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
     const char *path = cfg->cache_path;
     if (path[0]) {
@@ -144,7 +165,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
         if (r < 0) {
             fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
         } else if (r == 1) {
-            if (cfg->verbose) fprintf(stderr, "picolm: cache: %s does not exist yet\n", path);
+            fresh = 1;
         } else {
             int common = kvcache_common_prefix(&v, toks, n);
             if (common >= n) common = n - 1; /* re-evaluate one token: its logits start the reply */
@@ -162,8 +183,14 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
     if (generate_prefill_plain(c, toks + c->n_past, n - c->n_past, err, errlen)) return -1;
     if (path[0]) {
         char msg[1200];
-        if (kvcache_save(path, c, toks, n, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
-        else if (cfg->verbose) fprintf(stderr, "picolm: cache: saved %d tokens to %s\n", n, path);
+        if (kvcache_save(path, c, toks, n, msg, sizeof msg)) {
+            fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
+            st->cache_unsaved = 1;
+        } else if (fresh) {
+            fprintf(stderr, "picolm: cache: created %s (%d prompt tokens)\n", path, n);
+        } else if (cfg->verbose) {
+            fprintf(stderr, "picolm: cache: saved %d tokens to %s\n", n, path);
+        }
     }
     return 0;
 }
@@ -191,6 +218,7 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         size_t pl;
         const char *piece = tokenizer_piece(e->tok, tok, &pl);
         const int stopped = out_push(out, piece, pl);
+        if (out->werr) { *end = GEN_END_STOP; return out_error(out, err, errlen); }
         if (c->n_past >= c->n_ctx) { *end = GEN_END_CTX; break; }
         if (stopped) *end = GEN_END_STOP;
         const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
@@ -206,23 +234,21 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
 int generate_n_ctx(const engine *e, const picolm_config *cfg) {
     const llama_model *m = &e->model;
     /* the model cannot attend further than it was trained to: clamp */
-    int n_ctx = cfg->context > 0 ? cfg->context : m->hp.n_ctx_train;
-    if (n_ctx > m->hp.n_ctx_train) {
-        if (cfg->verbose) fprintf(stderr, "picolm: context %d clamped to the model's %d\n", n_ctx, m->hp.n_ctx_train);
-        n_ctx = m->hp.n_ctx_train;
-    }
-    return n_ctx;
+    const int n_ctx = cfg->context > 0 ? cfg->context : m->hp.n_ctx_train;
+    return n_ctx < m->hp.n_ctx_train ? n_ctx : m->hp.n_ctx_train;
 }
 
 void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_stats *st, int n_ctx) {
     const int kv = generate_kv_type(cfg->kv_type);
-    fprintf(stderr, "\n\npicolm: load %.2f s | prefill %d tokens %.2f s (%.1f tok/s)", st->load_s, st->n_prompt - st->n_reused,
-            st->prefill_s, (st->n_prompt - st->n_reused) / (st->prefill_s > 0 ? st->prefill_s : 1e-9));
+    const int n_pre = st->n_prompt - st->n_reused;
+    fprintf(stderr, "picolm: load %.2f s | prefill %d token%s %.2f s (%.1f tok/s)", st->load_s, n_pre, n_pre == 1 ? "" : "s",
+            st->prefill_s, n_pre / (st->prefill_s > 0 ? st->prefill_s : 1e-9));
     if (st->n_reused) fprintf(stderr, " + %d from the cache", st->n_reused);
-    fprintf(stderr, " | generate %d tokens %.2f s (%.1f tok/s)\n", st->n_gen, st->decode_s,
+    fprintf(stderr, " | generate %d token%s %.2f s (%.1f tok/s)\n", st->n_gen, st->n_gen == 1 ? "" : "s", st->decode_s,
             st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
-    fprintf(stderr, "picolm: backend %s, %d threads | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
-            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), st->rss_anon_kb / 1024.0,
+    fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
+            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
+            st->rss_anon_kb / 1024.0,
             (double)llama_kv_bytes_per_token(&e->model.hp, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
 }
 
@@ -248,8 +274,12 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     /* 2. the prompt must leave room for at least one generated token */
     if (n >= n_ctx) {
         if (!cfg->truncate) {
-            pl_fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, or --truncate to keep the last tokens)",
-                 n, n_ctx);
+            if (n_ctx < m->hp.n_ctx_train)
+                pl_fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, up to the "
+                        "model's %d, or --truncate to keep the last tokens)", n, n_ctx, m->hp.n_ctx_train);
+            else
+                pl_fail(err, errlen, "the prompt is %d tokens, which does not fit in the model's context of %d tokens, its limit, "
+                        "which cannot be exceeded (use --truncate to keep the last tokens)", n, n_ctx);
             goto done;
         }
         int keep = n_ctx / 2 > 0 ? n_ctx / 2 : 1; /* leave half the context for the reply */
@@ -292,11 +322,14 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     t = pl_now();
     int end;
     if (generate_decode(e, cfg, &c, smp, &out, &a, st, &end, err, errlen)) goto done;
-    out_flush(&out);
-    if (end == GEN_END_CTX) fprintf(stderr, "\npicolm: context full (%d tokens)\n", c.n_ctx);
+    /* on a terminal, end with a newline so the shell prompt does not land on
+       the text; into a pipe or file, exactly the generated text */
+    if (!out_flush(&out) && out.last != '\n' && isatty(fileno(stdout))) out_write(&out, "\n", 1);
+    if (out_error(&out, err, errlen)) goto done;
+    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", c.n_ctx);
     st->decode_s = pl_now() - t;
     /* extend the cache with the reply (unless the first save failed: no file) */
-    if (hist && n_hist > n && n_hist == c.n_past && access(cfg->cache_path, F_OK) == 0) {
+    if (hist && n_hist > n && n_hist == c.n_past && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
         char msg[1200];
         if (kvcache_save(cfg->cache_path, &c, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
     }
@@ -388,6 +421,7 @@ int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size
                 max_ctx >= hp->n_ctx_train ? " (the model's maximum)" : "");
         fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights, hp->n_ctx_train));
         fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : resident + p.weights > ram ? "fits, but the weights will not stay cached" : "fits", n_ctx);
+        if (resident > ram) return 1;
     }
     return 0;
 }

@@ -14,6 +14,7 @@ typedef struct gen_stats {
     double load_s, prefill_s, decode_s;
     int n_prompt, n_reused, n_gen;
     size_t rss_anon_kb, rss_file_kb;
+    int cache_unsaved;          /* a cache save failed (and was reported) */
 } gen_stats;
 
 /* Run one generation; writes the continuation to stdout as it is produced
@@ -26,13 +27,20 @@ typedef struct out_stream {
     char buf[1024];
     size_t n;
     int stopped;
+    int werr;           /* errno of a failed write (the stream stops) */
+    char last;          /* last byte written, '\n' before any */
     const picolm_config *cfg;
     FILE *f;
 } out_stream;
 void out_init(out_stream *o, const picolm_config *cfg, FILE *f);
-/* Append bytes; returns 1 once a stop string was seen (output cut before it). */
+/* Append bytes; returns 1 once a stop string was seen (output cut before
+   it) or a write failed (o->werr set). */
 int out_push(out_stream *o, const char *s, size_t n);
-void out_flush(out_stream *o);
+/* Write what is held back; 0, or -1 with o->werr set. */
+int out_flush(out_stream *o);
+/* The message for a failed write (0 when o->werr is 0 or EPIPE: a reader
+   that closed the pipe ends the output quietly). */
+int out_error(const out_stream *o, char *err, size_t errlen);
 
 /* ---- the pieces generate_run is made of (the chat mode reuses them) ---- */
 
@@ -69,7 +77,8 @@ typedef struct gen_decode_args {
 int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sampling *smp, out_stream *out,
                     const gen_decode_args *a, gen_stats *st, int *end, char *err, size_t errlen);
 
-/* Context size for cfg (clamped to the model's training context). */
+/* Context size for cfg (clamped to the model's training context; silent:
+   the CLI reports the clamp once, cli_context). */
 int generate_n_ctx(const engine *e, const picolm_config *cfg);
 
 /* The closing statistics lines on stderr. */
@@ -81,6 +90,7 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
    when they (with the mapped weights) exceed cfg->ram_bytes. */
 int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen);
 
+/* Returns 0, 1 when the verdict is DOES NOT FIT, or -1 with a message. */
 int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen);
 
 /* KV-cache element type from the config string ("f16" / "q8_0"), -1 if bad. */

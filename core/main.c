@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "chat.h"
+#include "cli.h"
 #include "util.h"
 #include "config.h"
 #include "engine.h"
@@ -17,8 +18,8 @@
 
 #define PICOLM_VERSION "0.1.0"
 
-/* Read all of stdin (the prompt when -p is absent). */
-static char *read_stdin(size_t *len) {
+/* Read all of f (the prompt from stdin or -f FILE). */
+static char *read_all(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf) return NULL;
@@ -30,10 +31,11 @@ static char *read_stdin(size_t *len) {
             buf = nb;
             cap *= 2;
         }
-        size_t r = fread(buf + n, 1, cap - n - 1, stdin);
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
         n += r;
         if (r == 0) break;
     }
+    if (ferror(f)) { free(buf); errno = errno ? errno : EIO; return NULL; }
     buf[n] = 0;
     *len = n;
     return buf;
@@ -46,16 +48,16 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
     if (chat_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
     int rc;
     if (interactive) {
-        rc = chat_interactive(&s, stdin, stdout, stderr) ? 1 : 0;
+        rc = chat_interactive(&s, stdin, stdout, stderr) ? CLI_FAIL : CLI_OK;
     } else {
         /* a trailing newline of piped input is not part of the message */
         while (len && (msg[len - 1] == '\n' || msg[len - 1] == '\r')) len--;
         int r = chat_turn(&s, msg, len, stdout, err, sizeof err);
         if (r) fprintf(stderr, "picolm: %s\n", err);
-        rc = r ? 1 : 0;
+        rc = r ? CLI_FAIL : CLI_OK;
         if (!r) {
             fputc('\n', stdout);
-            fflush(stdout);
+            fflush(stdout); /* a failure is reported by cli_close_stdout */
             if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", s.c.n_ctx);
             s.st.load_s = load_s;
             generate_rss(&s.st.rss_anon_kb, &s.st.rss_file_kb, NULL);
@@ -66,34 +68,42 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
     return rc;
 }
 
+/* Refuse up front what cannot work (a usage error): 0, or -1 with a message. */
+static int check_request(const picolm_config *cfg, char *err, size_t errlen) {
+    if (cfg->json_mode && cfg->n_stops)
+        return pl_fail(err, errlen, "--json and --stop cannot be combined: a stop string could cut the JSON document short "
+                                    "(--json ends by itself once the document is complete)");
+    if (cfg->json_mode && cfg->max_tokens >= 0 && cfg->max_tokens < 2)
+        return pl_fail(err, errlen, "--json with -n %d: no complete JSON document fits in a budget of fewer than 2 tokens "
+                                    "('{' and '}'; use a larger -n, or -n -1)", cfg->max_tokens);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     picolm_config cfg;
     char err[2048];
     config_defaults(&cfg);
     const char *ini = config_find_ini(argc, argv);
-    if (ini && config_load_ini(&cfg, ini, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 2; }
-    if (config_parse_args(&cfg, argc, argv, err, sizeof err)) {
-        fprintf(stderr, "picolm: %s\n(see picolm --help)\n", err);
-        return 2;
-    }
-    if (cfg.show_help) { config_usage(argv[0], stdout); return 0; }
-    if (cfg.show_version) { printf("picolm %s (plugin ABI %u)\n", PICOLM_VERSION, PICOLM_ABI_VERSION); return 0; }
-    if (cfg.dump_config) { config_dump(&cfg, stdout); return 0; }
+    if (ini && config_load_ini(&cfg, ini, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return CLI_USAGE; }
+    if (config_parse_args(&cfg, argc, argv, err, sizeof err)) return cli_usage_error("picolm", err);
+    if (cfg.show_help) { config_usage(argv[0], stdout); return cli_close_stdout("picolm"); }
+    if (cfg.show_version) { printf("picolm %s (plugin ABI %u)\n", PICOLM_VERSION, PICOLM_ABI_VERSION); return cli_close_stdout("picolm"); }
+    if (cfg.dump_config) { config_dump(&cfg, stdout); return cli_close_stdout("picolm"); }
 
     if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
-        fprintf(stderr, "picolm: unknown chat template '%s' (known: auto, zephyr, chatml, llama2)\n(see picolm --help)\n", cfg.chat_template);
-        return 2;
+        char where[1200];
+        cli_where(&cfg, "generate", "chat_template", "--chat-template", where, sizeof where);
+        snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, " CHAT_KIND_NAMES ")", where, cfg.chat_template);
+        return cli_usage_error("picolm", err);
     }
-    const gguf_limits lim = {cfg.max_metadata, cfg.max_tensors, cfg.max_string, cfg.max_array,
-                             cfg.max_dim > INT64_MAX ? INT64_MAX : (int64_t)cfg.max_dim};
-    engine_opts o = {.model_path = cfg.list_plugins ? NULL : cfg.model_path, .plugin_dir = cfg.plugin_dir,
-                     .backend = cfg.backend, .threads = cfg.threads, .tokenizer = 1, .limits = &lim};
+    if (!cfg.list_plugins && !cfg.fit && check_request(&cfg, err, sizeof err)) return cli_usage_error("picolm", err);
     if (!cfg.list_plugins && !cfg.model_path) {
         fprintf(stderr, "picolm: no model given\nusage: picolm MODEL [-p PROMPT] [options]   (see picolm --help)\n");
-        return 2;
+        return CLI_USAGE;
     }
     double t0 = pl_now();
-    engine *e = build_engine(&o, err, sizeof err);
+    int rc;
+    engine *e = cli_build_engine(&cfg, "picolm", cfg.list_plugins ? NULL : cfg.model_path, 1, &rc);
     if (!e) {
         if (cfg.list_plugins) { /* still explain what was found */
             pl_registry r;
@@ -101,46 +111,66 @@ int main(int argc, char **argv) {
             registry_load(&r, cfg.plugin_dir, e2, sizeof e2);
             registry_print(&r, NULL, stdout);
             registry_free(&r);
+            cli_close_stdout("picolm");
         }
-        fprintf(stderr, "picolm: %s\n", err);
-        return 1;
+        return rc;
     }
     if (cfg.list_plugins) {
         registry_print(&e->reg, e->d.backend ? e->d.backend->name : NULL, stdout);
         free_engine(e);
-        return 0;
+        return cli_close_stdout("picolm");
     }
+    cfg.context = cli_context(&cfg, "picolm", e->model.hp.n_ctx_train);
     if (cfg.fit) {
-        int rc = generate_fit(e, &cfg, stdout, err, sizeof err);
-        if (rc) fprintf(stderr, "picolm: %s\n", err);
+        int fit = generate_fit(e, &cfg, stdout, err, sizeof err);
+        if (fit < 0) fprintf(stderr, "picolm: %s\n", err);
         free_engine(e);
-        return rc ? 1 : 0;
+        rc = cli_close_stdout("picolm");
+        return fit || rc ? CLI_FAIL : CLI_OK; /* fit > 0: the verdict is DOES NOT FIT */
     }
+    /* a sampler name, key or value the plugins refuse is the user's to fix */
+    sampling *probe;
+    if (sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
+        char where[1200] = "";
+        /* a name in the chain (the keys' messages carry their own place) */
+        if (strstr(err, "in chain") || !strncmp(err, "sampler '", 9)) cli_where(&cfg, "sampler", "chain", "--sampler", where, sizeof where);
+        fprintf(stderr, "picolm: %s%s\n", where, err);
+        int samplers = 0; /* none at all: an installation problem, not a usage error */
+        for (int i = 0; i < e->reg.n; i++) samplers += e->reg.items[i].ok && e->reg.items[i].kind == PICOLM_KIND_SAMPLER;
+        free_engine(e);
+        return samplers ? CLI_USAGE : CLI_FAIL;
+    }
+    sampling_free(probe);
 
     size_t plen = 0;
-    char *stdin_prompt = NULL;
+    char *read_prompt = NULL;
     const char *prompt = cfg.prompt;
-    /* --chat on a terminal without -p: an interactive conversation */
-    const int interactive = cfg.chat && !prompt && isatty(0);
+    /* --chat on a terminal without -p or -f: an interactive conversation */
+    const int interactive = cfg.chat && !prompt && !cfg.prompt_file && isatty(0);
     if (prompt) {
         plen = strlen(prompt);
+    } else if (cfg.prompt_file) {
+        FILE *f = fopen(cfg.prompt_file, "rb");
+        read_prompt = f ? read_all(f, &plen) : NULL;
+        if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from %s: %s\n", cfg.prompt_file, strerror(errno)); }
+        if (f) fclose(f);
+        if (!read_prompt) { free_engine(e); return CLI_FAIL; }
+        prompt = read_prompt;
     } else if (!interactive) {
         if (isatty(0)) fprintf(stderr, "picolm: reading the prompt from stdin (end with Ctrl-D)\n");
-        stdin_prompt = read_stdin(&plen);
-        if (!stdin_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); free_engine(e); return 1; }
-        prompt = stdin_prompt;
+        read_prompt = read_all(stdin, &plen);
+        if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); free_engine(e); return CLI_FAIL; }
+        prompt = read_prompt;
     }
     if (cfg.chat) {
-        int rc = run_chat(e, &cfg, interactive, prompt, plen, pl_now() - t0);
-        free(stdin_prompt);
-        free_engine(e);
-        return rc;
+        rc = run_chat(e, &cfg, interactive, prompt, plen, pl_now() - t0);
+    } else {
+        gen_stats st = {0};
+        st.load_s = pl_now() - t0;
+        rc = generate_run(e, &cfg, prompt, plen, &st, err, sizeof err) ? CLI_FAIL : CLI_OK;
+        if (rc) fprintf(stderr, "picolm: %s\n", err);
     }
-    gen_stats st = {0};
-    st.load_s = pl_now() - t0;
-    int rc = generate_run(e, &cfg, prompt, plen, &st, err, sizeof err);
-    if (rc) fprintf(stderr, "picolm: %s\n", err);
-    free(stdin_prompt);
+    free(read_prompt);
     free_engine(e);
-    return rc ? 1 : 0;
+    return rc ? rc : cli_close_stdout("picolm"); /* a failed write was already reported */
 }

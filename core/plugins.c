@@ -366,7 +366,7 @@ static const pl_plugin *pick_backend(const pl_registry *r, const char *name, cha
             size_t u = strlen(avail);
             snprintf(avail + u, sizeof avail - u, "%s%s", u ? ", " : "", r->items[i].name);
         }
-    snprintf(err, errlen, "no backend named '%s' (available: %s)", name, avail[0] ? avail : "none");
+    snprintf(err, errlen, "no backend named '%s' (available: auto, reference%s%s)", name, avail[0] ? ", " : "", avail);
     return NULL;
 }
 

@@ -70,6 +70,10 @@ int sampling_check_params(const pl_registry *reg, const picolm_config *cfg, char
                 used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", used ? ", " : "", *p);
         }
         char where[300];
+        char avail[512];
+        list_samplers(reg, avail, sizeof avail);
+        if (!strcmp(avail, "none")) return pl_fail(err, errlen, "no sampler plugin was found (plugin dirs searched: %s), so sampler key '%s' has no "
+                                     "sampler to take it", reg->searched[0] ? reg->searched : "none", cp->key);
         if (cp->line > 0) snprintf(where, sizeof where, "%s:%d", cp->file, cp->line);
         else snprintf(where, sizeof where, "%s", cp->file[0] ? cp->file : "built-in default");
         return pl_fail(err, errlen, "%s: unknown sampler key '%s' (known: %s)", where, cp->key, keys[0] ? keys : "none");
@@ -190,6 +194,9 @@ int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *
                     why = reg->items[k].why;
             if (why)
                 snprintf(err, errlen, "sampler '%s' was not loaded (%s); available samplers: %s", names[i], why, avail);
+            else if (!strcmp(avail, "none"))
+                snprintf(err, errlen, "no sampler plugin was found (plugin dirs searched: %s), so sampler '%s' cannot run",
+                         reg->searched[0] ? reg->searched : "none", names[i]);
             else
                 snprintf(err, errlen, "unknown sampler '%s' in chain '%s'; available samplers: %s (plugin dirs searched: %s)",
                          names[i], cfg->sampler_chain, avail, reg->searched[0] ? reg->searched : "none");

@@ -3,9 +3,10 @@
      c = occurrences of the token in the window; if c > 0:
        logit = logit > 0 ? logit / repeat : logit * repeat
        logit -= c * freq + presence
-   The window's counts are kept incrementally in accept(); apply() is one
-   pass over the candidates.  penalty_last_n = -1: the whole history;
-   0: disabled. */
+   The window's counts are kept incrementally in accept().  apply() visits
+   only the window's tokens when the list is still in id order (the usual
+   first stage), else it makes one pass over the candidates.
+   penalty_last_n = -1: the whole history; 0: disabled. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@ typedef struct pen_state {
     int32_t *ring;      /* the window (last_n > 0) */
     int32_t ring_len, ring_pos;
     int64_t n_seen;     /* tokens in the window (fast path when 0) */
+    uint32_t *stamp;    /* apply() call that last penalized each id */
+    uint32_t call;
 } pen_state;
 
 
@@ -33,6 +36,7 @@ static void pen_destroy(void *state) {
     if (!s) return;
     free(s->count);
     free(s->ring);
+    free(s->stamp);
     free(s);
 }
 
@@ -54,7 +58,8 @@ static int pen_create(const picolm_sampler_init *init, void **state, char *err, 
     s->n_vocab = init->vocab->n_vocab;
     s->count = calloc((size_t)s->n_vocab, sizeof *s->count);
     if (s->last_n > 0) s->ring = calloc((size_t)s->last_n, sizeof *s->ring);
-    if (!s->count || (s->last_n > 0 && !s->ring)) { snprintf(err, errlen, "penalties: out of memory"); pen_destroy(s); return 1; }
+    if (s->last_n > 0) s->stamp = calloc((size_t)s->n_vocab, sizeof *s->stamp);
+    if (!s->count || (s->last_n > 0 && (!s->ring || !s->stamp))) { snprintf(err, errlen, "penalties: out of memory"); pen_destroy(s); return 1; }
     *state = s;
     return 0;
 }
@@ -83,20 +88,42 @@ static void pen_reset(void *state) {
     s->n_seen = 0;
 }
 
+static void penalize(const pen_state *s, picolm_token_data *t) {
+    const int32_t n = s->count[t->id];
+    float l = t->logit;
+    l = l > 0 ? l / s->repeat : l * s->repeat;
+    l -= (float)n * s->freq + s->presence;
+    t->logit = l;
+}
+
+/* The window's tokens only, when each sits at its id (the list in id
+   order): 0 when it is not so (nothing changed). */
+static int pen_apply_window(pen_state *s, picolm_candidates *c) {
+    if (!s->ring || c->size != (size_t)s->n_vocab) return 0;
+    for (int32_t r = 0; r < s->ring_len; r++)
+        if (c->data[s->ring[r]].id != s->ring[r]) return 0;
+    if (++s->call == 0) { /* the stamps wrapped: start them over */
+        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
+        s->call = 1;
+    }
+    for (int32_t r = 0; r < s->ring_len; r++) {
+        const int32_t id = s->ring[r];
+        if (s->stamp[id] == s->call) continue; /* a repeat within the window: once */
+        s->stamp[id] = s->call;
+        penalize(s, &c->data[id]);
+    }
+    return 1;
+}
+
 static int pen_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
     (void)err; (void)errlen;
     pen_state *s = state;
     if (!s->n_seen || (s->repeat == 1.0f && s->freq == 0.0f && s->presence == 0.0f)) return 0;
-    for (size_t i = 0; i < c->size; i++) {
-        const int32_t id = c->data[i].id;
-        if (id < 0 || id >= s->n_vocab) continue;
-        const int32_t n = s->count[id];
-        if (!n) continue;
-        float l = c->data[i].logit;
-        l = l > 0 ? l / s->repeat : l * s->repeat;
-        l -= (float)n * s->freq + s->presence;
-        c->data[i].logit = l;
-    }
+    if (!pen_apply_window(s, c))
+        for (size_t i = 0; i < c->size; i++) {
+            const int32_t id = c->data[i].id;
+            if (id >= 0 && id < s->n_vocab && s->count[id]) penalize(s, &c->data[i]);
+        }
     c->sorted = 0;
     c->has_p = 0;
     return 0;

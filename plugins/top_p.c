@@ -1,16 +1,45 @@
 /* top_p: PROCESS, nucleus sampling (picoLM's -k flag): keep the smallest set
    of best candidates whose probability mass reaches top_p, sorted best first.
-   Only the nucleus gets sorted: chunks of growing size are quickselected from
-   the rest and sorted until the mass is reached (O(n) per chunk, chunks
-   double), so a peaked distribution costs one linear pass.  No allocation. */
+
+   The exact method: the total mass S = sum e^(logit - max) in double, then
+   chunks of growing size are quickselected from the rest and sorted until
+   the running mass reaches p*S.  Large unsorted lists first try two faster
+   ways that keep the same candidates in the same order (so dist draws the
+   same token), each giving up when it cannot be sure:
+   - quick: one pass sums the masses with a 4-wide polynomial exp (S within
+     3e-5) and copies the candidates near the max; those, sorted and summed
+     exactly, hold the nucleus when the max is peaked, and the cut is the
+     exact method's when it is clear of S's uncertainty;
+   - binned: one pass counts the candidates in bins of 1/64 logit, which
+     bounds each bin's mass; the best bins that surely hold the nucleus are
+     bucket-sorted and summed exactly; a cut still open gets a second pass
+     that bounds the rest with second-order terms per bin.
+   See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "picolm/plugin.h"
 #include "sampler_common.h"
+
+#define BPU 64.0f            /* bins per logit unit */
+#define N_BINS 4096          /* 64 units below the anchor; the last bin holds everything lower */
+#define FAST_MIN 4096        /* smaller lists take the exact method directly */
+#define NEAR 6.0f            /* logit units below the max: the candidates a pass copies as it goes */
+
+typedef struct topp_state {
+    double p;
+    picolm_token_data *head; /* the best bins' candidates, grouped by bin */
+    picolm_token_data *near; /* first pass: the candidates within NEAR of the best so far */
+    double *mass;            /* their exact masses e^(logit - max) */
+    size_t cap;
+    uint32_t cnt[N_BINS], pos[N_BINS];
+    double f1[N_BINS], f2[N_BINS]; /* second pass: sums of f, f^2 (f = position in the bin, [0, 1)) */
+    double scale[N_BINS];    /* e^(-b / BPU) */
+} topp_state;
 
 static int topp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
     double p = 0.9;
@@ -21,19 +50,294 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
         while (isspace((unsigned char)*end)) end++;
         if (end == v || *end || !(p >= 0 && p <= 1)) { snprintf(err, errlen, "top_p: '%s' is not a number in [0, 1]", v); return 1; }
     }
-    double *s = calloc(1, sizeof *s);
+    topp_state *s = calloc(1, sizeof *s);
     if (!s) { snprintf(err, errlen, "top_p: out of memory"); return 1; }
-    *s = p;
+    s->p = p;
+    for (int b = 0; b < N_BINS; b++) s->scale[b] = exp(-b / (double)BPU);
     *state = s;
     return 0;
 }
 
-static void topp_destroy(void *state) { free(state); }
+static void topp_destroy(void *state) {
+    topp_state *s = state;
+    if (s) {
+        free(s->head);
+        free(s->near);
+        free(s->mass);
+    }
+    free(s);
+}
+
+/* The first k with mass[0..k) >= p * S for every S in [s_lo, s_hi]; 0 when
+   the bounds leave it open. */
+static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, double s_hi) {
+    double cum = 0;
+    for (size_t j = 0; j < m; j++) {
+        cum += mass[j];
+        if (cum >= p * s_hi) return j + 1;
+        if (!(cum < p * s_lo)) return 0;
+    }
+    return 0;
+}
+
+/* Second pass: tighter bounds of the mass outside the head (x >= lim),
+   from 1 - y + y^2/2 - y^3/6 <= e^-y <= 1 - y + y^2/2 for y = f/64 in
+   [0, 1/64), x taken exactly in double. */
+static void tail_bounds(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim, double s0, double *lo, double *hi) {
+    memset(s->cnt, 0, sizeof s->cnt);
+    memset(s->f1, 0, sizeof s->f1);
+    memset(s->f2, 0, sizeof s->f2);
+    for (size_t i = 0; i < n; i++) {
+        if ((anchor - d[i].logit) * BPU < lim) continue; /* in the head: the test of the first pass */
+        const double x = ((double)anchor - d[i].logit) * BPU;
+        const int b = x < N_BINS - 1 ? (int)x : N_BINS - 1;
+        const double f = x < N_BINS - 1 ? x - b : 0;
+        s->cnt[b]++;
+        s->f1[b] += f;
+        s->f2[b] += f * f;
+    }
+    const double u = 1.0 / BPU;
+    *lo = *hi = 0;
+    for (int b = 0; b < N_BINS - 1; b++) {
+        const double q = s->cnt[b] - s->f1[b] * u + s->f2[b] * (0.5 * u * u);
+        *lo += s->scale[b] * (q - s->cnt[b] * (u * u * u / 6));
+        *hi += s->scale[b] * q;
+    }
+    *lo *= s0;
+    *hi = (*hi + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]) * s0;
+}
+
+/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
+   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
+   within NEAR of their lane's best so far (a superset of those within NEAR
+   of the best) to s->near; the best logit to *max.  1 when a logit is NaN. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float *max, size_t *n_near) {
+    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
+    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    v4i nan = {0, 0, 0, 0};
+    uint32_t *cnt = s->cnt;
+    picolm_token_data *near = s->near;
+    size_t i = 0, m = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+        v4f x = (anchor - l) * BPU;
+        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
+        const v4i low = x < top;
+        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
+        const v4i b = __builtin_convertvector(x, v4i);
+        cnt[b[0]]++;
+        cnt[b[1]]++;
+        cnt[b[2]]++;
+        cnt[b[3]]++;
+        nan |= l != l;
+        const v4i up = l > vmax;
+        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
+        const v4i keep = l >= vmax - NEAR;
+        if (keep[0] | keep[1] | keep[2] | keep[3])
+            for (int j = 0; j < 4; j++)
+                if (keep[j]) near[m++] = d[i + j];
+    }
+    float best = vmax[0];
+    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
+    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (; i < n; i++) {
+        const float l = d[i].logit, x = (anchor - l) * BPU;
+        const float xc = x > 0 ? x : 0;
+        cnt[(int)(xc < N_BINS - 1 ? xc : N_BINS - 1)]++;
+        odd |= l != l;
+        if (l > best) best = l;
+        if (l >= best - NEAR) near[m++] = d[i];
+    }
+    *max = best;
+    *n_near = m;
+    return odd;
+}
+
+/* e^y for y in [-87, 87] (clamped), four at a time: 2^n e^f with n the
+   nearest integer to y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor
+   polynomial for |f| <= 0.35 (remainder < 2e-7); a few float roundings
+   more, so within 2e-6 of e^y. */
+static inline v4f exp4(v4f y) {
+    const v4f lo = {-87, -87, -87, -87}, hi = {87, 87, 87, 87}, magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};
+    v4i m = y > lo;
+    y = (v4f)(((v4i)y & m) | ((v4i)lo & ~m)); /* also NaN -> -87 */
+    m = y < hi;
+    y = (v4f)(((v4i)y & m) | ((v4i)hi & ~m));
+    const v4f r = y * 1.44269504f + magic;    /* round to nearest: the integer lands in the low bits */
+    const v4f nf = r - magic;
+    const v4i ni = (v4i)r - (v4i)magic;
+    const v4f f = y - nf * 0.693359375f - nf * -2.12194440e-4f;
+    const v4f q = 1.0f + f * (1.0f + f * (0.5f + f * (1 / 6.0f + f * (1 / 24.0f + f * (1 / 120.0f + f * (1 / 720.0f))))));
+    return q * (v4f)((ni + 127) << 23);
+}
+
+/* The quick path: one pass sums the masses with exp4 (S within 3e-5), finds
+   the max and copies the candidates within NEAR of the max so far (a
+   superset of those within NEAR of the max).  When those hold the nucleus
+   and the cut is clear of S's uncertainty, it is the exact method's.  The
+   k kept (in s->head), or 0 when undecided. */
+static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
+    const picolm_token_data *d = c->data;
+    const size_t n = c->size, n4 = n - n % 4, room = n < 16384 ? n : 16384;
+    float max = -INFINITY;
+    v4f vmax = {max, max, max, max}, vkeep = vmax;
+    v4i nan = {0, 0, 0, 0};
+    double sum = 0;
+    picolm_token_data *near = s->near;
+    size_t m = 0;
+    for (size_t i = 0; i < n4;) {
+        v4f acc = {0, 0, 0, 0}; /* float partial sums of 64 candidates at most, then double */
+        for (const size_t end = i + 64 <= n4 ? i + 64 : n4; i < end; i += 4) {
+            const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+            acc += exp4(l - ref);
+            nan |= l != l;
+            const v4i keep = l >= vkeep;
+            if (!(keep[0] | keep[1] | keep[2] | keep[3])) continue;
+            for (int j = 0; j < 4; j++) {
+                if (!keep[j]) continue;
+                if (m == room) return 0; /* a flat top: the binned path sorts it better */
+                near[m++] = d[i + j];
+                if (l[j] > max) max = l[j];
+            }
+            vmax = (v4f){max, max, max, max};
+            vkeep = vmax - NEAR;
+        }
+        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
+    }
+    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (size_t i = n4; i < n; i++) {
+        const float l = d[i].logit;
+        sum += exp4((v4f){l - ref, -87, -87, -87})[0];
+        odd |= l != l;
+        if (l > max) max = l;
+        if (l >= max - NEAR) {
+            if (m == room) return 0;
+            near[m++] = d[i];
+        }
+    }
+    /* exp4 clamps at +-87: candidates far above the sample were not summed right */
+    if (odd || !(max - ref < 80)) return 0;
+    const float lim = max - NEAR;
+    size_t h = 0;
+    for (size_t j = 0; j < m; j++)
+        if (near[j].logit >= lim) s->head[h++] = near[j];
+    sort_best_first(s->head, h);
+    const double rel = 3e-5, slack = 1e-9, s_mid = sum * exp((double)ref - max);
+    const double s_lo = s_mid * (1 - rel) * (1 - slack), s_hi = s_mid * (1 + rel) * (1 + slack);
+    double head = 0;
+    for (size_t j = 0; j < h; j++) head += s->mass[j] = exp((double)s->head[j].logit - max);
+    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
+    return nucleus_cut(s->mass, h, s->p, s_lo, s_hi);
+}
+
+/* The fast path (see the top).  1 when it decided c, 0 when the exact
+   method must run (c untouched). */
+static int topp_binned(topp_state *s, picolm_candidates *c) {
+    picolm_token_data *d = c->data;
+    const size_t n = c->size;
+    const double p = s->p;
+    if (s->cap < n) {
+        picolm_token_data *h = realloc(s->head, n * sizeof *h), *nr = realloc(s->near, n * sizeof *nr);
+        if (h) s->head = h;
+        if (nr) s->near = nr;
+        double *m = realloc(s->mass, n * sizeof *m);
+        if (m) s->mass = m;
+        if (!h || !nr || !m) return 0;
+        s->cap = n;
+    }
+    float sample = -INFINITY;
+    for (size_t i = 0; i < n; i += 61)
+        if (d[i].logit > sample) sample = d[i].logit;
+    if (!(sample > -INFINITY) || sample == INFINITY) return 0;
+    size_t k = topp_quick(s, c, sample);
+    if (k) {
+        memcpy(d, s->head, k * sizeof *d);
+        c->size = k;
+        c->sorted = 1;
+        c->has_p = 0;
+        return 1;
+    }
+    const float anchor = sample + 32;
+
+    /* first pass: x = (anchor - logit) * 64, bin floor(x) */
+    memset(s->cnt, 0, sizeof s->cnt);
+    float max;
+    size_t n_near;
+    if (first_pass(s, d, n, anchor, &max, &n_near)) return 0;
+    if (!(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
+
+    /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
+       s0 = e^(anchor - max); rel covers the float rounding of x (<= 2^-24 of 4096 bins) */
+    const double s0 = exp((double)anchor - max), rel = 1e-5, slack = 1e-9;
+    const double lo_f = exp(-1.0 / BPU) * (1 - rel), hi_f = 1 + rel;
+    double s_lo = 0, s_hi = 0;
+    for (int b = 0; b < N_BINS - 1; b++) {
+        s_lo += s->scale[b] * s->cnt[b];
+    }
+    s_hi = s_lo * s0 * hi_f + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1] * s0;
+    s_lo *= s0 * lo_f;
+
+    /* the head: the best bins whose lower bound surely reaches p * S */
+    int last = -1;
+    double head_lo = 0;
+    for (int b = 0; b < N_BINS - 1 && last < 0; b++) {
+        head_lo += s->scale[b] * s->cnt[b] * s0 * lo_f;
+        if (head_lo >= p * s_hi) last = b;
+    }
+    if (last < 0) return 0;
+    size_t m = 0;
+    double head_hi = 0;
+    for (int b = 0; b <= last; b++) {
+        s->pos[b] = (uint32_t)m;
+        m += s->cnt[b];
+        head_hi += s->scale[b] * s->cnt[b] * s0 * hi_f;
+    }
+    const float lim = (float)(last + 1);
+    picolm_token_data *t = s->head;
+    /* every candidate >= max - NEAR was kept; the head needs them down to about
+       anchor - lim/64 (one bin of margin for rounding) */
+    const int near_enough = ((double)anchor - max + NEAR) * BPU - 1 >= lim;
+    const picolm_token_data *src = near_enough ? s->near : d;
+    const size_t n_src = near_enough ? n_near : n;
+    for (size_t i = 0; i < n_src; i++) {
+        const float x = (anchor - src[i].logit) * BPU; /* the same arithmetic as the first pass */
+        if (x < lim) t[s->pos[(int)x]++] = src[i];
+    }
+    /* best first within each bin, then exact masses in that order */
+    size_t start = 0;
+    double head = 0;
+    for (int b = 0; b <= last; b++) {
+        sort_best_first(t + start, s->cnt[b]);
+        start += s->cnt[b];
+    }
+    for (size_t j = 0; j < m; j++) {
+        s->mass[j] = exp((double)t[j].logit - max);
+        head += s->mass[j];
+    }
+    double tail_lo = s_lo - head_lo, tail_hi = s_hi - head_hi;
+    if (tail_lo < 0) tail_lo = 0;
+    k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    if (!k) {
+        tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
+        k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    }
+    if (!k) return 0;
+    memcpy(d, t, k * sizeof *d);
+    c->size = k;
+    c->sorted = 1;
+    c->has_p = 0;
+    return 1;
+}
 
 static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
-    const double p = *(const double *)state;
+    topp_state *st = state;
+    const double p = st->p;
     if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
     if (p >= 1.0) return 0;
+    if (!c->sorted && c->size >= FAST_MIN && topp_binned(st, c)) return 0;
     picolm_token_data *d = c->data;
     const size_t n = c->size;
     float max = -INFINITY;

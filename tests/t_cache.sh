@@ -29,7 +29,7 @@ ok "first run: writes the cache file, output unchanged ($(wc -c <"$C") bytes)"
 gen "$tmp/o2" "$tmp/e2" --cache "$C"
 [ "$(reused "$tmp/e2")" = "204 205" ]; ok "same prompt again: reuses all but the last token ($(grep 'cache:' "$tmp/e2"))"
 [ $rc -eq 0 ] && cmp -s "$tmp/o2" "$tmp/plain"; ok "same prompt, same seed: same output with the cache"
-grep -q "prefill 1 tokens" "$tmp/e2"; ok "only one prompt token is evaluated"
+grep -q "prefill 1 token " "$tmp/e2"; ok "only one prompt token is evaluated"
 
 # a longer prompt sharing the prefix
 LONGER="$PROMPT

@@ -134,4 +134,92 @@ ok "--dump-config round-trips through --config (stops, quotes, sampler keys)"
 run --list-plugins
 [ $rc -eq 0 ] && grep -q '^backends:' "$tmp/out" && grep -q '^formats:' "$tmp/out" && grep -qi 'sampler' "$tmp/out" && grep -q CHOSEN "$tmp/out"
 ok "--list-plugins lists backends, formats and samplers"
+
+# --- issue 13: what a new user trips over -------------------------------------
+# write errors: a message and exit 1; a closed pipe ends quietly
+"$BIN" "$MODEL" -j 1 -p ROMEO: -n 20 >/dev/full 2>"$tmp/err" </dev/null; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot write the output: No space left" "$tmp/err"; ok "writing to a full disk: exit 1 with a message (rc $rc: $(brief "$tmp/err"))"
+"$BIN" "$MODEL" -j 1 --chat -p hi -n 20 >/dev/full 2>"$tmp/err" </dev/null; rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c "cannot write" "$tmp/err")" = 1 ]; ok "--chat to a full disk: exit 1 with one message (rc $rc: $(brief "$tmp/err"))"
+"$BIN" "$MODEL" -j 1 -p ROMEO: -n 300 --ignore-eos 2>"$tmp/err" </dev/null | head -c 10 >/dev/null
+! grep -q -i -e "cannot write" -e "error" "$tmp/err"; ok "a pipe closed by the reader ends quietly"
+(trap '' PIPE; "$BIN" "$MODEL" -j 1 -p ROMEO: -n 300 --ignore-eos 2>"$tmp/err" </dev/null; echo $? >"$tmp/rc") | head -c 10 >/dev/null
+[ "$(cat "$tmp/rc")" = 0 ] && ! grep -q "cannot write" "$tmp/err"; ok "... also with SIGPIPE ignored (EPIPE: rc $(cat "$tmp/rc"))"
+printf 'ROMEO:' >"$tmp/prompt.txt"
+"$BIN" "$MODEL" -j 1 -t 0 -n 20 -p ROMEO: --dump-config >/dev/full 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot write" "$tmp/err"; ok "--dump-config to a full disk: exit 1 (rc $rc)"
+
+# --json and --stop, --json -n 1: refused up front
+run "$MODEL" --json --stop , -p "A record:" -n 40 -t 1 -s 1
+[ $rc -eq 2 ] && grep -q -- "--stop" "$tmp/err" && [ ! -s "$tmp/out" ]; ok "--json with --stop is refused: exit 2 ($(brief "$tmp/err"))"
+run "$MODEL" --json -n 1 -p "ROMEO:"
+[ $rc -eq 2 ] && grep -q "budget" "$tmp/err"; ok "--json -n 1: refused up front, no document fits ($(brief "$tmp/err"))"
+
+# -c past the model's limit: a warning, and the overflow message says the limit
+run "$MODEL" -c 4096 -n 2 -p "ROMEO:"
+[ $rc -eq 0 ] && grep -q "beyond the model's limit of 256" "$tmp/err"; ok "-c 4096 on a 256-context model warns ($(brief "$tmp/err"))"
+LONGER=$(i=0; while [ $i -lt 40 ]; do printf 'ROMEO: But soft, what light. '; i=$((i + 1)); done)
+run "$MODEL" -c 4096 -n 2 -p "$LONGER"
+[ $rc -eq 1 ] && grep -q "cannot be exceeded" "$tmp/err" && ! grep -q "use -c" "$tmp/err"; ok "a prompt past the model's limit names it, not -c ($(brief "$tmp/err"))"
+run "$MODEL" -v -n 2 -p "ROMEO:"
+[ "$(grep -c clamped "$tmp/err")" = 1 ]; ok "-v notes the default context's clamp once"
+run "$MODEL" -n 2 -p "ROMEO:"
+[ -n "$(head -n 1 "$tmp/err")" ]; ok "stderr starts without a blank line"
+
+# one exit-code rule: 2 for anything the user must change in flags, INI or names
+printf '[sampler]\nfoo = 4\n' >"$tmp/s.ini"; printf '[engine]\nthreadz = 4\n' >"$tmp/e.ini"
+printf '[engine]\n\nbackend = foo\n' >"$tmp/b.ini"
+for args in "--backend foo" "--sampler bogus" "--param foo=1" "--config $tmp/s.ini" "--config $tmp/e.ini" "--config $tmp/b.ini" \
+            "--kv-type f32" "-j -1"; do
+    run "$MODEL" $args -p hi -n 1
+    [ $rc -eq 2 ]; ok "exit 2 for $args (rc $rc: $(brief "$tmp/err"))"
+done
+run "$MODEL" --config "$tmp/b.ini" -p hi -n 1
+grep -q "b.ini:3: \[engine\] backend: no backend named 'foo' (available: auto, reference" "$tmp/err"; ok "INI backend = foo names file:line and lists auto and reference"
+printf '[generate]\nchat_template = nosuch\n[sampler]\n\nchain = bogus\n' >"$tmp/n.ini"
+run "$MODEL" --config "$tmp/n.ini" -p hi -n 1
+[ $rc -eq 2 ] && grep -q "n.ini:5: \[sampler\] chain: unknown sampler 'bogus'" "$tmp/err"; ok "INI chain = bogus names file:line ($(brief "$tmp/err"))"
+run "$MODEL" --config "$tmp/n.ini" --sampler auto --chat -p hi -n 1
+[ $rc -eq 2 ] && grep -q "n.ini:2: \[generate\] chat_template: unknown chat template 'nosuch'" "$tmp/err"; ok "INI chat_template = nosuch names file:line"
+run "$MODEL" -vv -n 1 -p hi
+[ $rc -eq 0 ]; ok "-vv is accepted"
+run "$MODEL" -j 1 -t 0 -n 20 -f "$tmp/prompt.txt"
+[ $rc -eq 0 ] && cmp -s "$tmp/out" "$tmp/p"; ok "-f FILE reads the prompt from a file (same text as -p)"
+run "$MODEL" -f "$tmp/no-such-prompt.txt"
+[ $rc -eq 1 ] && grep -q "no-such-prompt.txt" "$tmp/err"; ok "-f with a missing file: exit 1 naming it"
+
+# no sampler plugins at all: say so
+mkdir -p "$tmp/np/bin" "$tmp/np/plugins"
+cp "$BIN" "$tmp/np/bin/"; cp "$BUILD"/plugins/format-*.so "$BUILD"/plugins/backend-*.so "$tmp/np/plugins/"
+"$tmp/np/bin/picolm" "$MODEL" -t 0 -p hi -n 2 >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "no sampler plugin was found" "$tmp/err"; ok "no sampler plugins: the error says none was found (rc $rc: $(brief "$tmp/err"))"
+
+# threads and the CPU mask
+run "$MODEL" -j 1000 -n 1 -p hi
+grep -q "1000 threads on [0-9]* online CPUs" "$tmp/err"; ok "-j above the online CPUs warns"
+PICOLM_CPU_MASK=bogus "$BIN" "$MODEL" -n 1 -p hi >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?
+[ $rc -eq 2 ] && grep -q "PICOLM_CPU_MASK" "$tmp/err"; ok "PICOLM_CPU_MASK=bogus is an error (rc $rc: $(brief "$tmp/err"))"
+
+# --fit: DOES NOT FIT is a failure
+run --fit "$MODEL" --ram 3M
+[ $rc -eq 1 ] && grep -q "DOES NOT FIT" "$tmp/out"; ok "--fit exits 1 when the verdict is DOES NOT FIT"
+
+# the cache: say when the file is created; "not saved" once; "prefill 1 token"
+run "$MODEL" -n 2 -t 0 --cache "$tmp/c.kv" -p "ROMEO:"
+grep -q "cache: created $tmp/c.kv" "$tmp/err"; ok "a new cache file is announced ($(grep cache: "$tmp/err"))"
+run "$MODEL" -n 2 -t 0 --cache "$tmp/c.kv" -p "ROMEO:"
+grep -q "prefill 1 token " "$tmp/err"; ok "\"prefill 1 token\", singular"
+mkdir -p "$tmp/kvdir/c.kv/x" # the file is a non-empty directory: every save fails, even for root
+run "$MODEL" -n 4 -t 0 --cache "$tmp/kvdir/c.kv" -p "ROMEO: hi"
+[ $rc -eq 0 ] && [ "$(grep -c "not saved" "$tmp/err")" = 1 ]; ok "\"cache: not saved\" is said once ($(grep -c "not saved" "$tmp/err") times, rc $rc)"
+
+# a terminal gets a final newline; a pipe gets exactly the text
+if command -v script >/dev/null 2>&1; then
+    script -qc "'$BIN' '$MODEL' -j 1 -t 0 -n 3 -p ROMEO: 2>/dev/null" /dev/null </dev/null >"$tmp/tty"
+    "$BIN" "$MODEL" -j 1 -t 0 -n 3 -p ROMEO: >"$tmp/pipe" 2>/dev/null </dev/null
+    [ "$(tail -c 1 "$tmp/pipe" | od -An -c | tr -d ' ')" != '\n' ] && [ "$(tail -c 2 "$tmp/tty" | od -An -c | tr -d ' ')" = '\r\n' ]
+    ok "output ends with a newline on a terminal only"
+else
+    echo "SKIP: t_cli: no script(1) for a terminal test"
+fi
 exit 0

@@ -63,7 +63,7 @@ if "$Q" "$F32" "$tmp/q4_k_m.gguf" Q4_K_M -j 1 2>"$tmp/log"; then
     fi
     "$Q" "$F32" "$tmp/q4_k_m-j2.gguf" q4_k_m -j 2 2>/dev/null
     cmp -s "$tmp/q4_k_m.gguf" "$tmp/q4_k_m-j2.gguf" && echo "PASS: -j 1 and -j 2 write the same bytes" || echo "FAIL: -j 2 output differs from -j 1"
-    grep -q '^\[ *[0-9]*/ *39\] blk.2.ffn_down.weight .*f32 -> q6_K' "$tmp/log" && echo "PASS: progress lines name tensor and types" ||
+    grep -q '^\[ *[0-9]*/ *39\] blk.2.ffn_down.weight .*F32 -> Q6_K' "$tmp/log" && echo "PASS: progress lines name tensor and types" ||
         echo "FAIL: progress line missing: $(grep ffn_down "$tmp/log" | head -1)"
     grep -q 'bits per weight' "$tmp/log" && echo "PASS: size summary printed" || echo "FAIL: no size summary"
     # The output runs: logits on the reference tokens within the README limits

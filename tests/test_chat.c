@@ -11,91 +11,185 @@
 #include "chat.h"
 #include "check.h"
 #include "gguf_write.h"
+#include "testlib.h"
 
-static const char *TINYLLAMA =
-    "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + eos_token }}\n"
-    "{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == "
-    "'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and "
-    "add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
-static const char *CHATML =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-static const char *LLAMA2 =
-    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
-    "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
-    "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
-    "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
-    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + "
-    "content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+/* Templates as they appear in real models' tokenizer_config.json (from
+   llama.cpp's tests/test-chat-template.cpp), and what llama.cpp detects. */
+typedef struct named_tmpl {
+    const char *model, *tmpl, *want;
+} named_tmpl;
+static const named_tmpl DETECT[] = {
+    {"OpenHermes-2.5 (ChatML)",
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}", "chatml"},
+    {"Mistral-7B-Instruct-v0.2",
+     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+     "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}", "llama2"},
+    {"FusionNet_34Bx2",
+     "{%- if messages[idx]['role'] == 'user' -%}{{- bos_token + '[INST] ' + messages[idx]['content'] + ' [/INST]' -}}"
+     "{% elif messages[idx]['role'] == 'system' %}{{- '[INST] <<SYS>>\\n' + messages[idx]['content'] + '\\n<</SYS>>\\n\\n' -}}", "llama2-sys-bos"},
+    {"Llama-2-chat",
+     "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+     "message['content'] %}{% endif %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}", "llama2-sys-strip"},
+    {"gemma-7b-it", "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}", "gemma"},
+    {"Llama-3", "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}", "llama3"},
+    {"Phi-3-small", "{{'<|' + message['role'] + '|>' + '\n' + message['content'] + '<|end|>\n' }}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}", "phi3"},
+    {"zephyr", "{{ '<|user|>\n' + message['content'] + '<|endoftext|>' }}{{ '<|system|>\n' + message['content'] + '<|endoftext|>' }}", "zephyr"},
+    {"Mistral-Large-2411 (v7)", "{{- '[SYSTEM_PROMPT]' + message['content'] + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + message['content'] + '[/INST]' }}", "mistral-v7"},
+    /* TinyLlama's has <|user|> and <|assistant|> but no literal </s>: llama.cpp says glmedge */
+    {"TinyLlama-1.1B-Chat",
+     "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + eos_token }}\n"
+     "{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}", "glmedge"},
+    {"Falcon3", "{{ '<|user|>\n' + message['content'] + '\n' }}{{ '<|assistant|>\n' + message['content'] + '</s>' }}", "falcon3"},
+    {"Phi-4", "{{'<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>'}}", "phi4"},
+    {"c4ai-command-r-plus", "{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content.strip() + '<|END_OF_TURN_TOKEN|>' }}", "command-r"},
+    {"a bare name", "gemma", "gemma"},
+    {"a bare name llama.cpp has", "vicuna-orca", "vicuna-orca"},
+    {"no known marker", "{% for m in messages %}{{ m['content'] }}{% endfor %}", NULL},
+};
+
+/* llama.cpp's test conversation and its expected renders (test-chat-template.cpp) */
+static const chat_msg LCPP_CONV[] = {
+    {"system", "You are a helpful assistant", 27}, {"user", "Hello", 5},          {"assistant", "Hi there", 8},
+    {"user", "Who are you", 11},                   {"assistant", "   I am an assistant   ", 23}, {"user", "Another question", 16},
+};
+static const struct {
+    int kind;
+    const char *want;
+} LCPP_RENDER[] = {
+    {CHAT_LLAMA2_SYS_BOS, "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s><s>[INST] Who are you [/INST]"
+                          "   I am an assistant   </s><s>[INST] Another question [/INST]"},
+    {CHAT_LLAMA2_SYS_STRIP, "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who are you [/INST]"
+                            "I am an assistant</s>[INST] Another question [/INST]"},
+    {CHAT_GLMEDGE, "<|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\nHi there<|user|>\nWho are you<|assistant|>\n"
+                   "   I am an assistant   <|user|>\nAnother question<|assistant|>"},
+    {CHAT_GEMMA, "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n"
+                 "<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n"
+                 "<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n"},
+};
+
+static int header_only_gguf(gguf_file *g, char **buf, const char *tmpl, char *err, size_t errlen) {
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_set_str(w, "tokenizer.chat_template", tmpl);
+    FILE *f = tmpfile();
+    int ok = w && f && !gguf_writer_write_header(w, f, err, errlen);
+    long sz = f ? ftell(f) : 0;
+    *buf = malloc((size_t)sz + 1);
+    if (ok && *buf) { rewind(f); ok = fread(*buf, 1, (size_t)sz, f) == (size_t)sz; }
+    ok = ok && *buf && !gguf_parse(g, *buf, (size_t)sz, NULL, err, errlen);
+    if (f) fclose(f);
+    gguf_writer_free(w);
+    return ok ? 0 : -1;
+}
 
 static void template_tests(void) {
-    CHECK(chat_kind_detect(TINYLLAMA, strlen(TINYLLAMA)) == CHAT_ZEPHYR, "TinyLlama's template is zephyr");
-    CHECK(chat_kind_detect(CHATML, strlen(CHATML)) == CHAT_CHATML, "a ChatML template is chatml");
-    CHECK(chat_kind_detect(LLAMA2, strlen(LLAMA2)) == CHAT_LLAMA2, "Llama-2's template is llama2");
-    const char *odd = "{% for m in messages %}<start_of_turn>{{ m['content'] }}<end_of_turn>{% endfor %}";
-    CHECK(chat_kind_detect(odd, strlen(odd)) == -1, "an unknown (Gemma-style) template is not recognised");
-    CHECK(chat_kind_detect(CHATML, 5) == -1, "detection stays within the given length");
+    for (size_t i = 0; i < sizeof DETECT / sizeof DETECT[0]; i++) {
+        const char *got = chat_detect(DETECT[i].tmpl, strlen(DETECT[i].tmpl));
+        CHECK(DETECT[i].want ? got && !strcmp(got, DETECT[i].want) : !got, "%s's template is detected as %s (got %s)", DETECT[i].model,
+              DETECT[i].want ? DETECT[i].want : "nothing", got ? got : "nothing");
+    }
+    const char *chatml = DETECT[0].tmpl;
+    CHECK(chat_detect(chatml, 11) == NULL, "detection stays within the given length");
     CHECK(chat_kind_from_name("zephyr") == CHAT_ZEPHYR && chat_kind_from_name("ChatML") == CHAT_CHATML &&
-              chat_kind_from_name("llama2") == CHAT_LLAMA2 && chat_kind_from_name("nope") == -1,
+              chat_kind_from_name("llama2-sys") == CHAT_LLAMA2_SYS && chat_kind_from_name("mistral-v7") == CHAT_MISTRAL_V7 &&
+              chat_kind_from_name("command-r") == -1 && chat_kind_from_name("nope") == -1,
           "template names");
+    for (int k = 0; k < CHAT_N_KINDS; k++) {
+        const char *nm = chat_kind_name(k);
+        const char *d = chat_detect(nm, strlen(nm));
+        CHECK(chat_kind_from_name(nm) == k && d && !strcmp(d, nm) && strstr(CHAT_KIND_NAMES, nm), "%s: name, detection and list agree", nm);
+    }
 
-    char note[256], err[256];
+    for (size_t i = 0; i < sizeof LCPP_RENDER / sizeof LCPP_RENDER[0]; i++) {
+        size_t len = 0;
+        char *s = chat_render(LCPP_RENDER[i].kind, LCPP_CONV, 6, 1, &len);
+        CHECK(s && len == strlen(LCPP_RENDER[i].want) && !strcmp(s, LCPP_RENDER[i].want), "%s renders llama.cpp's test conversation as it does",
+              chat_kind_name(LCPP_RENDER[i].kind));
+        free(s);
+    }
+
+    char note[256], err[512];
     int kind = -1;
     CHECK(chat_kind_resolve("chatml", NULL, &kind, note, sizeof note, err, sizeof err) == 0 && kind == CHAT_CHATML && !note[0],
           "--chat-template chatml wins over the model");
-    CHECK(chat_kind_resolve("auto", NULL, &kind, note, sizeof note, err, sizeof err) == 0 && kind == CHAT_ZEPHYR && strstr(note, "zephyr"),
-          "auto without a model template falls back to zephyr, saying so: %s", note);
-    CHECK(chat_kind_resolve("bogus", NULL, &kind, note, sizeof note, err, sizeof err) < 0 && strstr(err, "bogus"),
-          "an unknown name is refused: %s", err);
+    CHECK(chat_kind_resolve("auto", NULL, &kind, note, sizeof note, err, sizeof err) == 0 && kind == CHAT_CHATML && strstr(note, "chatml"),
+          "auto without a model template falls back to chatml, saying so: %s", note);
+    CHECK(chat_kind_resolve("bogus", NULL, &kind, note, sizeof note, err, sizeof err) < 0 && strstr(err, "bogus") && strstr(err, "mistral-v7"),
+          "an unknown name is refused with the list: %s", err);
 
     /* auto from a GGUF's tokenizer.chat_template */
-    const char *tmpls[3] = {CHATML, LLAMA2, "{{ messages }}"};
-    const int want[3] = {CHAT_CHATML, CHAT_LLAMA2, -1};
-    for (int i = 0; i < 3; i++) {
-        gguf_writer *w = gguf_writer_new();
-        gguf_writer_set_str(w, "tokenizer.chat_template", tmpls[i]);
-        FILE *f = tmpfile();
-        int ok = w && f && !gguf_writer_write_header(w, f, err, sizeof err);
-        long sz = f ? ftell(f) : 0;
-        char *buf = malloc((size_t)sz + 1);
-        if (ok) { rewind(f); ok = fread(buf, 1, (size_t)sz, f) == (size_t)sz; }
+    const char *tmpls[4] = {DETECT[0].tmpl, DETECT[3].tmpl, DETECT[12].tmpl, "{{ messages }}"};
+    const int want[4] = {CHAT_CHATML, CHAT_LLAMA2_SYS_STRIP, -1, -1};
+    for (int i = 0; i < 4; i++) {
         gguf_file g;
-        ok = ok && !gguf_parse(&g, buf, (size_t)sz, NULL, err, sizeof err);
-        if (ok) {
+        char *buf = NULL;
+        if (header_only_gguf(&g, &buf, tmpls[i], err, sizeof err)) {
+            CHECK(0, "write a header-only GGUF (%s)", err);
+        } else {
             int r = chat_kind_resolve("auto", &g, &kind, note, sizeof note, err, sizeof err);
             if (want[i] >= 0) CHECK(r == 0 && kind == want[i], "auto reads the model's template: %s", chat_kind_name(want[i]));
-            else CHECK(r < 0 && strstr(err, "--chat-template"), "auto refuses an unrecognised model template: %s", err);
+            else CHECK(r < 0 && strstr(err, "--chat-template") && strstr(err, "llama3") && (i != 2 || strstr(err, "'command-r'")),
+                       "auto refuses a template picolm does not render, naming the choices: %s", err);
             gguf_close(&g);
-        } else {
-            CHECK(0, "write a header-only GGUF (%s)", err);
         }
         free(buf);
-        if (f) fclose(f);
-        gguf_writer_free(w);
     }
 
-    /* formatting */
-    char *s = chat_format_turn(CHAT_ZEPHYR, "<s>", "</s>", "Be kind.", "Hi", 2, 1);
-    CHECK(s && !strcmp(s, "<|system|>\nBe kind.</s>\n<|user|>\nHi</s>\n<|assistant|>\n"), "zephyr first turn with a system prompt");
-    free(s);
-    s = chat_format_turn(CHAT_ZEPHYR, "<s>", "</s>", "Be kind.", "Again", 5, 0);
-    CHECK(s && !strcmp(s, "</s>\n<|user|>\nAgain</s>\n<|assistant|>\n"), "zephyr later turn closes the reply, no system prompt");
-    free(s);
-    s = chat_format_turn(CHAT_CHATML, "<s>", "</s>", "", "Hi", 2, 1);
-    CHECK(s && !strcmp(s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "chatml first turn without system");
-    free(s);
-    s = chat_format_turn(CHAT_CHATML, "<s>", "</s>", "S", "Yo", 2, 0);
-    CHECK(s && !strcmp(s, "<|im_end|>\n<|im_start|>user\nYo<|im_end|>\n<|im_start|>assistant\n"), "chatml later turn");
-    free(s);
-    s = chat_format_turn(CHAT_LLAMA2, "<s>", "</s>", "S", "Hi", 2, 1);
-    CHECK(s && !strcmp(s, "[INST] <<SYS>>\nS\n<</SYS>>\n\nHi [/INST]"), "llama2 first turn (BOS from the tokenizer)");
-    free(s);
-    s = chat_format_turn(CHAT_LLAMA2, "<s>", "</s>", "S", "Yo", 2, 0);
-    CHECK(s && !strcmp(s, "</s><s>[INST] Yo [/INST]"), "llama2 later turn");
-    free(s);
-    s = chat_format_turn(CHAT_ZEPHYR, "<s>", "</s>", NULL, "a\0b", 3, 1);
-    CHECK(s && !memcmp(s, "<|user|>\na", 10), "a message is taken by length");
-    free(s);
+    /* conversation files */
+    chat_msg m[4];
+    char c1[] = "user\nhi\n---\n\nno role";
+    CHECK(chat_parse_conversation(c1, strlen(c1), m, 4, err, sizeof err) < 0 && strstr(err, "message 2"), "a message without a role: %s", err);
+    char c2[] = "user\n\n\n---\nassistant";
+    int n = chat_parse_conversation(c2, strlen(c2), m, 4, err, sizeof err);
+    CHECK(n == 2 && !strcmp(m[0].role, "user") && m[0].len == 1 && m[0].content[0] == '\n' && !strcmp(m[1].role, "assistant") && m[1].len == 0,
+          "a content keeps its newlines; a role line alone is an empty message (%d)", n);
+    char c3[] = "a\n1\n---\nb\n2\n---\nc\n3";
+    CHECK(chat_parse_conversation(c3, strlen(c3), m, 2, err, sizeof err) < 0, "more messages than room is an error");
+}
+
+/* The shared conversation rendered by all 8 templates, byte for byte as
+   llama.cpp's llama_chat_apply_template (with the generation prompt). */
+static void reference_tests(const char *shared) {
+    static const char *const names[] = {"chatml", "llama2", "llama2-sys", "llama3", "zephyr", "gemma", "phi3", "mistral-v7"};
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/reference/chat/conversation.txt", shared);
+    size_t len;
+    char *raw = tl_slurp(path, &len);
+    if (!raw) { SKIP("%s absent", path); return; }
+    char *text = malloc(len + 1);
+    memcpy(text, raw, len);
+    text[len] = '\0';
+    free(raw);
+    chat_msg m[16];
+    int n = chat_parse_conversation(text, len, m, 16, err, sizeof err);
+    CHECK(n == 4 && !strcmp(m[0].role, "system") && !strcmp(m[3].role, "user"), "the shared conversation has 4 messages (%d)", n);
+    for (size_t i = 0; n > 0 && i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/reference/chat/%s.txt", shared, names[i]);
+        size_t rl;
+        char *ref = tl_slurp(path, &rl);
+        size_t ol = 0;
+        char *out = chat_render(chat_kind_from_name(names[i]), m, n, 1, &ol);
+        size_t at = 0;
+        while (ref && out && at < rl && at < ol && ref[at] == out[at]) at++;
+        CHECK(ref && out && ol == rl && at == rl, "%s: the render equals llama.cpp's byte for byte (%zu vs %zu bytes, first difference at %zu)",
+              names[i], ol, rl, at);
+        free(ref);
+        free(out);
+    }
+    free(text);
+
+    /* the Qwen2 vocabulary's template is chatml, in both files that carry it */
+    const char *files[2] = {"models/rand-qwen2-q4_0.gguf", "reference/tokenizer/ggml-vocab-qwen2.gguf"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", shared, files[i]);
+        gguf_file g;
+        if (gguf_open(&g, path, NULL, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); continue; }
+        int kind = -1;
+        char note[256];
+        int r = chat_kind_resolve("auto", &g, &kind, note, sizeof note, err, sizeof err);
+        CHECK(r == 0 && kind == CHAT_CHATML && !note[0], "%s: the model's template is detected as chatml", files[i]);
+        gguf_close(&g);
+    }
 }
 
 /* out_stream with stop strings, fed piece by piece */
@@ -192,9 +286,10 @@ static void session_tests(const char *shared) {
     snprintf(cfg.system_prompt, sizeof cfg.system_prompt, "You are Hamlet.");
     chat_session s;
     int r = chat_open(&s, e, &cfg, err, sizeof err);
-    CHECK(r == 0 && s.kind == CHAT_ZEPHYR, "session opens with the fallback template (%s)", r ? err : "ok");
+    CHECK(r == 0 && s.kind == CHAT_CHATML, "session opens with the fallback template, chatml (%s)", r ? err : "ok");
     if (r) { free_engine(e); return; }
     CHECK(s.cfg->n_stops >= 2, "the template adds its end-of-turn stop strings (%d)", s.cfg->n_stops);
+    CHECK(s.n_msgs == 1 && !strcmp(s.msgs[0].role, "system"), "the conversation starts with the system prompt");
 
     char *out = NULL;
     size_t olen = 0;
@@ -204,17 +299,22 @@ static void session_tests(const char *shared) {
     const int p1 = s.st.n_prompt, past1 = s.c.n_past;
     CHECK(r == 0 && olen > 0, "turn 1 replies (%d prompt tokens, %d generated, %zu bytes)", p1, s.st.n_gen, olen);
     CHECK(s.c.n_past == s.n_hist, "the session tracks the tokens in its KV cache (%d)", s.n_hist);
+    CHECK(s.n_msgs == 3 && !strcmp(s.msgs[2].role, "assistant") && s.msgs[2].len == olen && !memcmp(s.msgs[2].content, out, olen),
+          "the printed reply becomes the assistant message");
 
-    /* turn 2 prefills only its own tokens */
-    char *t2 = chat_format_turn(s.kind, s.bos, s.eos, cfg.system_prompt, "JULIET: answer", 14, 0);
-    int32_t *tk;
-    int n2;
-    generate_tokenize(e, t2, strlen(t2), 0, 1, &tk, &n2, err, sizeof err);
-    free(t2);
-    free(tk);
+    /* turn 2: the whole conversation is rendered, only what the cache lacks is prefilled */
     r = chat_turn(&s, "JULIET: answer", 14, f, err, sizeof err);
-    CHECK(r == 0 && s.st.n_prompt == n2, "turn 2 prefills only the new turn's %d tokens (did %d)", n2, s.st.n_prompt);
-    CHECK(s.c.n_past > past1 + n2 && s.c.n_past == s.n_hist, "the KV cache grows across turns (%d -> %d)", past1, s.c.n_past);
+    size_t tl;
+    char *t2 = chat_render(s.kind, s.msgs, 4, 1, &tl);
+    int32_t *tk = NULL;
+    int n2 = 0;
+    generate_tokenize(e, t2, tl, tokenizer_add_bos(e->tok), 1, &tk, &n2, err, sizeof err);
+    free(t2);
+    CHECK(r == 0 && tk && n2 <= s.n_hist && !memcmp(s.hist, tk, (size_t)n2 * sizeof *tk),
+          "turn 2: the KV cache holds the rendered conversation's %d tokens, then the reply", n2);
+    free(tk);
+    CHECK(r == 0 && s.st.n_prompt > 0 && s.st.n_prompt <= n2 - p1, "turn 2 prefills %d tokens, not the whole conversation's %d", s.st.n_prompt, n2);
+    CHECK(s.c.n_past > past1 && s.c.n_past == s.n_hist, "the KV cache grows across turns (%d -> %d)", past1, s.c.n_past);
     fclose(f);
     free(out);
 
@@ -230,11 +330,6 @@ static void session_tests(const char *shared) {
         free_ctx(&c);
     }
 
-    /* special tokens: the template's "</s>" becomes EOS */
-    int has_eos = 0;
-    for (int i = 0; i < s.n_hist; i++) has_eos |= s.hist[i] == tokenizer_eos(e->tok);
-    CHECK(has_eos, "the template's </s> is tokenized as the EOS token");
-
     /* exhaustion, then /reset */
     f = fopen("/dev/null", "w");
     int full = 0, turns = 0;
@@ -244,12 +339,23 @@ static void session_tests(const char *shared) {
         full = r == 1;
     }
     CHECK(full && strstr(err, "filled the context"), "a full context refuses the next message clearly: %s", err);
-    const int before = s.c.n_past;
-    r = chat_turn(&s, "x", 1, f, err, sizeof err);
-    CHECK(r == 1 && s.c.n_past == before, "a refused message leaves the conversation as it was");
+    const int before = s.c.n_past, msgs = s.n_msgs;
+    r = chat_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
+    CHECK(r == 1 && s.c.n_past == before && s.n_msgs == msgs, "a refused message leaves the conversation as it was");
     chat_reset(&s);
     r = chat_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     CHECK(r == 0 && s.st.n_prompt == p1, "after a reset the conversation starts over (%d prompt tokens)", s.st.n_prompt);
+
+    /* --truncate: the oldest exchanges make room (issue 13 item 7) */
+    s.cfg->truncate = 1;
+    int ok = 1, most = 0;
+    for (int i = 0; i < 12 && ok; i++) {
+        ok = chat_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err) == 0;
+        most = s.n_msgs > most ? s.n_msgs : most;
+    }
+    CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && s.c.n_past <= s.c.n_ctx,
+          "with --truncate a long conversation keeps going: the oldest turns are dropped, the system prompt stays (%d messages at most)", most);
+    s.cfg->truncate = 0;
     fclose(f);
     chat_close(&s);
 
@@ -273,15 +379,15 @@ static void session_tests(const char *shared) {
     cfg.chat = 1;
     cfg.temperature = 0;
     cfg.max_tokens = 3;
-    snprintf(cfg.chat_template, sizeof cfg.chat_template, "llama2");
+    snprintf(cfg.chat_template, sizeof cfg.chat_template, "llama2-sys-bos");
     if (!chat_open(&s, e, &cfg, err, sizeof err)) {
         f = fopen("/dev/null", "w");
         chat_turn(&s, "Hello", 5, f, err, sizeof err);
-        const int start2 = s.n_hist;
         r = chat_turn(&s, "Again", 5, f, err, sizeof err);
-        CHECK(r == 0 && s.hist[0] == tokenizer_bos(e->tok), "llama2: the conversation starts with BOS");
-        CHECK(r == 0 && s.hist[start2] == tokenizer_eos(e->tok) && s.hist[start2 + 1] == tokenizer_bos(e->tok),
-              "llama2: turn 2 starts with the </s><s> tokens (%d %d)", s.hist[start2], s.hist[start2 + 1]);
+        int eos_bos = 0;
+        for (int i = 1; i < s.n_hist; i++) eos_bos |= s.hist[i - 1] == tokenizer_eos(e->tok) && s.hist[i] == tokenizer_bos(e->tok);
+        CHECK(r == 0 && s.hist[0] == tokenizer_bos(e->tok), "llama2-sys-bos: the conversation starts with BOS");
+        CHECK(r == 0 && eos_bos, "llama2-sys-bos: the template's </s><s> between turns are the EOS and BOS tokens");
         fclose(f);
         chat_close(&s);
     }
@@ -292,6 +398,7 @@ int main(void) {
     template_tests();
     stop_tests();
     const char *shared = shared_dir("chat sessions");
+    if (shared) reference_tests(shared);
     if (shared) session_tests(shared);
     return CHECK_DONE();
 }

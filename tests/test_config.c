@@ -372,6 +372,84 @@ static void test_usage(void) {
     free(buf);
 }
 
+/* The options every tool shares (config_common_arg), where values came from,
+   -vv, -f, and the help's environment and backend names (issue 13). */
+static void test_shared_options(void) {
+    const char *ok[] = {"-vv", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, ok) == 0 && cfg.verbose == 2, "-vv counts twice (verbose %d, %s)", cfg.verbose, err);
+    const char *ok3[] = {"-v", "-vv", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, ok3) == 0 && cfg.verbose == 3, "-v -vv counts three times (%d)", cfg.verbose);
+    const char *bad[] = {"-vx", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, bad) != 0, "-vx is refused (%s)", err);
+    const char *both[] = {"-p", "hi", "-f", "x.txt", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, both) != 0 && strstr(err, "-f"), "-p and -f together are refused (%s)", err);
+    const char *file[] = {"--file=x.txt", NULL};
+    config_defaults(&cfg);
+    CHECK(argv_parse(&cfg, file) == 0 && cfg.prompt_file && !strcmp(cfg.prompt_file, "x.txt"), "--file sets the prompt file");
+
+    /* a tool's argv: shared options are taken, its own and positionals are left */
+    char *argv[] = {"tool", "-j", "3", "--context=64", "--backend", "scalar", "-v", "--kv-type", "q8_0", "--batch", "4",
+                    "-p", "MODEL", "--plugin-dir", "/x", NULL};
+    const int argc = 15;
+    config_defaults(&cfg);
+    int taken = 0, left = 0, bad_rc = 0;
+    for (int i = 1; i < argc; i++) {
+        const int r = config_common_arg(&cfg, argc, argv, &i, err, sizeof err);
+        if (r < 0) bad_rc = 1;
+        else if (r) taken++;
+        else left++;
+    }
+    CHECK(!bad_rc && taken == 6 && left == 4 && cfg.threads == 3 && cfg.context == 64 && !strcmp(cfg.backend, "scalar") &&
+          cfg.verbose == 1 && !strcmp(cfg.kv_type, "q8_0") && !strcmp(cfg.plugin_dir, "/x"),
+          "config_common_arg takes -j, --context, --backend, -v, --kv-type, --plugin-dir and leaves the rest (%d taken, %d left)",
+          taken, left);
+    char *argv2[] = {"tool", "-j", "many", NULL};
+    int i = 1;
+    config_defaults(&cfg);
+    CHECK(config_common_arg(&cfg, 3, argv2, &i, err, sizeof err) < 0 && strstr(err, "many"),
+          "a bad shared value is an error naming it (%s)", err);
+
+    /* where a value came from */
+    char where[512];
+    write_file("/tmp/picolm-test-where.ini", "[engine]\n; comment\nbackend = foo\n");
+    CHECK(load(&cfg, "/tmp/picolm-test-where.ini") == 0, "backend = foo parses (checked once plugins are loaded)");
+    config_where(&cfg, "engine", "backend", where, sizeof where);
+    CHECK(!strcmp(where, "/tmp/picolm-test-where.ini:3"), "config_where names the INI line (%s)", where);
+    config_where(&cfg, "engine", "threads", where, sizeof where);
+    CHECK(!strcmp(where, "built-in default") && !config_is_set(&cfg, "engine", "threads"), "an unset key is the built-in default");
+    const char *cl[] = {"-c", "99", NULL};
+    argv_parse(&cfg, cl);
+    config_where(&cfg, "engine", "context", where, sizeof where);
+    CHECK(!strcmp(where, "command line") && config_is_set(&cfg, "engine", "context"), "a flag is the command line (%s)", where);
+    unlink("/tmp/picolm-test-where.ini");
+
+    write_file("/tmp/picolm-test-sec.ini", "[modle]\n");
+    CHECK(load(&cfg, "/tmp/picolm-test-sec.ini") != 0 && strstr(err, "[limits]"), "the unknown-section message lists [limits] (%s)", err);
+    unlink("/tmp/picolm-test-sec.ini");
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    config_usage("picolm", f);
+    fclose(f);
+    CHECK(strstr(buf, "PICOLM_PLUGIN_DIR") && strstr(buf, "reference") && strstr(buf, "auto (best here)") && strstr(buf, "-vv") &&
+          strstr(buf, "-f, --file") && strstr(buf, "Exit status"),
+          "--help lists PICOLM_PLUGIN_DIR, the reference and auto backends, -vv, -f and the exit status");
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    config_common_usage(f);
+    fclose(f);
+    CHECK(strstr(buf, "-j, --threads") && strstr(buf, "-c, --context") && strstr(buf, "--backend") && strstr(buf, "--plugin-dir") &&
+          strstr(buf, "--config") && strstr(buf, "-v, --verbose") && !strstr(buf, "--temperature"),
+          "the shared usage lists exactly the shared options");
+    free(buf);
+}
+
 int main(void) {
     test_defaults();
     test_good_ini();
@@ -382,5 +460,6 @@ int main(void) {
     test_dump_roundtrip();
     test_conf_files();
     test_usage();
+    test_shared_options();
     return CHECK_DONE();
 }

@@ -175,6 +175,75 @@ static void test_top_p(void) {
     CHECK(st == NULL, "top_p 1.5 is rejected");
 }
 
+/* Large lists take top_p's binned fast path; an already sorted copy takes
+   the exact method.  Both must keep the same candidates in the same order,
+   and dist must then draw the same token with the same seed. */
+#define NBIG 40000
+static picolm_token_data big_a[NBIG], big_b[NBIG];
+
+static void big_logits(int shape) {
+    for (int i = 0; i < NBIG; i++) {
+        float l;
+        switch (shape % 5) {
+        case 0: l = 2.0f * nrand(); break;                          /* broad body only */
+        case 1: l = 2.0f * nrand() + (i % 997 == 0 ? 12.0f : 0); break; /* a few leads: peaked */
+        case 2: l = 0.05f * nrand(); break;                         /* nearly flat: a huge nucleus */
+        case 3: l = (float)(xr() % 8) * 0.5f; break;                /* many exact ties */
+        default: l = i % 3 ? -INFINITY : 3.0f * nrand(); break;     /* masked tokens */
+        }
+        big_a[i] = (picolm_token_data){i, l, 0};
+    }
+}
+
+static void test_top_p_fast(void) {
+    const double ps[] = {0.0, 0.3, 0.5, 0.9, 0.95, 0.999};
+    int bad = 0, rounds = 0, dist_bad = 0;
+    size_t smallest = NBIG, largest = 0;
+    for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+        char v[16];
+        snprintf(v, sizeof v, "%g", ps[pi]);
+        void *st = make("top_p", "top_p", v, 0);
+        for (int t = 0; t < 15 && st; t++, rounds++) {
+            big_logits(t);
+            memcpy(big_b, big_a, sizeof big_a);
+            qsort(big_b, NBIG, sizeof *big_b, ref_better);
+            picolm_candidates fast = {big_a, NBIG, 0, 0, -1, -1}, exact = {big_b, NBIG, 1, 0, -1, -1};
+            if (apply("top_p", st, &fast) || apply("top_p", st, &exact) || fast.size != exact.size || !fast.sorted) { bad++; continue; }
+            for (size_t i = 0; i < fast.size; i++)
+                if (big_a[i].id != big_b[i].id) { bad++; break; }
+            if (fast.size < smallest) smallest = fast.size;
+            if (fast.size > largest) largest = fast.size;
+            void *da = make("dist", NULL, NULL, 1000 + t), *db = make("dist", NULL, NULL, 1000 + t);
+            dist_bad += apply("dist", da, &fast) || apply("dist", db, &exact) || fast.selected != exact.selected;
+            destroy("dist", da);
+            destroy("dist", db);
+        }
+        destroy("top_p", st);
+    }
+    CHECK(!bad && rounds == 90, "top_p on %d candidates: the binned path keeps exactly what the exact method keeps (%d rounds, nucleus %zu..%zu, %d bad)",
+          NBIG, rounds, smallest, largest, bad);
+    CHECK(!dist_bad, "and dist draws the same token with the same seed (%d differ)", dist_bad);
+
+    /* an exact boundary: two equal logits hold all the mass, top_p 0.5 keeps one */
+    void *st = make("top_p", "top_p", "0.5", 0);
+    picolm_token_data two[2] = {{0, 1.5f, 0}, {1, 1.5f, 0}};
+    picolm_candidates c = {two, 2, 0, 0, -1, -1};
+    CHECK(st && !apply("top_p", st, &c) && c.size == 1 && two[0].id == 0, "top_p 0.5 over two equal logits keeps exactly one (%zu)", c.size);
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i == 7 || i == 20000 ? 2.0f : -INFINITY, 0};
+    c = (picolm_candidates){big_a, NBIG, 0, 0, -1, -1};
+    CHECK(st && !apply("top_p", st, &c) && c.size == 1 && big_a[0].id == 7, "the same among %d candidates, the rest -inf (%zu)", NBIG, c.size);
+    /* a NaN logit counts as -inf (no mass), as in the exact method */
+    for (int i = 0; i < NBIG; i++) big_a[i] = big_b[i] = (picolm_token_data){i, 0.01f * (float)(i % 100), 0};
+    big_a[5].logit = NAN;
+    big_b[5].logit = -INFINITY;
+    c = (picolm_candidates){big_a, NBIG, 0, 0, -1, -1};
+    picolm_candidates c2 = {big_b, NBIG, 0, 0, -1, -1};
+    int same = st && !apply("top_p", st, &c) && !apply("top_p", st, &c2) && c.size == c2.size;
+    for (size_t i = 0; same && i < c.size; i++) same = big_a[i].id == big_b[i].id && big_a[i].id != 5;
+    CHECK(same, "a NaN logit weighs nothing, like -inf (%zu kept)", c.size);
+    destroy("top_p", st);
+}
+
 static void test_min_p(void) {
     const float ps[] = {0.0f, 0.01f, 0.05f, 0.3f, 1.0f};
     for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
@@ -256,6 +325,20 @@ static void test_penalties(void) {
     picolm_candidates c = {d, 16, 0, 0, -1, -1};
     vt->apply(st, &c, err, sizeof err);
     CHECK(!memcmp(d, ref, 16 * sizeof *d), "penalties: reset forgets the history");
+
+    /* the whole vocabulary in id order (only the window's tokens are visited)
+       gives the same logits as the same list reversed (every candidate is) */
+    bad = 0;
+    for (int n = 0; n < 40; n++) {
+        vt->accept(st, (int32_t)(xr() % 40));
+        fill(d, NV, 3);
+        for (int i = 0; i < NV; i++) ref[NV - 1 - i] = d[i];
+        picolm_candidates in_order = {d, NV, 0, 0, -1, -1}, reversed = {ref, NV, 0, 0, -1, -1};
+        if (vt->apply(st, &in_order, err, sizeof err) || vt->apply(st, &reversed, err, sizeof err)) { bad++; continue; }
+        for (int i = 0; i < NV; i++)
+            if (d[i].id != i || memcmp(&d[i].logit, &ref[NV - 1 - i].logit, sizeof(float))) { bad++; break; }
+    }
+    CHECK(!bad, "penalties: visiting only the window equals a pass over every candidate (40 steps, %d bad)", bad);
     vt->destroy(st);
 }
 
@@ -480,6 +563,63 @@ static void test_chain(void) {
     }
 }
 
+/* Logits shaped like a language model's: a broad body over the whole
+   vocabulary and a few likely tokens above it.  lead 16: a peaked step
+   (the nucleus is a few tokens); lead 6: a flat one (thousands). */
+static void lm_logits(float *l, int n, float lead) {
+    for (int i = 0; i < n; i++) l[i] = 2.0f * nrand();
+    for (int k = 0; k < 8; k++) l[xr() % (uint64_t)n] = lead + 2 * nrand();
+}
+
+/* CPU time: the machine may be shared */
+static double cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Milliseconds per sampled token of the default chain (temperature 0.8 ->
+   top_p 0.9 -> dist) and of a configured one (+ top_k 40, min_p 0.05,
+   repeat penalty 1.1) at real vocabulary sizes.  Figures, not assertions:
+   the budget (2% of a 30 ms decode step) is read in the log. */
+static void bench_chain(void) {
+    static const int sizes[] = {32000, 128256, 151936};
+    float *l = malloc(151936 * sizeof *l);
+    const char **pc = calloc(151936, sizeof *pc);
+    uint32_t *pl = calloc(151936, sizeof *pl);
+    for (size_t si = 0; l && pc && pl && si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int nv = sizes[si];
+        picolm_vocab big = {nv, 1, 2, pc, pl, NULL};
+        for (int conf = 0; conf < 2; conf++) {
+            picolm_config c;
+            base_cfg(&c);
+            c.top_k = conf ? 40 : 0;
+            c.min_p = conf ? 0.05f : 0;
+            c.repeat_penalty = conf ? 1.1f : 1.0f;
+            sampling *s = NULL;
+            char err[256];
+            if (sampling_build(&s, &reg, &c, &big, err, sizeof err)) { CHECK(0, "bench chain: %s", err); continue; }
+            double ms[2] = {0, 0};
+            const int reps = 40;
+            for (int t = 0; t < 2 * reps; t++) {
+                lm_logits(l, nv, t % 2 ? 6.0f : 16.0f);
+                const double t0 = cpu_ms();
+                int32_t tok;
+                sampling_sample(s, l, -1, &tok, err, sizeof err);
+                ms[t % 2] += cpu_ms() - t0;
+                sampling_accept(s, tok);
+            }
+            char desc[256];
+            sampling_describe(s, desc, sizeof desc);
+            printf("info: bench: %6d vocab: %.3f ms per token (peaked), %.3f (flat): %s\n", nv, ms[0] / reps, ms[1] / reps, desc);
+            sampling_free(s);
+        }
+    }
+    free(l);
+    free(pc);
+    free(pl);
+}
+
 int main(void) {
     if (!load_samplers()) {
         printf("FAIL: sampler plugins missing: build them first (make build/plugins/sampler-*.so)\n");
@@ -494,12 +634,14 @@ int main(void) {
     test_greedy();
     test_top_k();
     test_top_p();
+    test_top_p_fast();
     test_min_p();
     test_temperature();
     test_penalties();
     test_dist();
     test_dist_reset();
     test_chain();
+    bench_chain();
     registry_free(&reg);
     return CHECK_DONE();
 }

@@ -22,6 +22,7 @@
 #include <malloc.h>
 #endif
 
+#include "cli.h"
 #include "cpu.h"
 #include "util.h"
 #include "generate.h"
@@ -56,15 +57,14 @@ static void usage(FILE *o) {
             "this run with the same thread count), where decode time goes (weight matmuls, attention, the\n"
             "rest) with the weight GB/s inside the matmuls alone, and RssAnon during generation.\n"
             "options:\n"
-            "  --backends LIST   comma-separated backend names; 'reference' = no backend (format plugins'\n"
-            "                    portable code); default: reference and every backend this CPU can run\n"
-            "  --threads LIST    comma-separated thread counts (default: all online CPUs)\n"
+            "  --backends LIST   comma-separated backend names (also --backend); 'reference' = no backend (format\n"
+            "                    plugins' portable code); default: reference and every backend this CPU can run\n"
+            "  -j, --threads LIST  comma-separated thread counts (default: all online CPUs)\n"
             "  -p N              prompt tokens (random ids, fixed seed) for prefill (default 128; 0 = none)\n"
             "  -n N              tokens to decode per rep (default 64; 0 = none)\n"
             "  -r REPS           repetitions (default 3)\n"
-            "  -c CTX            context (default: the model's, at most 2048)\n"
+            "  -c, --context CTX context (default: the model's, at most 2048)\n"
             "  --batch N         prefill tokens per forward pass (default 64, as picolm's default.ini)\n"
-            "  --kv-type T       f16 (default) or q8_0\n"
             "  --ignore-eos      accepted for symmetry with picolm: the bench always ignores EOS\n"
             "  --format F        md (default), csv, json or svg (a grouped bar chart)\n"
             "  --micro           kernel throughput instead: per weight format x backend, GB/s of weights\n"
@@ -82,7 +82,7 @@ static void usage(FILE *o) {
             "                    16384 quantized random blocks per type (same size and speed, values repeat)\n"
             "  --out FILE        where --synth writes (default $TMPDIR/picolm-synth-SHAPE-TYPE.gguf)\n"
             "  --bw-mib N        buffer of the bandwidth measurement in MiB (default 1024)\n"
-            "  --plugin-dir DIR  extra plugin directory searched first\n"
+            "  --plugin-dir DIR, --kv-type T (f16 or q8_0), --config FILE, -v: as in picolm (see picolm --help)\n"
             "  -h, --help        this text\n");
 }
 
@@ -670,9 +670,18 @@ int main(int argc, char **argv) {
               .micro_mib = 8, .micro_s = 0.1};
     char *blist = NULL, *tlist = NULL, *flist = NULL;
     int micro_ms = 100;
+    picolm_config cfg; /* the options every tool shares (--plugin-dir, --kv-type, --config, -v) */
+    char cerr[1024];
+    if (config_tool_init(&cfg, argc, argv, cerr, sizeof cerr)) { fprintf(stderr, "picolm-bench: %s\n", cerr); return 2; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout("picolm-bench"); }
+        /* lists of threads and backends are the bench's own; the rest is shared */
+        const int own = !strcmp(a, "-j") || !strcmp(a, "--threads") || !strcmp(a, "-t") || !strcmp(a, "--backend") ||
+                        !strcmp(a, "-c") || !strcmp(a, "--context");
+        const int common = own ? 0 : config_common_arg(&cfg, argc, argv, &i, cerr, sizeof cerr);
+        if (common < 0) return cli_usage_error("picolm-bench", cerr);
+        if (common) continue;
         if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) continue;
         if (!strcmp(a, "--synth-exact")) { o.synth_exact = 1; continue; }
@@ -680,12 +689,12 @@ int main(int argc, char **argv) {
             if (i + 1 >= argc) { fprintf(stderr, "picolm-bench: %s needs a value\n", a); return 2; }
             const char *v = argv[++i];
             int bad = 0;
-            if (!strcmp(a, "--backends")) blist = strdup(v);
-            else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) tlist = strdup(v);
+            if (!strcmp(a, "--backends") || !strcmp(a, "--backend")) blist = strdup(v);
+            else if (!strcmp(a, "--threads") || !strcmp(a, "-j") || !strcmp(a, "-t")) tlist = strdup(v);
             else if (!strcmp(a, "-p")) bad = parse_int(v, 0, 1 << 20, &o.n_prompt);
             else if (!strcmp(a, "-n")) bad = parse_int(v, 0, 1 << 20, &o.n_gen);
             else if (!strcmp(a, "-r")) bad = parse_int(v, 1, 1000, &o.reps);
-            else if (!strcmp(a, "-c")) bad = parse_int(v, 1, 1 << 22, &o.ctx);
+            else if (!strcmp(a, "-c") || !strcmp(a, "--context")) bad = parse_int(v, 1, 1 << 22, &o.ctx);
             else if (!strcmp(a, "--batch")) bad = parse_int(v, 1, 65536, &o.batch);
             else if (!strcmp(a, "--bw-mib")) bad = parse_int(v, 16, 1 << 20, &o.bw_mib);
             else if (!strcmp(a, "--micro-mib")) bad = parse_int(v, 1, 1 << 16, &o.micro_mib);
@@ -693,10 +702,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--formats")) flist = strdup(v);
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
-            else if (!strcmp(a, "--plugin-dir")) o.plugin_dir = v;
-            else if (!strcmp(a, "--kv-type")) {
-                if ((o.kv_type = generate_kv_type(v)) < 0) { fprintf(stderr, "picolm-bench: --kv-type must be f16 or q8_0\n"); return 2; }
-            } else if (!strcmp(a, "--format")) {
+            else if (!strcmp(a, "--format")) {
                 if (!strcmp(v, "md")) o.format = OUT_MD;
                 else if (!strcmp(v, "csv")) o.format = OUT_CSV;
                 else if (!strcmp(v, "json")) o.format = OUT_JSON;
@@ -710,6 +716,16 @@ int main(int argc, char **argv) {
         o.model = a;
     }
     if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
+    o.plugin_dir = cfg.plugin_dir;
+    o.kv_type = generate_kv_type(cfg.kv_type);
+    /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
+    char ini_val[64];
+    if (!tlist && cfg.threads > 0 && config_is_set(&cfg, "engine", "threads")) {
+        snprintf(ini_val, sizeof ini_val, "%d", cfg.threads);
+        tlist = strdup(ini_val);
+    }
+    if (!blist && strcmp(cfg.backend, "auto")) blist = strdup(cfg.backend);
+    if (!o.ctx && config_is_set(&cfg, "engine", "context")) o.ctx = cfg.context;
     o.micro_s = micro_ms / 1000.0;
     if (flist && (o.n_formats = split_list(flist, o.formats, MAX_LIST)) <= 0) {
         fprintf(stderr, "picolm-bench: --formats: bad list\n");
@@ -723,6 +739,7 @@ int main(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mallopt(M_TRIM_THRESHOLD, 256 * 1024);
 #endif
+    if (cli_check_env("picolm-bench")) return CLI_USAGE;
     char err[2048];
     pl_registry reg;
     if (registry_load(&reg, o.plugin_dir, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); return 1; }
@@ -735,7 +752,7 @@ int main(int argc, char **argv) {
     /* Backends: the list, or reference + every accepted backend (lowest score first). */
     if (blist) {
         o.n_backends = split_list(blist, o.backends, MAX_LIST);
-        if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); goto out; }
+        if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); rc = CLI_USAGE; goto out; }
     } else {
         bk all[MAX_LIST];
         int na = 0;
@@ -752,6 +769,7 @@ int main(int argc, char **argv) {
             if (registry_dispatch(&reg, o.backends[b], d, err, sizeof err)) {
                 fprintf(stderr, "picolm-bench: %s\n", err);
                 free(d);
+                rc = CLI_USAGE; /* a backend name that does not exist */
                 goto out;
             }
         free(d);
@@ -759,9 +777,9 @@ int main(int argc, char **argv) {
     if (tlist) {
         const char *tt[MAX_LIST];
         o.n_threads = split_list(tlist, tt, MAX_LIST);
-        if (o.n_threads <= 0) { fprintf(stderr, "picolm-bench: --threads: bad list\n"); goto out; }
+        if (o.n_threads <= 0) { fprintf(stderr, "picolm-bench: --threads: bad list\n"); rc = CLI_USAGE; goto out; }
         for (int i = 0; i < o.n_threads; i++)
-            if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); goto out; }
+            if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); rc = CLI_USAGE; goto out; }
     } else {
         o.threads[o.n_threads++] = cpu_count_online();
     }
@@ -770,7 +788,7 @@ int main(int argc, char **argv) {
         if (run_micro(&o, &reg, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
         if (!n_mres) { fprintf(stderr, "picolm-bench: --micro: no weight format with a quantizer matched\n"); goto out; }
         print_micro(&o, mres, n_mres, stdout);
-        rc = 0;
+        rc = cli_close_stdout("picolm-bench");
         goto out;
     }
 
@@ -838,10 +856,11 @@ int main(int argc, char **argv) {
         threadpool_destroy(pool);
         pool = NULL;
     }
-    snprintf(desc, sizeof desc, "%s, %.1f MB; CPU %s; kv %s", o.synth ? o.synth : "model", fsize, cpu,
+    const char *base = strrchr(path, '/');
+    snprintf(desc, sizeof desc, "%.200s, %.1f MB; CPU %s; kv %s", o.synth ? o.synth : base ? base + 1 : path, fsize, cpu,
              o.kv_type == KV_Q8_0 ? "q8_0" : "f16");
     print_results(&o, path, res, n_res, stdout, desc);
-    rc = 0;
+    rc = cli_close_stdout("picolm-bench");
 out:
     if (pool) {
         registry_set_pool(&reg, NULL);

@@ -1,8 +1,10 @@
 /* picolm-gguf: inspect a GGUF file (info) or dequantize one tensor (dequant). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "engine.h"
 #include "gguf.h"
 
@@ -11,7 +13,8 @@ static void usage(FILE *o) {
             "usage: picolm-gguf info MODEL            metadata and tensor table\n"
             "       picolm-gguf dequant MODEL TENSOR OUT_F32_FILE\n"
             "                                          dequantize TENSOR to float32 (row-major)\n"
-            "options: --plugin-dir DIR (format plugins), -h/--help\n");
+            "options: --plugin-dir DIR (format plugins), -h/--help\n"
+            "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
 
 static void print_value(const gguf_kv *kv) {
@@ -85,9 +88,12 @@ static int dequant(const char *path, const char *name, const char *out, const pl
         const int64_t g = d->types[t->type].row_group; /* a grouped layout converts g rows at a time */
         if (rows % g) { fprintf(stderr, "picolm-gguf: %s: %lld rows, not a multiple of %s's row group %lld\n", name, (long long)rows, fmt->name, (long long)g); rc = 1; }
         for (int64_t r = 0; !rc && r < rows; r += g) fmt->dequantize_row((const uint8_t *)t->data + (size_t)r * rb, buf + (size_t)r * t->ne[0], t->ne[0]);
-        if (!rc && fwrite(buf, sizeof(float), (size_t)t->nelements, o) != (size_t)t->nelements) rc = 1;
+        if (!rc && fwrite(buf, sizeof(float), (size_t)t->nelements, o) != (size_t)t->nelements) {
+            fprintf(stderr, "picolm-gguf: cannot write %s: %s\n", out, strerror(errno));
+            rc = 1;
+        }
     }
-    if (o && fclose(o)) rc = 1;
+    if (o && fclose(o) && !rc) { fprintf(stderr, "picolm-gguf: cannot write %s: %s\n", out, strerror(errno)); rc = 1; }
     if (!rc) fprintf(stderr, "picolm-gguf: %s (%s, %lld elements) -> %s\n", name, fmt->name, (long long)t->nelements, out);
     free(buf);
     gguf_close(&f);
@@ -95,23 +101,36 @@ static int dequant(const char *path, const char *name, const char *out, const pl
 }
 
 int main(int argc, char **argv) {
-    const char *pdir = NULL, *pos[4];
+    const char *pdir = NULL, *pos[5];
+    const char *T = "picolm-gguf";
+    char err[1024];
     int npos = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--plugin-dir") && i + 1 < argc) { pdir = argv[++i]; continue; }
-        if (argv[i][0] == '-') { fprintf(stderr, "picolm-gguf: unknown option %s\n", argv[i]); return 2; }
-        if (npos < 4) pos[npos++] = argv[i];
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return cli_close_stdout(T); }
+        if (!strcmp(argv[i], "--plugin-dir")) {
+            if (i + 1 >= argc) return cli_usage_error(T, "option --plugin-dir needs a value (DIR)");
+            pdir = argv[++i];
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) { snprintf(err, sizeof err, "unknown option %s", argv[i]); return cli_usage_error(T, err); }
+        if (npos == 5) break;
+        pos[npos++] = argv[i];
     }
-    if (npos < 2) { usage(stderr); return 2; }
-    char err[1024];
+    /* say what is wrong before any plugin is loaded */
+    const int want = npos == 0 ? 0 : !strcmp(pos[0], "info") ? 2 : !strcmp(pos[0], "dequant") ? 4 : -1;
+    if (npos == 0) { usage(stderr); return CLI_USAGE; }
+    if (want < 0) { snprintf(err, sizeof err, "unknown command '%s' (info or dequant)", pos[0]); return cli_usage_error(T, err); }
+    if (npos < want) {
+        snprintf(err, sizeof err, "%s: missing %s", pos[0], npos == 1 ? "MODEL" : npos == 2 ? "TENSOR" : "OUT_F32_FILE");
+        return cli_usage_error(T, err);
+    }
+    if (npos > want) { snprintf(err, sizeof err, "%s: unexpected argument '%s'", pos[0], pos[want]); return cli_usage_error(T, err); }
+    if (cli_check_env(T)) return CLI_USAGE;
     engine_opts o = {.plugin_dir = pdir, .threads = 1};
     engine *e = build_engine(&o, err, sizeof err);
-    if (!e) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
-    int rc;
-    if (!strcmp(pos[0], "info") && npos == 2) rc = info(pos[1], &e->reg, &e->d);
-    else if (!strcmp(pos[0], "dequant") && npos == 4) rc = dequant(pos[1], pos[2], pos[3], &e->d);
-    else { usage(stderr); rc = 2; }
+    if (!e) { fprintf(stderr, "%s: %s\n", T, err); return CLI_FAIL; }
+    int rc = want == 2 ? info(pos[1], &e->reg, &e->d) : dequant(pos[1], pos[2], pos[3], &e->d);
     free_engine(e);
-    return rc;
+    const int wrc = cli_close_stdout(T);
+    return rc ? rc : wrc;
 }

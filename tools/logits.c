@@ -1,8 +1,10 @@
 /* picolm-logits: evaluate token ids and write every position's logits. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "engine.h"
 #include "generate.h"
 
@@ -11,78 +13,111 @@ static void usage(FILE *o) {
             "usage: picolm-logits MODEL TOKENS_I32_FILE OUT_F32_FILE [options]\n"
             "Evaluates the little-endian int32 token ids in TOKENS_I32_FILE and writes the\n"
             "float32 logits after every position (n_tokens x n_vocab, row-major) to OUT_F32_FILE.\n"
+            "More tokens than the context (the model's, or -c) are refused.\n"
             "options:\n"
             "  --batch N         evaluate N tokens per forward pass (default 1: one position at a time)\n"
-            "  --backend NAME    backend plugin (default auto)\n"
-            "  --plugin-dir DIR  extra plugin directory searched first\n"
-            "  --kv-type T       f16 (default) or q8_0\n"
-            "  -j N              threads (default: all CPUs)\n"
-            "  -h, --help        this text\n");
+            "  --last K          write only the last K positions' logits (K x n_vocab)\n"
+            "  -h, --help        this text\n"
+            "shared with picolm (INI keys from --config apply too):\n");
+    config_common_usage(o);
+    fprintf(o, "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
+}
+
+/* A positive int option value, or -1. */
+static int parse_count(const char *v) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *v && !*end && x >= 1 && x <= (1 << 24) ? (int)x : -1;
 }
 
 int main(int argc, char **argv) {
     const char *pos[3];
-    int npos = 0, batch = 1, threads = 0, kv = KV_F16;
-    const char *backend = "auto", *pdir = NULL;
+    int npos = 0, batch = 1, last = 0;
+    picolm_config cfg;
+    char err[2048];
+    const char *T = "picolm-logits";
+    if (config_tool_init(&cfg, argc, argv, err, sizeof err)) { fprintf(stderr, "%s: %s\n", T, err); return CLI_USAGE; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout(T); }
+        const int common = config_common_arg(&cfg, argc, argv, &i, err, sizeof err);
+        if (common < 0) return cli_usage_error(T, err);
+        if (common) continue;
         if (a[0] == '-' && a[1]) {
-            if (i + 1 >= argc) { fprintf(stderr, "picolm-logits: %s needs a value\n", a); return 2; }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--batch")) batch = atoi(v);
-            else if (!strcmp(a, "--backend")) backend = v;
-            else if (!strcmp(a, "--plugin-dir")) pdir = v;
-            else if (!strcmp(a, "-j")) threads = atoi(v);
-            else if (!strcmp(a, "--kv-type")) {
-                if ((kv = generate_kv_type(v)) < 0) { fprintf(stderr, "picolm-logits: --kv-type must be f16 or q8_0\n"); return 2; }
-            } else { fprintf(stderr, "picolm-logits: unknown option %s (see --help)\n", a); return 2; }
+            int *dst = !strcmp(a, "--batch") ? &batch : !strcmp(a, "--last") ? &last : NULL;
+            if (!dst) { snprintf(err, sizeof err, "unknown option %s", a); return cli_usage_error(T, err); }
+            if (i + 1 >= argc) { snprintf(err, sizeof err, "option %s needs a value (N)", a); return cli_usage_error(T, err); }
+            if ((*dst = parse_count(argv[++i])) < 0) {
+                snprintf(err, sizeof err, "option %s: '%s' is not a count of at least 1", a, argv[i]);
+                return cli_usage_error(T, err);
+            }
             continue;
         }
-        if (npos == 3) { fprintf(stderr, "picolm-logits: too many arguments (see --help)\n"); return 2; }
+        if (npos == 3) { snprintf(err, sizeof err, "unexpected argument '%s' (MODEL TOKENS OUT are already given)", a); return cli_usage_error(T, err); }
         pos[npos++] = a;
     }
-    if (npos != 3) { usage(stderr); return 2; }
-    if (batch < 1) { fprintf(stderr, "picolm-logits: --batch must be >= 1\n"); return 2; }
+    if (npos != 3) { usage(stderr); return CLI_USAGE; }
+    const int kv = generate_kv_type(cfg.kv_type);
 
     FILE *f = fopen(pos[1], "rb");
-    if (!f) { perror(pos[1]); return 1; }
+    if (!f) { fprintf(stderr, "%s: %s: %s\n", T, pos[1], strerror(errno)); return CLI_FAIL; }
     fseek(f, 0, SEEK_END);
     long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
-    if (sz <= 0 || sz % 4) { fprintf(stderr, "picolm-logits: %s: not a non-empty int32 file\n", pos[1]); fclose(f); return 1; }
+    if (sz <= 0 || sz % 4) { fprintf(stderr, "%s: %s: not a non-empty int32 file\n", T, pos[1]); fclose(f); return CLI_FAIL; }
     int n = (int)(sz / 4);
     int32_t *toks = malloc((size_t)sz);
-    if (!toks || fread(toks, 4, (size_t)n, f) != (size_t)n) { fprintf(stderr, "picolm-logits: cannot read %s\n", pos[1]); fclose(f); return 1; }
+    if (!toks || fread(toks, 4, (size_t)n, f) != (size_t)n) { fprintf(stderr, "%s: cannot read %s\n", T, pos[1]); fclose(f); free(toks); return CLI_FAIL; }
     fclose(f);
+    if (last > n) last = n;
+    if (!last) last = n;
 
-    char err[1024];
-    engine_opts o = {.model_path = pos[0], .plugin_dir = pdir, .backend = backend, .threads = threads};
-    engine *e = build_engine(&o, err, sizeof err);
-    if (!e) { fprintf(stderr, "picolm-logits: %s\n", err); free(toks); return 1; }
+    int rc;
+    engine *e = cli_build_engine(&cfg, T, pos[0], 0, &rc);
+    if (!e) { free(toks); return rc; }
     const int nv = e->model.hp.n_vocab;
-    llama_ctx c;
-    if (build_ctx(&c, &e->model, n, batch, kv, e->pool, err, sizeof err)) {
-        fprintf(stderr, "picolm-logits: %s\n", err);
+    const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
+    if (n > n_ctx) {
+        fprintf(stderr, "%s: %s has %d tokens, more than the context of %d%s: positions past it cannot be evaluated\n", T, pos[1], n,
+                n_ctx, n_ctx == e->model.hp.n_ctx_train ? " (the model's limit)" : "");
         free_engine(e);
         free(toks);
-        return 1;
+        return CLI_FAIL;
     }
-    float *out = malloc((size_t)n * nv * sizeof(float));
+    llama_ctx c;
+    if (build_ctx(&c, &e->model, n, batch, kv, e->pool, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", T, err);
+        free_engine(e);
+        free(toks);
+        return CLI_FAIL;
+    }
+    /* logits of every position, but only the last `last` are kept */
+    const int first = n - last;
+    float *out = malloc((size_t)last * nv * sizeof(float));
+    float *scratch = first ? malloc((size_t)batch * nv * sizeof(float)) : NULL;
     FILE *of = fopen(pos[2], "wb");
-    int rc = 0;
-    if (!out || !of) { fprintf(stderr, "picolm-logits: cannot write %s\n", pos[2]); rc = 1; }
+    rc = CLI_OK;
+    if (!out || (first && !scratch)) { fprintf(stderr, "%s: out of memory\n", T); rc = CLI_FAIL; }
+    else if (!of) { fprintf(stderr, "%s: cannot write %s: %s\n", T, pos[2], strerror(errno)); rc = CLI_FAIL; }
     for (int i = 0; !rc && i < n; i += batch) {
         int nb = n - i < batch ? n - i : batch;
-        if (llama_forward(&c, toks + i, nb, out + (size_t)i * nv, err, sizeof err)) {
-            fprintf(stderr, "picolm-logits: %s\n", err);
-            rc = 1;
+        /* a batch straddling `first` goes to scratch, then its kept rows are copied */
+        float *dst = i >= first ? out + (size_t)(i - first) * nv : scratch;
+        if (llama_forward(&c, toks + i, nb, dst, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", T, err);
+            rc = CLI_FAIL;
+        } else if (i < first && i + nb > first) {
+            memcpy(out, scratch + (size_t)(first - i) * nv, (size_t)(i + nb - first) * nv * sizeof(float));
         }
     }
-    if (!rc && fwrite(out, sizeof(float), (size_t)n * nv, of) != (size_t)n * nv) { fprintf(stderr, "picolm-logits: write failed\n"); rc = 1; }
-    if (of && fclose(of)) rc = 1;
-    if (!rc) fprintf(stderr, "picolm-logits: %d positions x %d logits (backend %s)\n", n, nv, e->d.backend ? e->d.backend->name : "reference");
+    if (!rc && (fwrite(out, sizeof(float), (size_t)last * nv, of) != (size_t)last * nv || fflush(of))) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", T, pos[2], strerror(errno));
+        rc = CLI_FAIL;
+    }
+    if (of && fclose(of) && !rc) { fprintf(stderr, "%s: cannot write %s: %s\n", T, pos[2], strerror(errno)); rc = CLI_FAIL; }
+    if (!rc) fprintf(stderr, "%s: %d positions x %d logits (backend %s)\n", T, last, nv, e->d.backend ? e->d.backend->name : "reference");
     free(out);
+    free(scratch);
     free_ctx(&c);
     free_engine(e);
     free(toks);

@@ -6,12 +6,14 @@
  * each window is scored: -log softmax(logits[j])[token j+1].  Final figure:
  * PPL = exp(mean nll) +/- PPL * sqrt(var(nll) / (N - 1)), as llama.cpp.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "engine.h"
 #include "generate.h"
 #include "util.h"
@@ -22,15 +24,14 @@ static void usage(FILE *o) {
             "Perplexity of MODEL on TEXT_FILE, computed as llama.cpp's llama-perplexity does\n"
             "(non-overlapping windows, each starting with BOS, second half of each window scored).\n"
             "options:\n"
-            "  -c, --ctx N       window size in tokens (default: the model's context length)\n"
             "  --batch N         tokens per forward pass (default: the window size)\n"
             "  --chunks N        score only the first N windows (default: all)\n"
-            "  -j N              threads (default: all CPUs)\n"
-            "  --backend NAME    backend plugin (default auto)\n"
-            "  --plugin-dir DIR  extra plugin directory searched first\n"
-            "  --kv-type T       f16 (default) or q8_0\n"
             "  -h, --help        this text\n"
-            "Output: \"[i]ppl,\" after each window (running figure), then \"PPL = X +/- Y\".\n");
+            "shared with picolm (INI keys from --config apply too); -c is the window size, default and\n"
+            "at most the model's context length (a larger -c is clamped, with a warning):\n");
+    config_common_usage(o);
+    fprintf(o, "Output: \"[i]ppl,\" after each window (running figure), then \"PPL = X +/- Y\".\n"
+               "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
 
 /* -log softmax(logits)[tok], in double like llama.cpp's log_softmax */
@@ -65,43 +66,48 @@ static char *read_file(const char *path, size_t *len) {
 
 int main(int argc, char **argv) {
     const char *pos[2];
-    int npos = 0, ctx = 0, batch = 0, threads = 0, chunks = -1, kv = KV_F16;
-    const char *backend = "auto", *pdir = NULL;
+    int npos = 0, batch = 0, chunks = -1;
+    picolm_config cfg;
+    char err[2048];
+    const char *T = "picolm-perplexity";
+    if (config_tool_init(&cfg, argc, argv, err, sizeof err)) { fprintf(stderr, "%s: %s\n", T, err); return CLI_USAGE; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout(T); }
+        if (!strcmp(a, "--ctx")) argv[i] = "--context"; /* the old spelling */
+        const int common = config_common_arg(&cfg, argc, argv, &i, err, sizeof err);
+        if (common < 0) return cli_usage_error(T, err);
+        if (common) continue;
         if (a[0] == '-' && a[1]) {
-            if (i + 1 >= argc) { fprintf(stderr, "picolm-perplexity: %s needs a value\n", a); return 2; }
-            const char *v = argv[++i];
-            if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) ctx = atoi(v);
-            else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) batch = atoi(v);
-            else if (!strcmp(a, "--chunks")) chunks = atoi(v);
-            else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = atoi(v);
-            else if (!strcmp(a, "--backend")) backend = v;
-            else if (!strcmp(a, "--plugin-dir")) pdir = v;
-            else if (!strcmp(a, "--kv-type")) {
-                if ((kv = generate_kv_type(v)) < 0) { fprintf(stderr, "picolm-perplexity: --kv-type must be f16 or q8_0\n"); return 2; }
-            } else { fprintf(stderr, "picolm-perplexity: unknown option %s (see --help)\n", a); return 2; }
+            int *dst = !strcmp(a, "--batch") || !strcmp(a, "-b") ? &batch : !strcmp(a, "--chunks") ? &chunks : NULL;
+            if (!dst) { snprintf(err, sizeof err, "unknown option %s", a); return cli_usage_error(T, err); }
+            if (i + 1 >= argc) { snprintf(err, sizeof err, "option %s needs a value (N)", a); return cli_usage_error(T, err); }
+            char *end;
+            const long v = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || v < 0 || v > (1 << 24)) {
+                snprintf(err, sizeof err, "option %s: '%s' is not a count", a, argv[i]);
+                return cli_usage_error(T, err);
+            }
+            *dst = (int)v;
             continue;
         }
-        if (npos == 2) { fprintf(stderr, "picolm-perplexity: too many arguments (see --help)\n"); return 2; }
+        if (npos == 2) { snprintf(err, sizeof err, "unexpected argument '%s' (MODEL and TEXT_FILE are already given)", a); return cli_usage_error(T, err); }
         pos[npos++] = a;
     }
-    if (npos != 2) { usage(stderr); return 2; }
-    if (ctx < 0 || batch < 0 || threads < 0) { fprintf(stderr, "picolm-perplexity: -c, --batch and -j must be positive\n"); return 2; }
+    if (npos != 2) { usage(stderr); return CLI_USAGE; }
+    const int kv = generate_kv_type(cfg.kv_type);
 
     size_t len = 0;
     char *text = read_file(pos[1], &len);
-    if (!text) { perror(pos[1]); return 1; }
+    if (!text) { fprintf(stderr, "%s: %s: %s\n", T, pos[1], strerror(errno)); return CLI_FAIL; }
     if (len && text[len - 1] == '\n') len--; /* llama.cpp's -f drops one trailing newline */
 
-    char err[1024];
-    engine_opts o = {.model_path = pos[0], .plugin_dir = pdir, .backend = backend, .threads = threads, .tokenizer = 1};
-    engine *e = build_engine(&o, err, sizeof err);
-    if (!e) { fprintf(stderr, "picolm-perplexity: %s\n", err); free(text); return 1; }
+    int rc;
+    engine *e = cli_build_engine(&cfg, T, pos[0], 1, &rc);
+    if (!e) { free(text); return rc; }
     const int nv = e->model.hp.n_vocab;
-    if (ctx == 0) ctx = e->model.hp.n_ctx_train;
-    if (ctx < 4) { fprintf(stderr, "picolm-perplexity: the window must hold at least 4 tokens\n"); free_engine(e); free(text); return 2; }
+    const int ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
+    if (ctx < 4) { fprintf(stderr, "%s: the window must hold at least 4 tokens\n", T); free_engine(e); free(text); return CLI_USAGE; }
     if (batch == 0 || batch > ctx) batch = ctx;
 
     const int add_bos = tokenizer_add_bos(e->tok);
@@ -109,7 +115,8 @@ int main(int argc, char **argv) {
     int32_t *toks = NULL;
     float *logits = NULL;
     llama_ctx c;
-    int have_ctx = 0, rc = 1;
+    int have_ctx = 0;
+    rc = CLI_FAIL;
     const double t_tok = pl_now();
     int nt = tokenizer_encode(e->tok, text, len, add_bos, 0, NULL, 0);
     if (nt < 0 && nt != -1) {
@@ -128,8 +135,8 @@ int main(int argc, char **argv) {
     if (chunks >= 0 && chunks < n_chunk) n_chunk = chunks;
     const int first = ctx / 2;
     fprintf(stderr, "picolm-perplexity: %d tokens (%.2f s to tokenize); %d windows of %d tokens, scoring the last %d of each; "
-                    "batch %d, %d threads, backend %s\n",
-            nt, pl_now() - t_tok, n_chunk, ctx, ctx - 1 - first, batch, threadpool_size(e->pool),
+                    "batch %d, %d thread%s, backend %s\n",
+            nt, pl_now() - t_tok, n_chunk, ctx, ctx - 1 - first, batch, threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
             e->d.backend ? e->d.backend->name : "reference");
 
     if (build_ctx(&c, &e->model, ctx, batch, kv, e->pool, err, sizeof err)) { fprintf(stderr, "picolm-perplexity: %s\n", err); goto done; }
@@ -174,7 +181,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "picolm-perplexity: %ld tokens scored in %.2f s (%.0f tokens/s evaluated)\n", count, pl_now() - t0,
                 (double)n_chunk * ctx / (pl_now() - t0));
     }
-    rc = 0;
+    rc = cli_close_stdout(T);
 done:
     if (have_ctx) free_ctx(&c);
     free(logits);

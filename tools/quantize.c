@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "engine.h"
 #include "util.h"
 #include "gguf.h"
@@ -60,14 +61,10 @@ static void usage(FILE *o, const pl_dispatch *d) {
 }
 
 /* ggml's lower-case type names ("q4_K", "iq4_nl", "f32") for the progress lines. */
-static const char *lname(const pl_dispatch *d, uint32_t t, char *buf, size_t n) {
+/* A type's name as the log spells every type: the format's own (Q4_K, Q4_K_R16, F32). */
+static const char *lname(const pl_dispatch *d, uint32_t t) {
     const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
-    const char *s = f ? f->name : gguf_type_name(t);
-    size_t i = 0;
-    for (; s[i] && i + 1 < n; i++) buf[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-    buf[i] = 0;
-    if (i >= 2 && buf[i - 2] == '_' && buf[i - 1] == 'k') buf[i - 1] = 'K';
-    return buf;
+    return f ? f->name : gguf_type_name(t);
 }
 
 static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
@@ -179,10 +176,11 @@ int main(int argc, char **argv) {
         pos[npos++] = a;
     }
 
+    if (cli_check_env("picolm-quantize")) return CLI_USAGE;
     char err[1024];
     engine_opts eo = {.plugin_dir = pdir, .threads = threads};
     engine *e = build_engine(&eo, err, sizeof err);
-    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return 0; }
+    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return cli_close_stdout("picolm-quantize"); }
     if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }
     if (!e) { fprintf(stderr, "picolm-quantize: %s\n", err); return 1; }
     const pl_dispatch *d = &e->d;
@@ -408,6 +406,12 @@ int main(int argc, char **argv) {
     const double t0 = pl_now();
     uint64_t in_bytes = 0, out_bytes = 0, n_elem = 0;
     const int wdt = p.n >= 1000 ? 4 : p.n >= 100 ? 3 : 2;
+    int wname = 8, wtype = 3; /* column widths, so that the log lines up */
+    for (int i = 0; i < p.n; i++) {
+        const int ln = (int)strlen(p.refs[i].name), la = (int)strlen(lname(d, p.refs[i].t->type)), lb = (int)strlen(lname(d, p.type[i]));
+        wname = ln > wname ? ln : wname;
+        wtype = la > wtype ? la : lb > wtype ? lb : wtype;
+    }
     for (int i = 0; i < p.n; i++) {
         const gguf_tensor *t = p.refs[i].t;
         const uint32_t nt = p.type[i];
@@ -428,11 +432,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err);
             goto done;
         }
-        char shape[96] = "", a[32], b[32];
+        char shape[96] = "";
         for (uint32_t k = 0; k < n_dims_of(t); k++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
-        fprintf(stderr, "[%*d/%*d] %-28s %6s -> %-6s %-14s %8.2f MB -> %6.2f MB\n", wdt, i + 1, wdt, p.n, p.refs[i].name,
-                lname(d, t->type, a, sizeof a), lname(d, nt, b, sizeof b), shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
+        fprintf(stderr, "[%*d/%*d] %-*s %*s -> %-*s %-14s %8.2f MB -> %8.2f MB\n", wdt, i + 1, wdt, p.n, wname, p.refs[i].name,
+                wtype, lname(d, t->type), wtype, lname(d, nt), shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
         in_bytes += t->nbytes;
         out_bytes += p.nbytes[i];
         n_elem += (uint64_t)t->nelements;

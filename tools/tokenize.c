@@ -5,17 +5,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
+#include "cli.h"
 #include "gguf.h"
 #include "tokenizer.h"
+#include "util.h"
 
 static void usage(FILE *o) {
     fprintf(o,
-        "usage: picolm-tokenize MODEL.gguf TEXT_FILE [--no-bos] [--special]\n"
-        "Print the token ids of TEXT_FILE (\"-\" = stdin), space separated.\n"
+        "usage: picolm-tokenize MODEL.gguf TEXT_FILE [--no-bos] [--special] [--pieces]\n"
+        "       picolm-tokenize MODEL.gguf -p TEXT [--no-bos] [--special] [--pieces]\n"
+        "       picolm-tokenize --render-chat CONV_FILE [--chat-template NAME] [MODEL.gguf]\n"
+        "Print the token ids of TEXT_FILE (\"-\" = stdin) or of TEXT, space separated.\n"
+        "  -p, --prompt TEXT  tokenize TEXT itself instead of a file\n"
         "  --no-bos    do not prepend BOS (default: the model's add_bos_token)\n"
         "  --special   match control tokens such as <s> and </s> in the text\n"
-        "  --pieces    print each token as id:'piece' instead\n"
-        "  -h, --help  this help\n");
+        "  --pieces    print each token as id:'piece' instead (control tokens by name: 1:<s>)\n"
+        "  --render-chat CONV_FILE\n"
+        "              print CONV_FILE rendered by a chat template, with the assistant's\n"
+        "              header added, as llama.cpp's llama_chat_apply_template does.  Messages\n"
+        "              are separated by a line \"---\"; the first line of each is its role\n"
+        "              (system, user, assistant), the rest its content\n"
+        "  --chat-template NAME\n"
+        "              the template for --render-chat (default: the MODEL's):\n"
+        "              " CHAT_KIND_NAMES "\n"
+        "  -h, --help  this help\n"
+        "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -39,21 +54,68 @@ static char *read_all(const char *path, size_t *len) {
     return buf;
 }
 
+/* --render-chat: the conversation in CONV_FILE through a chat template. */
+static int render_chat(const char *conv, const char *tmpl, const char *model) {
+    char err[1024];
+    int kind = -1;
+    if (!tmpl && !model) { fprintf(stderr, "picolm-tokenize: --render-chat needs --chat-template NAME or a MODEL\n"); return 2; }
+    if (tmpl && strcmp(tmpl, "auto")) {
+        kind = chat_kind_from_name(tmpl);
+        if (kind < 0) { fprintf(stderr, "picolm-tokenize: unknown chat template '%s' (known: " CHAT_KIND_NAMES ")\n", tmpl); return 2; }
+    } else {
+        gguf_file gf;
+        if (gguf_open(&gf, model, NULL, err, sizeof err)) { fprintf(stderr, "picolm-tokenize: %s\n", err); return 1; }
+        char note[256];
+        int rc = chat_kind_resolve("auto", &gf, &kind, note, sizeof note, err, sizeof err);
+        gguf_close(&gf);
+        if (rc) { fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err); return 1; }
+        if (note[0]) fprintf(stderr, "picolm-tokenize: %s\n", note);
+    }
+    size_t len;
+    char *text = read_all(conv, &len);
+    if (!text) { fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", conv, strerror(errno)); return 1; }
+    enum { MAX_MSGS = 1024 };
+    chat_msg *m = malloc(MAX_MSGS * sizeof *m);
+    int n = m ? chat_parse_conversation(text, len, m, MAX_MSGS, err, sizeof err) : pl_fail(err, sizeof err, "out of memory");
+    size_t ol = 0;
+    char *out = n >= 0 ? chat_render(kind, m, n, 1, &ol) : NULL;
+    int rc = 0;
+    if (n < 0) { fprintf(stderr, "picolm-tokenize: %s: %s\n", conv, err); rc = 1; }
+    else if (!out) { fprintf(stderr, "picolm-tokenize: out of memory\n"); rc = 1; }
+    else if (fwrite(out, 1, ol, stdout) != ol || fflush(stdout)) { fprintf(stderr, "picolm-tokenize: write error: %s\n", strerror(errno)); rc = 1; }
+    free(out); free(m); free(text);
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    const char *model = NULL, *textf = NULL;
+    const char *model = NULL, *textf = NULL, *text_arg = NULL, *conv = NULL, *tmpl = NULL;
     int no_bos = 0, special = 0, pieces = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return cli_close_stdout("picolm-tokenize"); }
+        else if (!strcmp(a, "--render-chat") || !strcmp(a, "--chat-template")) {
+            if (i + 1 == argc) { fprintf(stderr, "picolm-tokenize: %s needs a value\n", a); usage(stderr); return 2; }
+            *(a[2] == 'r' ? &conv : &tmpl) = argv[++i];
+        }
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
         else if (!strcmp(a, "--special")) special = 1;
         else if (!strcmp(a, "--pieces")) pieces = 1;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (i + 1 >= argc) { fprintf(stderr, "picolm-tokenize: option %s needs a value (TEXT)\n", a); return 2; }
+            text_arg = argv[++i];
+        }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "picolm-tokenize: unknown option %s\n", a); usage(stderr); return 2; }
         else if (!model) model = a;
         else if (!textf) textf = a;
         else { fprintf(stderr, "picolm-tokenize: unexpected argument %s\n", a); usage(stderr); return 2; }
     }
-    if (!model || !textf) { usage(stderr); return 2; }
+    if (conv) {
+        if (textf || text_arg) { fprintf(stderr, "picolm-tokenize: unexpected text with --render-chat\n"); usage(stderr); return 2; }
+        return render_chat(conv, tmpl, model);
+    }
+    if (tmpl) { fprintf(stderr, "picolm-tokenize: --chat-template goes with --render-chat\n"); usage(stderr); return 2; }
+    if (text_arg && textf) { fprintf(stderr, "picolm-tokenize: give TEXT_FILE or -p TEXT, not both\n"); return 2; }
+    if (!model || (!textf && !text_arg)) { usage(stderr); return 2; }
 
     char err[512];
     gguf_file gf;
@@ -69,10 +131,10 @@ int main(int argc, char **argv) {
     }
     gguf_close(&gf);
 
-    size_t len;
-    char *text = read_all(textf, &len);
+    size_t len = text_arg ? strlen(text_arg) : 0;
+    char *text = text_arg ? strdup(text_arg) : read_all(textf, &len);
     if (!text) {
-        fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", textf, strerror(errno));
+        fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", textf ? textf : "-p", strerror(errno));
         tokenizer_free(tok);
         return 1;
     }
@@ -97,13 +159,15 @@ int main(int argc, char **argv) {
         if (i) putchar(' ');
         if (pieces) {
             size_t pl;
-            const char *p = tokenizer_piece(tok, ids[i], &pl);
-            printf("%d:'%.*s'", (int)ids[i], (int)pl, p);
+            /* a control token decodes to nothing: show its name */
+            const int control = tokenizer_token_type(tok, ids[i]) == TOKEN_TYPE_CONTROL;
+            const char *p = control ? tokenizer_text(tok, ids[i], &pl) : tokenizer_piece(tok, ids[i], &pl);
+            printf(control ? "%d:%.*s" : "%d:'%.*s'", (int)ids[i], (int)pl, p);
         } else {
             printf("%d", (int)ids[i]);
         }
     }
     putchar('\n');
     free(ids); free(text); tokenizer_free(tok);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return cli_close_stdout("picolm-tokenize");
 }

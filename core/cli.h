@@ -1,0 +1,44 @@
+/*
+ * What picolm and every picolm-* tool that runs a model share beyond option
+ * parsing (config.h): building the engine from the configuration, the
+ * context clamp, and one rule for output errors and exit status:
+ *   0 success; 1 runtime failure (model, files, memory, writing the output);
+ *   2 usage error (a flag, an INI value, an environment variable or a name
+ *     the user chose that is wrong).
+ */
+#ifndef PICOLM_CLI_H
+#define PICOLM_CLI_H
+#include "config.h"
+#include "engine.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Print "TOOL: msg" and "(see TOOL --help)" on stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *tool, const char *msg);
+
+/* The place to name in a message about section.key's value, with ": "
+   after it: "--flag: " from the command line, "FILE:LINE: [section] key: "
+   from the INI, "" for the built-in default. */
+void cli_where(const picolm_config *c, const char *section, const char *key, const char *flag, char *buf, size_t n);
+
+/* Check the environment the core reads (PICOLM_CPU_MASK): 0, or CLI_USAGE
+   after printing what is wrong. */
+int cli_check_env(const char *tool);
+
+/* Build the engine for c (backend, plugin dir, threads, limits) and the
+   given model (NULL: plugins only).  Checks PICOLM_CPU_MASK and warns when
+   -j exceeds the online CPUs first.  On failure prints the message and
+   sets *rc: CLI_USAGE for a backend name that does not exist (saying
+   where it was set), else CLI_FAIL. */
+engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc);
+
+/* The context to use: c->context (0 = the model's), clamped to the model's
+   training context n_ctx_train.  A clamp of a context the user set is a
+   warning; of the built-in default, a note under -v.  Call once. */
+int cli_context(const picolm_config *c, const char *tool, int n_ctx_train);
+
+/* Flush and close stdout; a write error (disk full...) is reported as
+   "TOOL: cannot write the output: REASON".  Returns CLI_OK or CLI_FAIL.
+   A closed pipe ends quietly: SIGPIPE, or EPIPE when it is ignored. */
+int cli_close_stdout(const char *tool);
+#endif
