@@ -17,12 +17,22 @@ intb && /^0x[0-9a-f]+:/ { if (pc == "") { pc = substr($1, 3, length($1) - 3); su
 intb && /^$/ { intb = 0; next }
 /^Trace/ { split($0, f, "/"); p = f[2]; sub(/^0+/, "", p); total += cnt[p] }
 END { printf "%d\n", total }'
-# $1 label, $2 build, $3 qemu + cpu, $4 sysroot, $5 backend
+# instructions of one run: $1 build, $2 qemu + cpu ("callgrind": natively,
+# valgrind's count), $3 sysroot, $4 backend, $5 type, $6 calls
+count() {
+    if [ "$2" = callgrind ]; then
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1/icount/kcount" "$4" "$5" "$6" $N 2>&1 |
+            sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
+    else
+        QEMU_LD_PREFIX=$3 $2 -d in_asm,exec,nochain -D /dev/stdout "$1/icount/kcount" "$4" "$5" "$6" $N 2>/dev/null | awk "$tbsum"
+    fi
+}
+# $1 label, $2 build, $3 qemu + cpu or callgrind, $4 sysroot, $5 backend
 row() {
     printf '| %s |' "$1"
     for t in $TYPES; do
-        a=$(QEMU_LD_PREFIX=$4 $3 -d in_asm,exec,nochain -D /dev/stdout "$2/icount/kcount" "$5" "$t" 1 $N 2>/dev/null | awk "$tbsum")
-        b=$(QEMU_LD_PREFIX=$4 $3 -d in_asm,exec,nochain -D /dev/stdout "$2/icount/kcount" "$5" "$t" $((K + 1)) $N 2>/dev/null | awk "$tbsum")
+        a=$(count "$2" "$3" "$4" "$5" "$t" 1)
+        b=$(count "$2" "$3" "$4" "$5" "$t" $((K + 1)))
         if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -gt "$a" ]; then
             awk -v a="$a" -v b="$b" -v k="$K" -v n="$N" 'BEGIN { printf " %.2f |", (b - a) / (k * n) }'
         else
@@ -33,6 +43,13 @@ row() {
 }
 printf '| target, CPU, backend |'; for t in $TYPES; do printf ' %s |' "$t"; done; printf '\n|---|'
 for t in $TYPES; do printf -- '---:|'; done; printf '\n'
+# x86-64 for comparison: valgrind counts natively (it has no AVX-512)
+if [ -x build/icount/kcount ] && command -v valgrind >/dev/null; then
+    for b in avx2 sse4; do
+        row "x86-64 (this host), $b" build callgrind "" $b
+    done
+    row "x86-64, reference C (-O2, SSE2 baseline)" build callgrind "" reference
+fi
 A=/usr/aarch64-linux-gnu H=/usr/arm-linux-gnueabihf V=/usr/riscv64-linux-gnu
 row "aarch64, max (dotprod), neon" build-aarch64 "qemu-aarch64 -cpu max" $A neon
 row "aarch64, Cortex-A53, neon (plain ASIMD)" build-aarch64 "qemu-aarch64 -cpu cortex-a53" $A neon
