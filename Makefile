@@ -13,6 +13,18 @@ CC      ?= cc
 AR      ?= ar
 PREFIX  ?= /usr/local
 DESTDIR ?=
+# GNU install directories (every one under $(DESTDIR) when installing)
+prefix      ?= $(PREFIX)
+exec_prefix ?= $(prefix)
+bindir      ?= $(exec_prefix)/bin
+libdir      ?= $(exec_prefix)/lib
+datarootdir ?= $(prefix)/share
+datadir     ?= $(datarootdir)
+includedir  ?= $(prefix)/include
+INSTALL         ?= install
+INSTALL_PROGRAM ?= $(INSTALL) -m 755
+INSTALL_DATA    ?= $(INSTALL) -m 644
+STRIP           ?= strip
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?=
@@ -106,16 +118,36 @@ $(foreach b,$(BACKENDS),$(eval $(call BACKEND_RULES,$(b))))
 test: all
 	@PICOLM_BUILD=$(BUILD) sh tests/run.sh
 
+# Plugins go to $(libdir)/picolm: the binaries find them at ../lib/picolm
+# from bindir (the default layout), or through plugin_dir.
+INST_BIN  = $(DESTDIR)$(bindir)
+INST_PLUG = $(DESTDIR)$(libdir)/picolm
+INST_CONF = $(DESTDIR)$(datadir)/picolm/conf
+INST_INC  = $(DESTDIR)$(includedir)/picolm
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/picolm $(DESTDIR)$(PREFIX)/share/picolm/conf $(DESTDIR)$(PREFIX)/include/picolm
-	install -m 755 $(BUILD)/bin/picolm $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(DESTDIR)$(PREFIX)/lib/picolm/
-	install -m 644 conf/*.ini $(DESTDIR)$(PREFIX)/share/picolm/conf/
-	install -m 644 include/picolm/*.h $(DESTDIR)$(PREFIX)/include/picolm/
+	$(INSTALL) -d $(INST_BIN) $(INST_PLUG) $(INST_CONF) $(INST_INC)
+	$(INSTALL_PROGRAM) $(BUILD)/bin/picolm $(TOOL_BIN) $(INST_BIN)/
+	$(INSTALL_PROGRAM) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(INST_PLUG)/
+	$(INSTALL_DATA) conf/*.ini $(INST_CONF)/
+	$(INSTALL_DATA) include/picolm/*.h $(INST_INC)/
+
+# GNU: install with the programs stripped (plugins too: their dynamic
+# symbols and the picolm note survive strip).
+install-strip:
+	$(MAKE) INSTALL_PROGRAM='$(INSTALL) -m 755 -s --strip-program=$(STRIP)' install
+
+# GNU: remove exactly what install put there, then the picolm directories
+# if they are empty; never the shared bin/lib/include directories.
+uninstall:
+	rm -f $(addprefix $(INST_BIN)/,picolm $(notdir $(TOOL_BIN)))
+	rm -f $(addprefix $(INST_PLUG)/,$(notdir $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO)))
+	rm -f $(addprefix $(INST_CONF)/,$(notdir $(wildcard conf/*.ini)))
+	rm -f $(addprefix $(INST_INC)/,$(notdir $(wildcard include/picolm/*.h)))
+	-rmdir $(INST_PLUG) $(INST_CONF) $(DESTDIR)$(datadir)/picolm $(INST_INC) 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all test install clean
+.PHONY: all test install install-strip uninstall clean
 .SECONDARY:
 -include mk/*.mk

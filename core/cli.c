@@ -47,7 +47,7 @@ engine *cli_build_engine(const picolm_config *c, const char *tool, const char *m
     const gguf_limits lim = {c->max_metadata, c->max_tensors, c->max_string, c->max_array,
                              c->max_dim > INT64_MAX ? INT64_MAX : (int64_t)c->max_dim};
     engine_opts o = {.model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
-                     .tokenizer = tokenizer, .limits = &lim};
+                     .tokenizer = tokenizer, .limits = &lim, .verbose = c->verbose};
     engine *e = build_engine(&o, err, sizeof err);
     if (e) { *rc = CLI_OK; return e; }
     /* the registry's two messages about a backend by name (plugins.c) */

@@ -154,6 +154,16 @@ static int parse_size(const char *v, uint64_t *out) {
     if (mul > 1 && toupper((unsigned char)*end) == 'I') end++;
     if (toupper((unsigned char)*end) == 'B') end++;
     if (*end) return -1;
+    /* a whole number exactly: a double would round 2^64-1 up to 2^64 */
+    const size_t digits = strspn(v, "0123456789");
+    if (digits && (v[digits] == '\0' || strchr(" KkMmGgTtBb", v[digits]))) {
+        errno = 0;
+        unsigned long long n = strtoull(v, NULL, 10);
+        const uint64_t m = (uint64_t)mul;
+        if (errno == ERANGE || n > UINT64_MAX / m) return -1;
+        *out = (uint64_t)n * m;
+        return 0;
+    }
     x *= mul;
     if (x >= 18446744073709551616.0) return -1;
     *out = (uint64_t)x;
@@ -888,4 +898,29 @@ void config_common_usage(void *FILE_stream) {
     d.context = 0; /* as config_tool_init */
     for (size_t i = 0; i < N_OPTS; i++)
         if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The numeric keys, for the boundary tests                                  */
+/* ------------------------------------------------------------------------ */
+int config_numeric_key_at(size_t i, config_numeric_key *out) {
+    for (size_t k = 0; k < N_KEYS; k++) {
+        const keydef *d = &keys[k];
+        if (d->type != K_INT && d->type != K_FLOAT && d->type != K_U64 && d->type != K_SIZE) continue;
+        if (i--) continue;
+        memset(out, 0, sizeof *out);
+        out->section = d->section;
+        out->key = d->key;
+        out->kind = d->type == K_INT ? CONFIG_NUM_INT : d->type == K_FLOAT ? CONFIG_NUM_FLOAT
+                  : d->type == K_U64 ? CONFIG_NUM_U64 : CONFIG_NUM_SIZE;
+        out->lo = d->type == K_INT || d->type == K_FLOAT ? d->lo : 0;
+        out->hi = d->type == K_INT || d->type == K_FLOAT ? d->hi : 18446744073709551615.0;
+        out->off = d->off;
+        for (size_t o = 0; o < N_OPTS && !out->flag; o++)
+            if (opts[o].act == A_KEY && !(opts[o].help && !opts[o].help[0]) && !strcmp(opts[o].section, d->section) &&
+                !strcmp(opts[o].key, d->key))
+                out->flag = opts[o].lng;
+        return 1;
+    }
+    return 0;
 }

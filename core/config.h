@@ -138,4 +138,16 @@ void config_dump(const picolm_config *c, void *FILE_stream);
 /* Usage text for --help. */
 void config_usage(const char *argv0, void *FILE_stream);
 
+/* The key table's numeric keys (tests put a value on each bound and one
+   step beyond): the i-th one, or 0 past the last. */
+enum config_num_kind { CONFIG_NUM_INT, CONFIG_NUM_FLOAT, CONFIG_NUM_U64, CONFIG_NUM_SIZE };
+typedef struct config_numeric_key {
+    const char *section, *key;
+    enum config_num_kind kind; /* field type: int, float, uint64_t, uint64_t (bytes) */
+    double lo, hi;             /* inclusive bounds (u64 and size: 0 .. 2^64-1) */
+    size_t off;                /* the field's offset in picolm_config */
+    const char *flag;          /* long option without "--", NULL when none */
+} config_numeric_key;
+int config_numeric_key_at(size_t i, config_numeric_key *out);
+
 #endif

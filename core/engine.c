@@ -31,7 +31,9 @@ static void note_slow_types(const engine *e, const char *path) {
 engine *build_engine(const engine_opts *o, char *err, size_t errlen) {
     engine *e = calloc(1, sizeof *e); /* the dispatch table is large: heap, not stack */
     if (!e) { snprintf(err, errlen, "out of memory"); return NULL; }
-    if (registry_load(&e->reg, o->plugin_dir, err, errlen)) goto bad;
+    const int loaded = registry_load(&e->reg, o->plugin_dir, err, errlen);
+    if (o->verbose) registry_print_unloaded(&e->reg, stderr);
+    if (loaded) goto bad;
     if (registry_dispatch(&e->reg, o->backend, &e->d, err, errlen)) goto bad;
     e->pool = threadpool_create(o->threads);
     if (!e->pool) { snprintf(err, errlen, "cannot start the thread pool"); goto bad; }

@@ -26,6 +26,7 @@ typedef struct engine_opts {
     int threads;              /* <= 0: all online CPUs */
     int tokenizer;            /* build the tokenizer too */
     const gguf_limits *limits; /* NULL: gguf_default_limits */
+    int verbose;              /* > 0: say on stderr which plugin files were not loaded, and why */
 } engine_opts;
 
 /* Returns a new engine or NULL with a message in err. */

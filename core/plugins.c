@@ -3,12 +3,17 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -150,65 +155,208 @@ static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
 
 static void copy_str(char *dst, size_t n, const char *s) { snprintf(dst, n, "%s", s ? s : ""); }
 
-static int check_entry(pl_registry *r, pl_plugin *p, picolm_entry_fn entry);
+/* ---------------- the plugin note (read from the file, never run) ---------------- */
 
-int registry_load_file(pl_registry *r, const char *path) {
-    pl_plugin *p = push(r);
-    if (!p) return -1;
-    copy_str(p->path, sizeof p->path, path);
-    /* RTLD_LOCAL: plugins cannot see each other's symbols or the core's. */
-    p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!p->handle) {
-        const char *e = dlerror();
-        reject(p, "cannot load: %s", e ? e : "dlopen failed");
-        return r->n - 1;
+#if defined(__x86_64__)
+#define HOST_MACHINE EM_X86_64
+#elif defined(__i386__)
+#define HOST_MACHINE EM_386
+#elif defined(__aarch64__)
+#define HOST_MACHINE EM_AARCH64
+#elif defined(__arm__)
+#define HOST_MACHINE EM_ARM
+#elif defined(__riscv)
+#define HOST_MACHINE EM_RISCV
+#else
+#define HOST_MACHINE EM_NONE /* unknown: only the class is compared */
+#endif
+#define HOST_CLASS (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)
+#define NOTE_SEGMENT_MAX 65536u /* larger PT_NOTE segments are not read */
+#define PHDR_MAX 256u
+
+static uint32_t rd16(const unsigned char *b) { return (uint32_t)b[0] | (uint32_t)b[1] << 8; }
+static uint32_t rd32(const unsigned char *b) { return rd16(b) | rd16(b + 2) << 16; }
+static uint64_t rd64(const unsigned char *b) { return (uint64_t)rd32(b) | (uint64_t)rd32(b + 4) << 32; }
+
+/* Exactly n bytes at off, or -1. */
+static int read_at(int fd, uint64_t off, void *buf, size_t n) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k <= 0) return -1;
+        got += (size_t)k;
     }
-    picolm_entry_fn entry;
-    *(void **)(&entry) = dlsym(p->handle, PICOLM_ENTRY);
-    if (!entry) { reject(p, "no entry symbol '%s': not a picolm plugin", PICOLM_ENTRY); return r->n - 1; }
-    return check_entry(r, p, entry);
+    return 0;
 }
 
-/* The checks every plugin passes, loaded from a file or built in: call the
-   entry, check the descriptor's head, shadowing, CPU features and vtable,
-   and only then run its init.  p is the registry's last item. */
-static int check_entry(pl_registry *r, pl_plugin *p, picolm_entry_fn entry) {
-    const picolm_plugin *d = entry();
-    if (!d) { reject(p, "entry symbol returned no descriptor"); return r->n - 1; }
-    /* Check the fixed head before reading anything else. */
-    if (d->abi_version != PICOLM_ABI_VERSION) {
-        reject(p, "ABI version %u, this picolm speaks ABI %u", d->abi_version, PICOLM_ABI_VERSION);
-        return r->n - 1;
+static const char *machine_name(uint32_t m) {
+    return m == EM_X86_64 ? "x86-64" : m == EM_386 ? "i386" : m == EM_AARCH64 ? "AArch64" : m == EM_ARM ? "ARM"
+         : m == EM_RISCV ? "RISC-V" : "another machine";
+}
+
+/* A terminated, non-empty name of letters, digits, _ - . (safe to print). */
+static int name_ok(const picolm_note *n) {
+    const char *end = memchr(n->name, 0, sizeof n->name);
+    if (!end || end == n->name) return 0;
+    for (const char *c = n->name; c < end; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.'))
+            return 0;
+    return 1;
+}
+
+/* Check a note's facts on their own (any source: a file or a built-in
+   descriptor).  0 or -1 with the reason in why. */
+static int note_valid(const picolm_note *n, char *why, size_t wn) {
+    if (n->abi_version != PICOLM_ABI_VERSION) {
+        snprintf(why, wn, "ABI version %u, this picolm speaks ABI %u", n->abi_version, PICOLM_ABI_VERSION);
+        return -1;
     }
-    if (d->struct_size < offsetof(picolm_plugin, vtable) + sizeof(void *)) {
-        reject(p, "descriptor too small (%u bytes, need %zu)", d->struct_size, offsetof(picolm_plugin, vtable) + sizeof(void *));
-        return r->n - 1;
+    if (n->kind < PICOLM_KIND_FORMAT || n->kind > PICOLM_KIND_SAMPLER) { snprintf(why, wn, "unknown plugin kind %u", n->kind); return -1; }
+    if (n->desc_size < offsetof(picolm_plugin, vtable) + sizeof(void *)) {
+        snprintf(why, wn, "descriptor too small (%u bytes, need %zu)", n->desc_size, offsetof(picolm_plugin, vtable) + sizeof(void *));
+        return -1;
     }
-    if (d->kind < PICOLM_KIND_FORMAT || d->kind > PICOLM_KIND_SAMPLER) { reject(p, "unknown plugin kind %u", d->kind); return r->n - 1; }
-    if (!d->name || !d->name[0] || !d->version) { reject(p, "descriptor lacks a name or version"); return r->n - 1; }
-    p->kind = d->kind;
-    copy_str(p->name, sizeof p->name, d->name);
+    if (!memchr(n->name, 0, sizeof n->name) || !n->name[0]) { snprintf(why, wn, "the note lacks a name (or it is not terminated)"); return -1; }
+    if (!name_ok(n)) { snprintf(why, wn, "the note's name has a character other than letters, digits, _ - ."); return -1; }
+    return 0;
+}
+
+/* Decode one picolm note's descriptor bytes (little-endian words); checked
+   later by note_valid. */
+static int note_decode(const unsigned char *d, uint64_t size, picolm_note *n, char *why, size_t wn) {
+    memset(n, 0, sizeof *n);
+    if (size < 4) { snprintf(why, wn, "picolm note truncated (%" PRIu64 " bytes)", size); return -1; }
+    n->abi_version = rd32(d);
+    if (n->abi_version != PICOLM_ABI_VERSION) return 0; /* another layout: note_valid names the version */
+    if (size < sizeof *n) {
+        snprintf(why, wn, "picolm note truncated (%" PRIu64 " bytes, ABI %u needs %zu)", size, PICOLM_ABI_VERSION, sizeof *n);
+        return -1;
+    }
+    n->kind = rd32(d + 4);
+    n->desc_size = rd32(d + 8);
+    n->cpu_required_lo = rd32(d + 12);
+    n->cpu_required_hi = rd32(d + 16);
+    memcpy(n->name, d + 20, sizeof n->name);
+    return 0;
+}
+
+/* Walk the notes of one PT_NOTE segment (records aligned to 4 bytes, or 8
+   where the segment says so); counts picolm notes in *found and decodes the
+   first.  -1 on a malformed segment or a truncated picolm note. */
+static int notes_scan(const unsigned char *b, uint64_t size, uint64_t align, picolm_note *n, int *found, char *why, size_t wn) {
+    uint64_t pos = 0;
+    const uint64_t a = align == 8 ? 8 : 4;
+#define ALIGN_UP(x) (((x) + a - 1) & ~(a - 1))
+    while (size - pos >= 12) {
+        const uint64_t namesz = rd32(b + pos), descsz = rd32(b + pos + 4), type = rd32(b + pos + 8);
+        const uint64_t name_at = pos + 12, desc_at = ALIGN_UP(name_at + namesz);
+        if (namesz > size - name_at || desc_at > size || descsz > size - desc_at) {
+            snprintf(why, wn, "malformed ELF note (sizes %" PRIu64 "/%" PRIu64 " past the segment's %" PRIu64 " bytes)", namesz, descsz, size);
+            return -1;
+        }
+        if (namesz == sizeof PICOLM_NOTE_NAME && !memcmp(b + name_at, PICOLM_NOTE_NAME, namesz) && type == PICOLM_NOTE_TYPE) {
+            if (++*found == 1 && note_decode(b + desc_at, descsz, n, why, wn)) return -1;
+        }
+        const uint64_t next = ALIGN_UP(desc_at + descsz);
+        if (next > size) break; /* the last note's padding may be missing */
+        pos = next;
+    }
+#undef ALIGN_UP
+    return 0;
+}
+
+int plugin_read_note(const char *path, picolm_note *n, char *why, size_t wn) {
+    memset(n, 0, sizeof *n);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) { snprintf(why, wn, "cannot open: %s", strerror(errno)); return -1; }
+    int rc = -1, found = 0;
+    unsigned char eh[64], ph[56], *seg = NULL;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { snprintf(why, wn, "not a regular file"); goto done; }
+    const uint64_t fsize = (uint64_t)st.st_size;
+    if (fsize < 52 || read_at(fd, 0, eh, 52) || memcmp(eh, ELFMAG, SELFMAG)) { snprintf(why, wn, "not an ELF file"); goto done; }
+    const int cls = eh[EI_CLASS], is64 = cls == ELFCLASS64;
+    if (cls != ELFCLASS32 && cls != ELFCLASS64) { snprintf(why, wn, "unknown ELF class %d", cls); goto done; }
+    if (eh[EI_DATA] != ELFDATA2LSB) { snprintf(why, wn, "not a little-endian ELF file"); goto done; }
+    if (is64 && (fsize < 64 || read_at(fd, 0, eh, 64))) { snprintf(why, wn, "truncated ELF header"); goto done; }
+    const uint32_t type = rd16(eh + 16), machine = rd16(eh + 18);
+    if (type != ET_DYN) { snprintf(why, wn, "not a shared object (ELF type %u)", type); goto done; }
+    const uint64_t phoff = is64 ? rd64(eh + 32) : rd32(eh + 28);
+    const uint32_t phentsize = rd16(eh + (is64 ? 54 : 42)), phnum = rd16(eh + (is64 ? 56 : 44));
+    const uint32_t need = is64 ? 56 : 32;
+    if (phentsize < need || phnum == 0 || phnum > PHDR_MAX || phoff > fsize || (uint64_t)phnum * phentsize > fsize - phoff) {
+        snprintf(why, wn, "malformed ELF program headers");
+        goto done;
+    }
+    for (uint32_t i = 0; i < phnum; i++) {
+        if (read_at(fd, phoff + (uint64_t)i * phentsize, ph, need)) { snprintf(why, wn, "cannot read the program headers"); goto done; }
+        if (rd32(ph) != PT_NOTE) continue;
+        const uint64_t off = is64 ? rd64(ph + 8) : rd32(ph + 4), size = is64 ? rd64(ph + 32) : rd32(ph + 16);
+        const uint64_t align = is64 ? rd64(ph + 48) : rd32(ph + 28);
+        if (off > fsize || size > fsize - off) { snprintf(why, wn, "ELF note segment outside the file"); goto done; }
+        if (size > NOTE_SEGMENT_MAX) continue;
+        free(seg);
+        if (!(seg = malloc(size ? size : 1)) || read_at(fd, off, seg, size)) { snprintf(why, wn, "cannot read an ELF note segment"); goto done; }
+        if (notes_scan(seg, size, align, n, &found, why, wn)) goto done;
+    }
+    if (found == 0) snprintf(why, wn, "no picolm note: not a picolm plugin (or built without PICOLM_PLUGIN_NOTE)");
+    else if (found > 1) snprintf(why, wn, "%d picolm notes (a plugin file has one)", found);
+    else if (cls != HOST_CLASS || (HOST_MACHINE != EM_NONE && machine != HOST_MACHINE)) /* *n stays filled in */
+        snprintf(why, wn, "built for %s (%d-bit), this is %s (%d-bit)", machine_name(machine), is64 ? 64 : 32, machine_name(HOST_MACHINE),
+                 HOST_CLASS == ELFCLASS64 ? 64 : 32);
+    else rc = note_valid(n, why, wn);
+done:
+    free(seg);
+    close(fd);
+    return rc;
+}
+
+/* ---------------- the checks every plugin goes through ---------------- */
+
+static uint64_t note_cpu(const picolm_note *n) { return (uint64_t)n->cpu_required_hi << 32 | n->cpu_required_lo; }
+
+/* Before any code of the plugin runs: its note is valid, no accepted
+   plugin of the same kind has its name, the CPU has what it needs. */
+static int check_note(pl_registry *r, pl_plugin *p, const picolm_note *n) {
+    char why[256];
+    if (note_valid(n, why, sizeof why)) { reject(p, "%s", why); return -1; }
+    p->kind = n->kind;
+    copy_str(p->name, sizeof p->name, n->name);
+    p->cpu_required = note_cpu(n);
+    for (int i = 0; i < r->n; i++)
+        if (&r->items[i] != p && r->items[i].ok && r->items[i].kind == p->kind && !strcmp(r->items[i].name, p->name)) {
+            reject(p, "by %s", r->items[i].path);
+            p->shadowed = 1;
+            return -1;
+        }
+    const uint64_t missing = p->cpu_required & ~r->cpu;
+    if (missing) {
+        cpu_features_str(missing, why, sizeof why);
+        reject(p, "CPU lacks required feature(s): %s", why[0] ? why : "(unknown bits)");
+        return -1;
+    }
+    return 0;
+}
+
+/* After check_note: the descriptor agrees with the note and is well formed;
+   then (only then) the plugin's init runs. */
+static int accept_desc(pl_registry *r, pl_plugin *p, const picolm_note *n, const picolm_plugin *d) {
+    if (!d) { reject(p, "entry symbol returned no descriptor"); return -1; }
+    if (d->abi_version != n->abi_version || d->struct_size != n->desc_size || d->kind != n->kind || !d->name ||
+        strcmp(d->name, n->name) || d->cpu_required != note_cpu(n)) {
+        reject(p, "the descriptor disagrees with the note (ABI %u/%u, size %u/%u, kind %u/%u, name '%.40s'/'%s', cpu %s)",
+               d->abi_version, n->abi_version, d->struct_size, n->desc_size, d->kind, n->kind, d->name ? d->name : "(none)", n->name,
+               d->cpu_required == note_cpu(n) ? "same" : "differs");
+        return -1;
+    }
+    if (!d->version) { reject(p, "descriptor lacks a version"); return -1; }
     copy_str(p->version, sizeof p->version, d->version);
     copy_str(p->description, sizeof p->description, d->description);
-    p->cpu_required = d->cpu_required;
-    for (int i = 0; i < r->n - 1; i++)
-        if (r->items[i].ok && r->items[i].kind == p->kind && !strcmp(r->items[i].name, p->name)) {
-            reject(p, "shadowed by %s", r->items[i].path);
-            return r->n - 1;
-        }
-    const uint64_t missing = d->cpu_required & ~r->cpu;
-    if (missing) {
-        char buf[256];
-        cpu_features_str(missing, buf, sizeof buf);
-        reject(p, "CPU lacks required feature(s): %s", buf[0] ? buf : "(unknown bits)");
-        return r->n - 1;
-    }
     char why[256];
-    if (!vtable_ok(d, why, sizeof why)) { reject(p, "%s", why); return r->n - 1; }
+    if (!vtable_ok(d, why, sizeof why)) { reject(p, "%s", why); return -1; }
     /* Only now may plugin code run. */
     if (d->init) {
         char e[256] = "";
-        if (d->init(&r->host, e, sizeof e)) { reject(p, "init failed: %s", e[0] ? e : "(no message)"); return r->n - 1; }
+        if (d->init(&r->host, e, sizeof e)) { reject(p, "init failed: %s", e[0] ? e : "(no message)"); return -1; }
     }
     p->desc = d;
     p->ok = 1;
@@ -216,7 +364,55 @@ static int check_entry(pl_registry *r, pl_plugin *p, picolm_entry_fn entry) {
         const picolm_backend_vtable *v = d->vtable;
         p->score = d->priority + (v->score ? v->score(r->cpu) : 0);
     }
-    return r->n - 1;
+    return 0;
+}
+
+int registry_load_file(pl_registry *r, const char *path) {
+    pl_plugin *p = push(r);
+    if (!p) return -1;
+    const int idx = r->n - 1;
+    copy_str(p->path, sizeof p->path, path);
+    picolm_note n;
+    char why[256];
+    if (plugin_read_note(path, &n, why, sizeof why)) {
+        /* a whole note of this ABI (built for another machine, say): list it under its kind and name */
+        if (n.abi_version == PICOLM_ABI_VERSION && n.kind >= PICOLM_KIND_FORMAT && n.kind <= PICOLM_KIND_SAMPLER && name_ok(&n)) {
+            p->kind = n.kind;
+            copy_str(p->name, sizeof p->name, n.name);
+            p->cpu_required = note_cpu(&n);
+        } else {
+            p->skipped = 1; /* no note this picolm can read */
+        }
+        reject(p, "%s", why);
+        return idx;
+    }
+    if (check_note(r, p, &n)) return idx;
+    /* RTLD_LOCAL: plugins cannot see each other's symbols or the core's. */
+    p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!p->handle) {
+        const char *e = dlerror();
+        reject(p, "cannot load: %s", e ? e : "dlopen failed");
+        return idx;
+    }
+    picolm_entry_fn entry;
+    *(void **)(&entry) = dlsym(p->handle, PICOLM_ENTRY);
+    if (!entry) { reject(p, "no entry symbol '%s': not a picolm plugin", PICOLM_ENTRY); return idx; }
+    accept_desc(r, p, &n, entry());
+    return idx;
+}
+
+int registry_add_builtin(pl_registry *r, const picolm_plugin *d, const char *label) {
+    pl_plugin *p = push(r);
+    if (!p) return -1;
+    const int idx = r->n - 1;
+    snprintf(p->path, sizeof p->path, "(built in%s%s)", label && label[0] ? ": " : "", label ? label : "");
+    if (!d) { reject(p, "no descriptor"); return idx; }
+    /* the note a file would carry, checked the same way */
+    picolm_note n = {d->abi_version, d->kind, d->struct_size, (uint32_t)d->cpu_required, (uint32_t)(d->cpu_required >> 32), ""};
+    if (d->abi_version == PICOLM_ABI_VERSION) copy_str(n.name, sizeof n.name, d->name);
+    if (check_note(r, p, &n)) return idx;
+    accept_desc(r, p, &n, d);
+    return idx;
 }
 
 static int ends_with(const char *s, const char *suf) {
@@ -232,11 +428,18 @@ static void load_dir(pl_registry *r, const char *dir) {
     snprintf(r->searched + used, sizeof r->searched - used, "%s%s%s", used ? ", " : "", dir, d ? "" : " (missing)");
     if (!d) return;
     char *names[512];
-    int n = 0;
+    int n = 0, more = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < 512)
-        if (ends_with(e->d_name, ".so")) names[n++] = strdup(e->d_name);
+    while ((e = readdir(d)))
+        if (ends_with(e->d_name, ".so")) {
+            if (n == 512) { more++; continue; }
+            if ((names[n] = strdup(e->d_name))) n++;
+        }
     closedir(d);
+    if (more) { /* say so rather than skip them silently */
+        used = strlen(r->searched);
+        snprintf(r->searched + used, sizeof r->searched - used, " (%d more .so files past the first 512 not read)", more);
+    }
     qsort(names, (size_t)n, sizeof *names, cmp_str); /* deterministic order */
     for (int i = 0; i < n; i++) {
         char path[PATH_MAX];
@@ -247,18 +450,14 @@ static void load_dir(pl_registry *r, const char *dir) {
 }
 
 /* The plugins a static build links in (mk/static.mk generates the
-   NULL-terminated table); weak, so that a dynamic build has none. */
+   NULL-terminated table of their entries); weak, so that a dynamic build
+   has none. */
 extern const picolm_entry_fn picolm_builtin_plugins[] __attribute__((weak));
 
 static void load_builtins(pl_registry *r) {
     size_t used = strlen(r->searched);
-    snprintf(r->searched + used, sizeof r->searched - used, "%sbuilt-in", used ? ", " : "");
-    for (const picolm_entry_fn *e = picolm_builtin_plugins; *e; e++) {
-        pl_plugin *p = push(r);
-        if (!p) return;
-        copy_str(p->path, sizeof p->path, "(built-in)");
-        check_entry(r, p, *e);
-    }
+    snprintf(r->searched + used, sizeof r->searched - used, "%sbuilt in", used ? ", " : "");
+    for (const picolm_entry_fn *e = picolm_builtin_plugins; *e; e++) registry_add_builtin(r, (*e)(), NULL);
 }
 
 static void exe_dir(char *buf, size_t n) {
@@ -467,44 +666,76 @@ const char *registry_type_name(const pl_registry *r, uint32_t type) {
     return gguf_type_name(type);
 }
 
+static const char *status_of(const pl_plugin *p, const char *chosen) {
+    if (p->ok) return p->kind == PICOLM_KIND_BACKEND && chosen && !strcmp(chosen, p->name) ? "CHOSEN" : "ok";
+    return p->skipped ? "skipped" : p->shadowed ? "shadowed" : "rejected";
+}
+
 void registry_print(const pl_registry *r, const char *chosen, void *stream) {
     FILE *out = stream;
     char feats[512], model[128];
     cpu_features_str(r->cpu, feats, sizeof feats);
     cpu_model_name(model, sizeof model);
     fprintf(out, "CPU: %s\nfeatures: %s\nsearched: %s\n\n", model, feats, r->searched);
-    static const uint32_t kinds[] = {PICOLM_KIND_BACKEND, PICOLM_KIND_FORMAT, PICOLM_KIND_SAMPLER};
-    for (int k = 0; k < 3; k++) {
-        fprintf(out, "%ss:\n", kind_name(kinds[k]));
+    /* columns as wide as the longest name and version */
+    int wn = 10, wv = 8;
+    for (int i = 0; i < r->n; i++) {
+        const int ln = (int)strlen(r->items[i].name), lv = (int)strlen(r->items[i].version);
+        if (ln > wn) wn = ln;
+        if (lv > wv) wv = lv;
+    }
+    const int ind = 2 + wn + 1; /* details start under the version */
+    static const uint32_t kinds[] = {PICOLM_KIND_BACKEND, PICOLM_KIND_FORMAT, PICOLM_KIND_SAMPLER, 0};
+    for (int k = 0; k < 4; k++) {
+        int any = 0;
+        for (int i = 0; i < r->n; i++) any |= r->items[i].kind == kinds[k];
+        if (!any && !kinds[k]) continue;
+        fprintf(out, "%s:\n", kinds[k] ? kinds[k] == PICOLM_KIND_BACKEND ? "backends" : kinds[k] == PICOLM_KIND_FORMAT ? "formats" : "samplers"
+                                       : "skipped (no picolm note this picolm can use)");
         for (int i = 0; i < r->n; i++) {
             const pl_plugin *p = &r->items[i];
-            if (p->kind != kinds[k] && !(k == 0 && p->kind == 0)) continue;
-            const char *status = !p->ok ? "rejected" : (kinds[k] == PICOLM_KIND_BACKEND && chosen && !strcmp(chosen, p->name)) ? "CHOSEN" : "ok";
-            fprintf(out, "  %-10s %-8s %-8s", p->name[0] ? p->name : "?", p->version, status);
-            if (kinds[k] == PICOLM_KIND_BACKEND && p->ok) fprintf(out, " score %d", p->score);
-            if (p->cpu_required) {
-                char req[256];
-                cpu_features_str(p->cpu_required, req, sizeof req);
-                fprintf(out, " needs [%s]", req);
+            if (p->kind != kinds[k]) continue;
+            if (!kinds[k]) { /* no usable note: nothing but the file and why */
+                fprintf(out, "  %s\n%*swhy: %s\n", p->path, ind, "", p->why);
+                continue;
             }
-            fprintf(out, "\n             %s\n", p->path);
-            if (!p->ok) fprintf(out, "             why: %s\n", p->why);
+            char rest[320] = "", req[256];
+            if (kinds[k] == PICOLM_KIND_BACKEND && p->ok) snprintf(rest, sizeof rest, " score %d", p->score);
+            if (p->cpu_required) {
+                cpu_features_str(p->cpu_required, req, sizeof req);
+                size_t u = strlen(rest);
+                snprintf(rest + u, sizeof rest - u, " needs [%s]", req);
+            }
+            fprintf(out, "  %-*s %-*s %-*s%s\n", wn, p->name, wv, p->version[0] ? p->version : "-", rest[0] ? 8 : 0,
+                    status_of(p, chosen), rest);
+            fprintf(out, "%*s%s\n", ind, "", p->path);
+            if (!p->ok) fprintf(out, "%*s%s %s\n", ind, "", p->shadowed ? "shadowed" : "why:", p->why);
             if (p->ok && p->kind == PICOLM_KIND_FORMAT) {
                 const picolm_format_vtable *v = p->desc->vtable;
-                fprintf(out, "             types:");
+                fprintf(out, "%*stypes:", ind, "");
                 FOR_FORMATS(v, f, j) fprintf(out, " %s(%u)", f->name, f->type_id);
                 fprintf(out, "\n");
             }
             if (p->ok && p->kind == PICOLM_KIND_BACKEND) {
                 const picolm_backend_vtable *v = p->desc->vtable;
-                fprintf(out, "             kernels:");
+                fprintf(out, "%*skernels:", ind, "");
                 for (uint32_t j = 0; j < v->n_kernels; j++) {
                     const picolm_kernel *kk = kernel_at(v, j);
                     fprintf(out, " %s%s", registry_type_name(r, kk->type_id), kk->gemm ? "+gemm" : "");
                 }
                 fprintf(out, "%s\n", v->n_kernels ? "" : " (none: reference fallback)");
             }
-            if (p->ok && p->kind == PICOLM_KIND_SAMPLER && p->description[0]) fprintf(out, "             %s\n", p->description);
+            if (p->ok && p->kind == PICOLM_KIND_SAMPLER && p->description[0]) fprintf(out, "%*s%s\n", ind, "", p->description);
         }
+    }
+}
+
+void registry_print_unloaded(const pl_registry *r, void *stream) {
+    for (int i = 0; i < r->n; i++) {
+        const pl_plugin *p = &r->items[i];
+        if (p->ok) continue;
+        if (p->skipped) fprintf(stream, "picolm: plugin file %s skipped: %s\n", p->path, p->why);
+        else fprintf(stream, "picolm: %s plugin %s (%s) %s: %s\n", kind_name(p->kind), p->name, p->path,
+                     p->shadowed ? "shadowed" : "rejected", p->why);
     }
 }

@@ -1,11 +1,16 @@
 /*
  * Plugin loader and the dispatch tables built from it.
  *
- * Loading: every *.so in the search path is dlopen'd, its single entry symbol
- * is called to get the const descriptor, and the ABI version, struct size,
- * kind and CPU requirements are checked BEFORE any other plugin code runs
- * (init, vtable functions).  Rejections are kept with their reason so that
- * `picolm --list-plugins` can explain every decision.
+ * Loading: the ELF note of every *.so in the search path (PICOLM_PLUGIN_NOTE
+ * in picolm/plugin.h) is read from the file with plain reads, and its ABI
+ * version, kind, descriptor size, name, CPU requirements and shadowing are
+ * checked BEFORE the file is dlopen'd: a refused file runs no code at all,
+ * ELF constructors included.  A file that passes is loaded, its entry symbol
+ * returns the const descriptor, which must agree with the note and be well
+ * formed before any other plugin code runs (init, vtable functions).  Built-in
+ * descriptors (static builds) go through the same checks.  Every file is kept
+ * with its reason so that `picolm --list-plugins` and -v explain every
+ * decision.
  *
  * Dispatch (FFmpeg DSP-init style): a table indexed by tensor type id is
  * filled once from the format plugins (reference code) and then overlaid
@@ -29,6 +34,8 @@ typedef struct pl_plugin {
     char description[160];
     uint64_t cpu_required;
     int ok;                       /* passed every check and init */
+    int shadowed;                 /* an earlier plugin has its kind+name: why = "by PATH" */
+    int skipped;                  /* no valid picolm note: not a picolm plugin file */
     int score;                    /* backends: priority + score() */
     char why[320];                /* rejection reason, or a note */
 } pl_plugin;
@@ -87,6 +94,15 @@ typedef struct pl_dispatch {
 int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errlen);
 /* Load one file (also used by tests). Returns the entry index or -1. */
 int registry_load_file(pl_registry *r, const char *path);
+/* Register a descriptor linked into the binary (static builds), through the
+   same checks as a file (its note is the descriptor's own facts); label
+   names it in --list-plugins.  Returns the entry index or -1. */
+int registry_add_builtin(pl_registry *r, const picolm_plugin *desc, const char *label);
+/* Read and check the picolm note of a plugin file without loading it (plain
+   reads; ELF32/ELF64 little-endian, bounds-checked).  0, or -1 with the
+   reason in why (a valid note of a file built for another machine is still
+   decoded into *note). */
+int plugin_read_note(const char *path, picolm_note *note, char *why, size_t whylen);
 void registry_free(pl_registry *r);
 
 /* Find a loaded, accepted plugin. */
@@ -120,6 +136,9 @@ const char *registry_type_name(const pl_registry *r, uint32_t type);
 
 /* Human-readable report for --list-plugins. */
 void registry_print(const pl_registry *r, const char *chosen_backend, void *FILE_stream);
+/* One line per file not loaded (skipped, shadowed, rejected) with the
+   reason: what -v shows. */
+void registry_print_unloaded(const pl_registry *r, void *FILE_stream);
 
 /* The host's thread pool hook: plugins' parallel_for runs here. */
 struct threadpool;

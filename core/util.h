@@ -10,6 +10,11 @@ int pl_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((forma
 /* Monotonic clock in seconds. */
 double pl_now(void);
 
+/* Nonzero when both paths exist and are the same file (device and inode:
+   another spelling, a symlink, a hard link).  Tools refuse to write their
+   output over one of their inputs. */
+int pl_same_file(const char *a, const char *b);
+
 /* Atomic file replacement: write to a temporary file beside `path`, then
    flush, fsync and rename over it.  A reader never sees a partial file. */
 #include <stdio.h>

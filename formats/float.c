@@ -81,5 +81,6 @@ static const picolm_plugin float_plugin = {
     .description = "F32, F16 and BF16 weights (reference code)",
     .vtable = &float_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "float", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &float_plugin; }

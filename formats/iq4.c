@@ -239,5 +239,6 @@ static const picolm_plugin iq4_plugin = {
     .description = "IQ4_NL and IQ4_XS (reference code)",
     .vtable = &iq4_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "iq4", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &iq4_plugin; }

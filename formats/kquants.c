@@ -921,5 +921,8 @@ static const picolm_plugin kquant_plugin = {
     .description = "K-quants Q2_K..Q6_K weights and Q8_K activations (ggml-exact reference code)",
     .vtable = &kquant_vtable,
 };
+#ifndef PICOLM_KQUANTS_NO_NOTE /* repack.c includes this file and has its own */
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "kquants", 0);
+#endif
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &kquant_plugin; }

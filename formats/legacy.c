@@ -343,5 +343,6 @@ static const picolm_plugin legacy_plugin = {
     .description = "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (reference code)",
     .vtable = &legacy_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "legacy", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &legacy_plugin; }

@@ -24,6 +24,7 @@
  * that both are the same code), followed by the unpacking.
  */
 #define picolm_plugin_v1 repack_kquants_entry_unused /* kquants.c's entry: not exported under our name */
+#define PICOLM_KQUANTS_NO_NOTE                       /* nor its note: one note per plugin file */
 #include "kquants.c"
 #undef picolm_plugin_v1
 
@@ -448,5 +449,6 @@ static const picolm_plugin repack_plugin = {
     .init = repack_init,
     .vtable = &repack_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "repack", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &repack_plugin; }

@@ -14,7 +14,7 @@ FUZZ_DIR    = $(BUILD)/fuzz
 FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Icore -g -O1 $(FUZZ_SAN)
 # Harnesses whose code under test exists (kvcache: when core/kvcache.h lands).
-FUZZ_ALL   := $(filter gguf tokenizer json $(if $(wildcard core/config.c),ini) $(if $(wildcard core/kvcache.h),kvcache),\
+FUZZ_ALL   := $(filter gguf tokenizer json plugin_note $(if $(wildcard core/config.c),ini) $(if $(wildcard core/kvcache.h),kvcache),\
                 $(basename $(notdir $(wildcard fuzz/*.c))))
 FUZZ       ?= $(FUZZ_ALL)
 FUZZ_BINS   = $(FUZZ:%=$(FUZZ_DIR)/%)

@@ -97,5 +97,6 @@ static const picolm_plugin dist_desc = {
     .description = "draw a token from the softmax of the candidates (seeded, reproducible)",
     .vtable = &dist_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "dist", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &dist_desc; }

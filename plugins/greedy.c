@@ -38,5 +38,6 @@ static const picolm_plugin greedy_desc = {
     .description = "pick the most likely token (argmax, ties -> lowest id)",
     .vtable = &greedy_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "greedy", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &greedy_desc; }

@@ -381,5 +381,6 @@ static const picolm_plugin json_desc = {
     .description = "constrain output to one JSON object or array (--json)",
     .vtable = &json_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "json", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &json_desc; }

@@ -62,5 +62,6 @@ static const picolm_plugin minp_desc = {
     .description = "drop tokens less likely than min_p times the best one",
     .vtable = &minp_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "min_p", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &minp_desc; }

@@ -151,5 +151,6 @@ static const picolm_plugin pen_desc = {
     .description = "repetition, frequency and presence penalties over the last tokens",
     .vtable = &pen_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "penalties", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &pen_desc; }

@@ -63,5 +63,6 @@ static const picolm_plugin temp_desc = {
     .description = "scale logits by 1/temperature (<= 0 keeps only the best token)",
     .vtable = &temp_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "temperature", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &temp_desc; }

@@ -86,5 +86,6 @@ static const picolm_plugin topk_desc = {
     .description = "keep the k most likely tokens",
     .vtable = &topk_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "top_k", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &topk_desc; }

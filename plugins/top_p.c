@@ -391,5 +391,6 @@ static const picolm_plugin topp_desc = {
     .description = "nucleus: keep the most likely tokens up to probability mass p (picoLM's -k)",
     .vtable = &topp_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "top_p", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &topp_desc; }

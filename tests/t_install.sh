@@ -22,3 +22,43 @@ esac
 model=$(pwd)/models/tiny-shakespeare-q8_0.gguf
 txt=$(cd / && env -u PICOLM_PLUGIN_DIR "$root/bin/picolm" "$model" -p "ROMEO:" -n 8 -t 0 2>/dev/null)
 if [ -n "$txt" ]; then echo "PASS: installed picolm generates text"; else echo "FAIL: installed picolm generated nothing"; fi
+
+# GNU install-strip: the same files, programs and plugins stripped, still working.
+s="$tmp/strip"
+if make -s install-strip BUILD="$BUILD" PREFIX=/opt/picolm DESTDIR="$s" >"$tmp/log2" 2>&1; then
+    echo "PASS: make install-strip DESTDIR=... PREFIX=/opt/picolm"
+else
+    echo "FAIL: make install-strip: $(tail -3 "$tmp/log2")"
+fi
+sroot="$s/opt/picolm"
+a=$(cd "$root" && find . | sort); b=$(cd "$sroot" 2>/dev/null && find . | sort)
+[ -n "$b" ] && [ "$a" = "$b" ] && echo "PASS: install-strip installs the same $(echo "$b" | wc -l) paths as install" ||
+    echo "FAIL: install-strip installs other paths: $(echo "$a" "$b" | tr ' ' '\n' | sort | uniq -u | head -3 | tr '\n' ' ')"
+unstripped=""; checked=0
+for f in "$sroot"/bin/* "$sroot"/lib/picolm/*.so; do
+    [ -f "$f" ] && checked=$((checked + 1))
+    readelf -S "$f" 2>/dev/null | grep -q ' \.symtab ' && unstripped="$unstripped $(basename "$f")"
+done
+[ -z "$unstripped" ] && [ "$checked" -gt 20 ] && [ -n "$(readelf -S "$root/bin/picolm" | grep ' \.symtab ')" ] &&
+    echo "PASS: all $checked programs and plugins are stripped by install-strip (not by install)" ||
+    echo "FAIL: not stripped ($checked checked):$unstripped"
+[ "$(stat -c %a "$sroot/bin/picolm")" = 755 ] && [ "$(stat -c %a "$sroot/share/picolm/conf/default.ini")" = 644 ] &&
+    echo "PASS: modes 755 for programs, 644 for data" || echo "FAIL: modes $(stat -c %a "$sroot/bin/picolm") / $(stat -c %a "$sroot/share/picolm/conf/default.ini")"
+txt2=$(cd / && env -u PICOLM_PLUGIN_DIR "$sroot/bin/picolm" "$model" -p "ROMEO:" -n 8 -t 0 2>/dev/null)
+[ -n "$txt2" ] && [ "$txt2" = "$txt" ] && echo "PASS: the stripped picolm loads its stripped plugins and generates the same text" ||
+    echo "FAIL: stripped picolm: '$txt2' vs '$txt'"
+[ ! -e /opt/picolm ] && echo "PASS: nothing was written outside DESTDIR (/opt/picolm does not exist)" ||
+    echo "FAIL: /opt/picolm exists: DESTDIR not honoured (or left from elsewhere)"
+
+# GNU uninstall with the same DESTDIR: every installed file and picolm's own
+# directories go; a foreign file in bin/ and the shared directories stay.
+touch "$s/opt/picolm/bin/other-tool"
+if make -s uninstall BUILD="$BUILD" PREFIX=/opt/picolm DESTDIR="$s" >"$tmp/log3" 2>&1; then
+    echo "PASS: make uninstall DESTDIR=... PREFIX=/opt/picolm"
+else
+    echo "FAIL: make uninstall: $(tail -3 "$tmp/log3")"
+fi
+left=$(cd "$sroot" && find . -mindepth 1 | sort | tr '\n' ' ')
+[ "$left" = "./bin ./bin/other-tool ./include ./lib ./share " ] &&
+    echo "PASS: uninstall removed every installed file and the picolm directories, kept a foreign file" ||
+    echo "FAIL: after uninstall: $left"

@@ -42,8 +42,8 @@ for src in formats/*.c plugins/*.c backends/*/plugin.c; do
     [ $kind = backend ] && [ ! -f "$B/plugins/backend-$name.so" ] && continue
     want=$((want + 1))
 done
-got=$(grep -c '^             (built-in)$' "$T/list")
-[ "$got" -ge "$want" ] && ! grep -q '\.so$' "$T/list" && grep -q '^searched: built-in$' "$T/list" &&
+got=$(grep -c '^ *(built in)$' "$T/list")
+[ "$got" -ge "$want" ] && ! grep -q '\.so$' "$T/list" && grep -q '^searched: built in$' "$T/list" &&
     pass "--list-plugins: $got plugins, all built-in (in-tree sources: $want)" ||
     fail "--list-plugins shows $got built-in plugins, $want in-tree sources, or a directory: $(grep -m2 '\.so$' "$T/list")"
 
@@ -88,7 +88,7 @@ for t in aarch64:qemu-aarch64 armhf:qemu-arm riscv64:qemu-riscv64; do
     cpu=
     [ "$tgt" = riscv64 ] && cpu="-cpu rv64,v=true,vext_spec=v1.0,vlen=128"
     env -u QEMU_LD_PREFIX "$q" $cpu "build/static-$tgt/picolm" --list-plugins >"$T/l3" 2>&1 &&
-        ! grep -q '\.so$' "$T/l3" && pass "static-$tgt: --list-plugins under $q, all built-in ($(grep -c '(built-in)' "$T/l3") plugins)" ||
+        ! grep -q '\.so$' "$T/l3" && pass "static-$tgt: --list-plugins under $q, all built-in ($(grep -c '(built in)' "$T/l3") plugins)" ||
         fail "static-$tgt: --list-plugins failed under $q: $(tail -2 "$T/l3")"
     greedy "static-$tgt under $q" env -u QEMU_LD_PREFIX "$q" $cpu "build/static-$tgt/picolm"
 done

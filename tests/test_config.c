@@ -372,6 +372,112 @@ static void test_usage(void) {
     free(buf);
 }
 
+/* ---- every numeric key on its bounds, generated from the key table ---- */
+
+/* The field's value as text that compares exactly. */
+static void field_str(const picolm_config *c, const config_numeric_key *k, char *buf, size_t n) {
+    const char *f = (const char *)c + k->off;
+    if (k->kind == CONFIG_NUM_INT) snprintf(buf, n, "%d", *(const int *)f);
+    else if (k->kind == CONFIG_NUM_FLOAT) snprintf(buf, n, "%.9g", *(const float *)f);
+    else snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)f);
+}
+
+/* Set KEY = text through one route: 0 = INI, 1 = its --flag, 2 = --param
+   (sampler keys).  Returns the parser's status; *stored gets the field. */
+static int set_via(const config_numeric_key *k, int route, const char *text, char *stored, size_t n) {
+    char buf[512];
+    int rc;
+    config_defaults(&cfg);
+    err[0] = 0;
+    if (route == 0) {
+        char path[] = "/tmp/picolm-bounds-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0) return -2;
+        close(fd);
+        snprintf(buf, sizeof buf, "[%s]\n%s = %s\n", k->section, k->key, text);
+        write_file(path, buf);
+        rc = config_load_ini(&cfg, path, err, sizeof err);
+        unlink(path);
+    } else if (route == 1) {
+        snprintf(buf, sizeof buf, "--%s=%s", k->flag, text);
+        const char *args[] = {buf, NULL};
+        rc = argv_parse(&cfg, args);
+    } else {
+        snprintf(buf, sizeof buf, "%s=%s", k->key, text);
+        const char *args[] = {"--param", buf, NULL};
+        rc = argv_parse(&cfg, args);
+    }
+    field_str(&cfg, k, stored, n);
+    return rc;
+}
+
+/* The largest float below lo / smallest above hi, as the text of a double
+   strictly beyond the bound (the parsers compare in double). */
+static void float_beyond(double bound, int up, char *buf, size_t n) {
+    float f = (float)bound;
+    while (up ? (double)f <= bound : (double)f >= bound) f = nextafterf(f, up ? INFINITY : -INFINITY);
+    snprintf(buf, n, "%.17g", (double)f);
+}
+
+static void test_bounds(void) {
+    config_numeric_key k;
+    int n_keys = 0, n_cases = 0, bad = 0;
+    for (size_t i = 0; config_numeric_key_at(i, &k); i++, n_keys++) {
+        char in_lo[64], in_hi[64], out_lo[64], out_hi[64], want_lo[64], want_hi[64];
+        switch (k.kind) {
+        case CONFIG_NUM_INT:
+            snprintf(in_lo, sizeof in_lo, "%.0f", k.lo);
+            snprintf(in_hi, sizeof in_hi, "%.0f", k.hi);
+            snprintf(out_lo, sizeof out_lo, "%.0f", k.lo - 1);
+            snprintf(out_hi, sizeof out_hi, "%.0f", k.hi + 1);
+            snprintf(want_lo, sizeof want_lo, "%s", in_lo);
+            snprintf(want_hi, sizeof want_hi, "%s", in_hi);
+            break;
+        case CONFIG_NUM_FLOAT:
+            snprintf(in_lo, sizeof in_lo, "%.17g", k.lo);
+            snprintf(in_hi, sizeof in_hi, "%.17g", k.hi);
+            float_beyond(k.lo, 0, out_lo, sizeof out_lo);
+            float_beyond(k.hi, 1, out_hi, sizeof out_hi);
+            snprintf(want_lo, sizeof want_lo, "%.9g", (float)k.lo);
+            snprintf(want_hi, sizeof want_hi, "%.9g", (float)k.hi);
+            break;
+        default: /* u64 and byte sizes: 0 .. 2^64-1 */
+            snprintf(in_lo, sizeof in_lo, "0");
+            snprintf(in_hi, sizeof in_hi, "18446744073709551615");
+            snprintf(out_lo, sizeof out_lo, "-1");
+            snprintf(out_hi, sizeof out_hi, "18446744073709551616");
+            snprintf(want_lo, sizeof want_lo, "%s", in_lo);
+            snprintf(want_hi, sizeof want_hi, "%s", in_hi);
+            break;
+        }
+        const int is_sampler = !strcmp(k.section, "sampler");
+        for (int route = 0; route < 3; route++) {
+            if ((route == 1 && !k.flag) || (route == 2 && !is_sampler)) continue;
+            const char *rname = route == 0 ? "INI" : route == 1 ? "--flag" : "--param";
+            char got[64];
+            const char *ok_in[2] = {in_lo, in_hi}, *ok_want[2] = {want_lo, want_hi}, *no_in[2] = {out_lo, out_hi};
+            for (int b = 0; b < 2; b++) {
+                n_cases += 2;
+                int rc = set_via(&k, route, ok_in[b], got, sizeof got);
+                if (rc || strcmp(got, ok_want[b])) {
+                    printf("FAIL: [%s] %s = %s (%s, the %s) not accepted as %s: rc %d, stored %s, %s\n", k.section, k.key, ok_in[b],
+                           rname, b ? "maximum" : "minimum", ok_want[b], rc, got, err);
+                    bad++;
+                }
+                rc = set_via(&k, route, no_in[b], got, sizeof got);
+                if (!rc || !strstr(err, k.key)) {
+                    printf("FAIL: [%s] %s = %s (%s, one step %s) not refused: stored %s, %s\n", k.section, k.key, no_in[b], rname,
+                           b ? "above the maximum" : "below the minimum", got, err[0] ? err : "(no message)");
+                    bad++;
+                }
+            }
+        }
+    }
+    CHECK(n_keys >= 15 && bad == 0,
+          "every numeric key of the table (%d) accepts exactly its minimum and maximum and refuses one step beyond, "
+          "through the INI, its flag and --param (%d cases, %d wrong)", n_keys, n_cases, bad);
+}
+
 /* The options every tool shares (config_common_arg), where values came from,
    -vv, -f, and the help's environment and backend names (issue 13). */
 static void test_shared_options(void) {
@@ -451,6 +557,7 @@ static void test_shared_options(void) {
 }
 
 int main(void) {
+    test_bounds();
     test_defaults();
     test_good_ini();
     test_errors();

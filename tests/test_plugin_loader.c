@@ -1,13 +1,19 @@
 /* Plugin loader: every malformed plugin (tests/plugins_src/probe.c built
    once per case) is rejected with its reason, a good one is accepted, and
-   no code of a rejected plugin beyond its entry function ran (init and the
-   vtable functions write to a marker file, $PICOLM_TEST_MARK). */
+   no code of a rejected plugin ran: a file whose ELF note is refused is never
+   loaded (its constructor does not run), and of a loaded one nothing beyond
+   the entry function runs before the checks (constructor, init and the
+   vtable functions write to a marker file, $PICOLM_TEST_MARK).  The note
+   reader survives hostile files (truncations, random byte flips) and reads
+   ELF32 as well as ELF64; built-in descriptors go through the same checks. */
+#include <elf.h>
 #include <stdint.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "cpu.h"
 #include "plugins.h"
+#include "testlib.h"
 
 static char dir[256], markfile[320];
 
@@ -44,7 +50,169 @@ static char *read_marks(void) {
     return buf;
 }
 
-typedef struct { const char *file, *c, *name, *why; } bad_case;
+/* loaded: the note passes, so the file is dlopen'd and its constructor runs */
+typedef struct { const char *file, *c, *name, *why; int loaded; } bad_case;
+
+static int write_bytes(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(b, 1, n, f);
+    return fclose(f) || w != n ? -1 : 0;
+}
+
+/* A hostile file must never crash the note reader, and whatever it accepts
+   is a valid note: truncated at every length up to past the notes, and
+   random byte flips in the headers and the note segment. */
+static void test_hostile_notes(const char *good) {
+    size_t n;
+    unsigned char *orig = tl_slurp(good, &n), *b = orig ? malloc(n) : NULL;
+    if (!b) { CHECK(0, "read %s", good); free(orig); return; }
+    char path[400], why[256];
+    snprintf(path, sizeof path, "%s/hostile.so", dir);
+    picolm_note note;
+    /* the picolm note record's end: everything the reader needs lies before it */
+    const uint32_t head[3] = {sizeof PICOLM_NOTE_NAME, sizeof(picolm_note), PICOLM_NOTE_TYPE};
+    const unsigned char *at = memmem(orig, n, head, sizeof head);
+    const size_t region = at ? (size_t)(at - orig) + sizeof(picolm_elf_note) : n;
+    CHECK(at != NULL, "good.so has its picolm note at offset %zu", at ? (size_t)(at - orig) : 0);
+    int accepted = 0, refused = 0, bad_accept = 0;
+    for (size_t len = 0; len <= region; len++) {
+        if (write_bytes(path, orig, len)) break;
+        int rc = plugin_read_note(path, &note, why, sizeof why);
+        if (rc) refused++;
+        if ((rc == 0) != (len == region)) bad_accept++;
+    }
+    CHECK(bad_accept == 0 && refused == (int)region, "cut at each of the first %zu bytes: all refused, the whole note accepted", region);
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    refused = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(b, orig, n);
+        int flips = 1 + it % 4;
+        for (int k = 0; k < flips; k++) {
+            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+            b[rng % region] = (unsigned char)(rng >> 32);
+        }
+        if (write_bytes(path, b, n)) break;
+        if (plugin_read_note(path, &note, why, sizeof why) == 0) {
+            accepted++;
+            const char *e = memchr(note.name, 0, sizeof note.name);
+            if (note.abi_version != PICOLM_ABI_VERSION || note.kind < 1 || note.kind > 3 || !e || e == note.name) bad_accept++;
+        } else {
+            refused++;
+        }
+    }
+    CHECK(bad_accept == 0 && accepted + refused == 3000,
+          "3000 copies with random bytes changed: no crash, %d accepted (each a valid note), %d refused", accepted, refused);
+    free(b);
+    free(orig);
+}
+
+/* A minimal ELF32 little-endian shared object for 32-bit ARM carrying one
+   note: the reader decodes it (a 64-bit host then refuses the machine). */
+static void test_elf32(void) {
+    unsigned char f[52 + 32 + sizeof(picolm_elf_note)];
+    memset(f, 0, sizeof f);
+    memcpy(f, ELFMAG, SELFMAG);
+    f[EI_CLASS] = ELFCLASS32;
+    f[EI_DATA] = ELFDATA2LSB;
+    f[EI_VERSION] = EV_CURRENT;
+    Elf32_Ehdr eh;
+    memcpy(&eh, f, sizeof eh);
+    eh.e_type = ET_DYN;
+    eh.e_machine = EM_ARM;
+    eh.e_version = EV_CURRENT;
+    eh.e_phoff = 52;
+    eh.e_ehsize = 52;
+    eh.e_phentsize = 32;
+    eh.e_phnum = 1;
+    Elf32_Phdr ph = {.p_type = PT_NOTE, .p_offset = 84, .p_filesz = sizeof(picolm_elf_note), .p_memsz = sizeof(picolm_elf_note), .p_align = 4};
+    picolm_elf_note nt = {sizeof PICOLM_NOTE_NAME, sizeof(picolm_note), PICOLM_NOTE_TYPE, PICOLM_NOTE_NAME,
+                          {PICOLM_ABI_VERSION, PICOLM_KIND_BACKEND, 64, (uint32_t)PICOLM_CPU_NEON, (uint32_t)(PICOLM_CPU_NEON >> 32), "neon32"}};
+    memcpy(f, &eh, sizeof eh); /* (this test assumes a little-endian host, as the loader does) */
+    memcpy(f + 52, &ph, sizeof ph);
+    memcpy(f + 84, &nt, sizeof nt);
+    char path[400], why[256];
+    snprintf(path, sizeof path, "%s/elf32.so", dir);
+    picolm_note note;
+    memset(&note, 0, sizeof note);
+    int rc = write_bytes(path, f, sizeof f) ? 0 : plugin_read_note(path, &note, why, sizeof why);
+    const int host32 = sizeof(void *) == 4;
+    CHECK(!strcmp(note.name, "neon32") && note.kind == PICOLM_KIND_BACKEND && note.desc_size == 64 &&
+              ((uint64_t)note.cpu_required_hi << 32 | note.cpu_required_lo) == PICOLM_CPU_NEON &&
+              (host32 || (rc && strstr(why, "built for ARM (32-bit)"))),
+          "hand-made ELF32 (ARM) note decoded: %s kind %u, %s", note.name, note.kind, rc ? why : "accepted");
+    /* the same with the note segment cut short: refused, no crash */
+    ph.p_filesz = 40;
+    memcpy(f + 52, &ph, sizeof ph);
+    rc = write_bytes(path, f, sizeof f) ? 0 : plugin_read_note(path, &note, why, sizeof why);
+    CHECK(rc && strstr(why, "malformed ELF note"), "ELF32 note past its segment refused: %s", why);
+}
+
+/* Real cross-built probes (when the cross compilers are installed): the
+   note of an armhf (ELF32) and a riscv64 (ELF64) plugin is read. */
+static void test_cross(void) {
+    static const struct { const char *cc, *arch; } x[] = {{"arm-linux-gnueabihf-gcc", "ARM (32-bit)"}, {"riscv64-linux-gnu-gcc", "RISC-V (64-bit)"},
+                                                          {"aarch64-linux-gnu-gcc", "AArch64 (64-bit)"}};
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) {
+        char cmd[1024], path[400], why[256];
+        snprintf(path, sizeof path, "%s/cross%zu.so", dir, i);
+        snprintf(cmd, sizeof cmd, "%s -shared -fPIC -Iinclude -DNAME='\"p_cross\"' -o %s tests/plugins_src/probe.c 2>/dev/null", x[i].cc, path);
+        if (system(cmd)) { SKIP("%s not installed: no %s plugin note read", x[i].cc, x[i].arch); continue; }
+        picolm_note note;
+        memset(&note, 0, sizeof note);
+        int rc = plugin_read_note(path, &note, why, sizeof why);
+        char want[64];
+        snprintf(want, sizeof want, "built for %s", x[i].arch);
+        CHECK(!strcmp(note.name, "p_cross") && note.kind == PICOLM_KIND_SAMPLER && (rc == 0 || strstr(why, want)),
+              "%s plugin's note read: %s, %s", x[i].arch, note.name, rc ? why : "accepted (this machine)");
+        if (rc) { /* listed as a sampler built for another machine, not as a non-plugin file */
+            pl_registry r;
+            init_registry(&r);
+            int k = registry_load_file(&r, path);
+            CHECK(k >= 0 && !r.items[k].ok && !r.items[k].skipped && r.items[k].kind == PICOLM_KIND_SAMPLER &&
+                      !strcmp(r.items[k].name, "p_cross") && !r.items[k].handle && strstr(r.items[k].why, want),
+                  "the %s plugin is rejected as sampler p_cross (%s), not loaded", x[i].arch, k >= 0 ? r.items[k].why : "-");
+            registry_free(&r);
+        }
+    }
+}
+
+/* Built-in descriptors (static builds) pass through the same checks. */
+static int bi_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
+    (void)init; (void)err; (void)errlen; *state = NULL; return 0;
+}
+static int bi_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    (void)state; (void)c; (void)err; (void)errlen; return 0;
+}
+static const picolm_sampler_vtable bi_vt = {.struct_size = sizeof(picolm_sampler_vtable), .role = PICOLM_SAMPLER_PROCESS,
+                                            .create = bi_create, .apply = bi_apply};
+
+static void test_builtin(pl_registry *r) {
+    picolm_plugin d = {.abi_version = PICOLM_ABI_VERSION, .struct_size = sizeof(picolm_plugin), .kind = PICOLM_KIND_SAMPLER,
+                       .name = "p_builtin", .version = "1.0", .vtable = &bi_vt};
+    int k = registry_add_builtin(r, &d, "test");
+    CHECK(k >= 0 && r->items[k].ok && registry_find(r, PICOLM_KIND_SAMPLER, "p_builtin") == &r->items[k] &&
+              !strcmp(r->items[k].path, "(built in: test)"),
+          "a built-in descriptor is accepted: %s", k >= 0 ? r->items[k].path : "-");
+    picolm_plugin bad = d;
+    bad.abi_version = PICOLM_ABI_VERSION + 1;
+    bad.name = "p_builtin_abi";
+    k = registry_add_builtin(r, &bad, "abi");
+    CHECK(k >= 0 && !r->items[k].ok && strstr(r->items[k].why, "ABI version 2"), "built-in of another ABI rejected: %s", k >= 0 ? r->items[k].why : "-");
+    bad = d;
+    bad.name = "p_builtin_cpu";
+    bad.cpu_required = PICOLM_CPU_IMPOSSIBLE;
+    k = registry_add_builtin(r, &bad, "cpu");
+    CHECK(k >= 0 && !r->items[k].ok && strstr(r->items[k].why, "CPU lacks"), "built-in the CPU cannot run rejected: %s", k >= 0 ? r->items[k].why : "-");
+    bad = d;
+    bad.vtable = NULL;
+    bad.name = "p_builtin_novt";
+    k = registry_add_builtin(r, &bad, "novt");
+    CHECK(k >= 0 && !r->items[k].ok && strstr(r->items[k].why, "no vtable"), "built-in without a vtable rejected: %s", k >= 0 ? r->items[k].why : "-");
+    k = registry_add_builtin(r, &d, "again");
+    CHECK(k >= 0 && !r->items[k].ok && r->items[k].shadowed && strstr(r->items[k].why, "(built in: test)"),
+          "a second built-in of the same name is shadowed %s", k >= 0 ? r->items[k].why : "-");
+}
 
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/picolm-plugin-test-XXXXXX");
@@ -53,21 +221,27 @@ int main(void) {
     setenv("PICOLM_TEST_MARK", markfile, 1);
 
     static const bad_case cases[] = {
-        {"abi.so", "ABI", "p_abi", "ABI version 2"},
-        {"noentry.so", "NOENTRY", "p_noentry", "no entry symbol 'picolm_plugin_v1'"},
-        {"nulldesc.so", "NULLDESC", "p_nulldesc", "returned no descriptor"},
-        {"small.so", "SMALL", "p_small", "descriptor too small (16 bytes"},
-        {"kind.so", "KIND", "p_kind", "unknown plugin kind 7"},
-        {"noname.so", "NONAME", "p_noname", "lacks a name"},
-        {"cpu.so", "CPU", "p_cpu", "CPU lacks required feature"},
-        {"novtable.so", "NOVTABLE", "p_novtable", "no vtable"},
-        {"smallvtable.so", "SMALLVTABLE", "p_smallvt", "sampler vtable too small (4 bytes)"},
-        {"nocreate.so", "NOCREATE", "p_nocreate", "lacks create/apply"},
-        {"badrole.so", "BADROLE", "p_badrole", "invalid role"},
-        {"badformat.so", "BADFORMAT", "p_badformat", "invalid type id"},
-        {"badgroup.so", "BADGROUP", "p_badgroup", "format BADGROUP has row_group 3"},
-        {"badbackend.so", "BADBACKEND", "p_badbackend", "kernel tables malformed"},
-        {"initfail.so", "INITFAIL", "p_initfail", "init failed: probe refuses to start"},
+        /* refused from the note, never loaded */
+        {"abi.so", "ABI", "p_abi", "ABI version 2", 0},
+        {"small.so", "SMALL", "p_small", "descriptor too small (16 bytes", 0},
+        {"kind.so", "KIND", "p_kind", "unknown plugin kind 7", 0},
+        {"noname.so", "NONAME", "p_noname", "lacks a name", 0},
+        {"cpu.so", "CPU", "p_cpu", "CPU lacks required feature", 0},
+        {"nonote.so", "NONOTE", "p_nonote", "no picolm note", 0},
+        {"notetrunc.so", "NOTETRUNC", "p_notetrunc", "picolm note truncated (12 bytes", 0},
+        {"twonotes.so", "TWONOTES", "p_twonotes", "2 picolm notes", 0},
+        /* the note passes: loaded, then refused from the descriptor before init */
+        {"noentry.so", "NOENTRY", "p_noentry", "no entry symbol 'picolm_plugin_v1'", 1},
+        {"nulldesc.so", "NULLDESC", "p_nulldesc", "returned no descriptor", 1},
+        {"mismatch.so", "MISMATCH", "p_mismatch", "disagrees with the note", 1},
+        {"novtable.so", "NOVTABLE", "p_novtable", "no vtable", 1},
+        {"smallvtable.so", "SMALLVTABLE", "p_smallvt", "sampler vtable too small (4 bytes)", 1},
+        {"nocreate.so", "NOCREATE", "p_nocreate", "lacks create/apply", 1},
+        {"badrole.so", "BADROLE", "p_badrole", "invalid role", 1},
+        {"badformat.so", "BADFORMAT", "p_badformat", "invalid type id", 1},
+        {"badgroup.so", "BADGROUP", "p_badgroup", "format BADGROUP has row_group 3", 1},
+        {"badbackend.so", "BADBACKEND", "p_badbackend", "kernel tables malformed", 1},
+        {"initfail.so", "INITFAIL", "p_initfail", "init failed: probe refuses to start", 1},
     };
     const int nc = (int)(sizeof cases / sizeof *cases);
     int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good");
@@ -79,6 +253,18 @@ int main(void) {
     FILE *f = fopen(p, "w");
     fputs("this is not a shared object\n", f);
     fclose(f);
+    /* a copy of a real library (libm, mapped into this process) named like a plugin */
+    char lib[512] = "", line[1024];
+    FILE *maps = fopen("/proc/self/maps", "r");
+    while (maps && fgets(line, sizeof line, maps))
+        if (strstr(line, "/libm.so") || (!lib[0] && strstr(line, "/libc.so"))) {
+            char *sl = strchr(line, '/');
+            sl[strcspn(sl, "\n")] = 0;
+            snprintf(lib, sizeof lib, "%s", sl);
+        }
+    if (maps) fclose(maps);
+    snprintf(p, sizeof p, "cp '%s' '%s/libcopy.so'", lib, dir);
+    CHECK(lib[0] && system(p) == 0, "copied a real library (%s) into the plugin directory as libcopy.so", lib);
 
     pl_registry r;
     init_registry(&r);
@@ -94,32 +280,52 @@ int main(void) {
         int k = registry_load_file(&r, p);
         CHECK(k >= 0 && !r.items[k].ok && !r.items[k].handle && !r.items[k].desc && strstr(r.items[k].why, cases[i].why),
               "%s rejected: %s", cases[i].file, k >= 0 ? r.items[k].why : "(no entry)");
+        char ctor[96];
+        snprintf(ctor, sizeof ctor, "%s:constructor\n", cases[i].name);
+        if (!cases[i].loaded)
+            CHECK(!strstr(read_marks(), ctor), "%s was not loaded: its constructor did not run", cases[i].file);
     }
-    snprintf(p, sizeof p, "%s/text.so", dir);
-    int k = registry_load_file(&r, p);
-    CHECK(k >= 0 && !r.items[k].ok && strstr(r.items[k].why, "cannot load"), "text file x.so rejected: %s",
-          k >= 0 ? r.items[k].why : "-");
-    snprintf(p, sizeof p, "%s/missing.so", dir);
-    k = registry_load_file(&r, p);
-    CHECK(k >= 0 && !r.items[k].ok && strstr(r.items[k].why, "cannot load"), "missing file rejected: %s",
-          k >= 0 ? r.items[k].why : "-");
+    static const struct { const char *file, *why; } skipped[] = {
+        {"text.so", "not an ELF file"}, {"libcopy.so", "no picolm note"}, {"missing.so", "cannot open"}};
+    for (size_t i = 0; i < sizeof skipped / sizeof *skipped; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, skipped[i].file);
+        int k = registry_load_file(&r, p);
+        CHECK(k >= 0 && !r.items[k].ok && r.items[k].skipped && !r.items[k].kind && strstr(r.items[k].why, skipped[i].why),
+              "%s skipped: %s", skipped[i].file, k >= 0 ? r.items[k].why : "-");
+    }
     snprintf(p, sizeof p, "%s/dup.so", dir);
-    k = registry_load_file(&r, p);
-    CHECK(k >= 0 && !r.items[k].ok && strstr(r.items[k].why, "shadowed by") && strstr(r.items[k].why, "good.so"),
-          "same kind+name again is shadowed: %s", k >= 0 ? r.items[k].why : "-");
+    int k = registry_load_file(&r, p);
+    CHECK(k >= 0 && !r.items[k].ok && r.items[k].shadowed && !strncmp(r.items[k].why, "by ", 3) && strstr(r.items[k].why, "good.so"),
+          "same kind+name again is shadowed %s", k >= 0 ? r.items[k].why : "-");
     CHECK(registry_find(&r, PICOLM_KIND_SAMPLER, "p_good") == &r.items[gi], "the first p_good still wins");
+    const char *m0 = read_marks(), *c1 = strstr(m0, "p_good:constructor\n");
+    CHECK(c1 && !strstr(c1 + 1, "p_good:constructor\n"), "the shadowed copy was not loaded (one p_good constructor ran)");
+    char out[8192] = "";
+    FILE *mem = fmemopen(out, sizeof out - 1, "w");
+    registry_print(&r, NULL, mem);
+    fclose(mem);
+    CHECK(strstr(out, "shadowed by ") && strstr(out, "p_good") && strstr(out, "skipped (no picolm note this picolm can use):") && strstr(out, "libcopy.so"),
+          "--list-plugins says shadowed (by which file) and lists the skipped files with why");
 
-    /* only the good plugin's and the failing init's code may have run */
+    /* only the good plugin's code, the failing init and the constructors of
+       loaded (descriptor-checked) plugins may have run */
     const char *m = read_marks();
     int stray = 0;
     for (const char *line = m; *line; line = strchr(line, '\n') + 1) {
-        if (strncmp(line, "p_good:init\n", 12) && strncmp(line, "p_initfail:init\n", 16)) {
+        int allowed = !strncmp(line, "p_good:init\n", 12) || !strncmp(line, "p_good:constructor\n", 19) ||
+                      !strncmp(line, "p_initfail:init\n", 16);
+        for (int i = 0; i < nc && !allowed; i++) {
+            size_t l = strlen(cases[i].name);
+            allowed = cases[i].loaded && !strncmp(line, cases[i].name, l) && !strncmp(line + l, ":constructor\n", 13);
+        }
+        if (!allowed) {
             printf("unexpected code ran: %.*s\n", (int)(strchr(line, '\n') - line), line);
             stray++;
         }
         if (!strchr(line, '\n')) break;
     }
-    CHECK(!stray && strstr(m, "p_initfail:init"), "no init/vtable code of a rejected plugin ran (marks: %zu bytes)", strlen(m));
+    CHECK(!stray && strstr(m, "p_initfail:init"), "no code of a refused plugin ran beyond its checks (marks: %zu bytes)", strlen(m));
+    test_builtin(&r);
     registry_free(&r);
     CHECK(strstr(read_marks(), "p_good:fini\n") && !strstr(read_marks(), "p_initfail:fini"),
           "registry_free ran fini of the accepted plugin only");
@@ -132,7 +338,7 @@ int main(void) {
     for (int i = 0; i < r2.n; i++) {
         if (!strncmp(r2.items[i].path, dir, strlen(dir))) { ok += r2.items[i].ok; rejected += !r2.items[i].ok; }
     }
-    CHECK(ok == 1 && rejected == nc + 2, "directory scan: 1 accepted, %d rejected (got %d, %d)", nc + 2, ok, rejected);
+    CHECK(ok == 1 && rejected == nc + 3, "directory scan: 1 accepted, %d refused (got %d, %d)", nc + 3, ok, rejected);
     if (rc == 0) {
         int formats = 0;
         for (int i = 0; i < r2.n; i++) formats += r2.items[i].ok && r2.items[i].kind == PICOLM_KIND_FORMAT;
@@ -141,6 +347,11 @@ int main(void) {
         SKIP("no real format plugins next to the test binary: %s", e);
     }
     registry_free(&r2);
+
+    snprintf(p, sizeof p, "%s/good.so", dir);
+    test_hostile_notes(p);
+    test_elf32();
+    test_cross();
 
     snprintf(p, sizeof p, "rm -rf '%s'", dir);
     if (system(p)) printf("could not remove %s\n", dir);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "gguf.h"
+#include "util.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -69,6 +70,10 @@ static int info(const char *path, const pl_registry *reg, const pl_dispatch *d) 
 static int dequant(const char *path, const char *name, const char *out, const pl_dispatch *d) {
     gguf_file f;
     char err[1024];
+    if (pl_same_file(path, out)) { /* writing would destroy the model it reads */
+        fprintf(stderr, "picolm-gguf: %s and %s are the same file: refusing to overwrite the model\n", path, out);
+        return CLI_USAGE;
+    }
     if (gguf_open(&f, path, NULL, err, sizeof err)) { fprintf(stderr, "picolm-gguf: %s\n", err); return 1; }
     if (gguf_bind_types(&f, dispatch_type_size, (void *)d, err, sizeof err)) {
         fprintf(stderr, "picolm-gguf: %s: %s\n", path, err);

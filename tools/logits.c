@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "generate.h"
+#include "util.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -59,6 +60,11 @@ int main(int argc, char **argv) {
     if (npos != 3) { usage(stderr); return CLI_USAGE; }
     const int kv = generate_kv_type(cfg.kv_type);
 
+    for (int i = 0; i < 2; i++)
+        if (pl_same_file(pos[i], pos[2])) { /* writing would destroy an input */
+            fprintf(stderr, "picolm-logits: %s and %s are the same file: refusing to overwrite the %s\n", pos[i], pos[2], i ? "tokens" : "model");
+            return CLI_USAGE;
+        }
     FILE *f = fopen(pos[1], "rb");
     if (!f) { fprintf(stderr, "%s: %s: %s\n", T, pos[1], strerror(errno)); return CLI_FAIL; }
     fseek(f, 0, SEEK_END);

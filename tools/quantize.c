@@ -12,6 +12,7 @@
  * result is byte-identical to llama-quantize's file.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,8 @@ static void usage(FILE *o, const pl_dispatch *d) {
     fprintf(o,
             "usage: picolm-quantize IN.gguf OUT.gguf TYPE [options]\n"
             "Converts an F32/F16/BF16 GGUF model into TYPE.  Norms and other 1-D tensors stay as they are.\n"
+            "OUT must be another file than IN; it is written beside OUT under a temporary name and\n"
+            "renamed into place when complete, so an error or an interrupt leaves no partial OUT.\n"
             "Without --pure, TYPE is a llama.cpp file type and per-tensor types follow llama-quantize's\n"
             "policy (e.g. output.weight in Q6_K, more bits for some attn_v/ffn_down layers).\n"
             "An already quantized IN is only repacked, exactly: TYPE must be a picolm repacked mix or\n"
@@ -151,6 +154,61 @@ typedef struct plan {
     int n;
 } plan;
 
+/* ---- the output file: never IN, never half-written ----
+   OUT is written to a temporary file beside it and renamed into place when
+   complete (pl_atomic_*).  An error removes the temporary file; so does a
+   signal that ends the process (the handler unlinks it, then dies of the
+   signal as it would have). */
+static char g_tmp[4096]; /* the temporary file while it exists: "" otherwise */
+static const int g_sigs[] = {SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
+
+static void remove_tmp_and_die(int sig) {
+    if (g_tmp[0]) unlink(g_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Block (1) or unblock (0) the signals above, so that g_tmp and the file
+   change together. */
+static void hold_signals(int on) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof g_sigs / sizeof *g_sigs; i++) sigaddset(&set, g_sigs[i]);
+    sigprocmask(on ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+static int out_open(pl_atomic_file *af, const char *path, char *err, size_t errlen) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_tmp_and_die;
+    sigemptyset(&sa.sa_mask);
+    hold_signals(1);
+    for (size_t i = 0; i < sizeof g_sigs / sizeof *g_sigs; i++) {
+        struct sigaction old;
+        /* a signal ignored by whoever started us (nohup, trap '' XFSZ) stays ignored */
+        if (sigaction(g_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(g_sigs[i], &sa, NULL);
+    }
+    int rc = pl_atomic_open(af, path, err, errlen);
+    if (!rc) snprintf(g_tmp, sizeof g_tmp, "%s", af->tmp);
+    hold_signals(0);
+    return rc;
+}
+
+static int out_commit(pl_atomic_file *af, char *err, size_t errlen) {
+    hold_signals(1);
+    int rc = pl_atomic_commit(af, err, errlen);
+    g_tmp[0] = 0;
+    hold_signals(0);
+    return rc;
+}
+
+static void out_abort(pl_atomic_file *af) {
+    hold_signals(1);
+    pl_atomic_abort(af);
+    g_tmp[0] = 0;
+    hold_signals(0);
+}
+
 int main(int argc, char **argv) {
     const char *pos[3];
     int npos = 0, pure = 0, threads = 0, want_help = 0;
@@ -222,6 +280,12 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (pl_same_file(in_path, out_path)) {
+        fprintf(stderr, "picolm-quantize: %s and %s are the same file: refusing to overwrite the input "
+                        "(write to another file)\n", in_path, out_path);
+        free_engine(e);
+        return CLI_USAGE;
+    }
     gguf_file in;
     if (gguf_open(&in, in_path, NULL, err, sizeof err)) {
         fprintf(stderr, "picolm-quantize: %s\n", err);
@@ -391,7 +455,7 @@ int main(int argc, char **argv) {
     if (bad) { fprintf(stderr, "picolm-quantize: out of memory building the header\n"); goto done; }
 
     /* Temp file next to the output, renamed into place when complete. */
-    if (pl_atomic_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    if (out_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     of = af.f;
     if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err); goto done; }
 
@@ -442,7 +506,7 @@ int main(int argc, char **argv) {
         n_elem += (uint64_t)t->nelements;
     }
     of = NULL;
-    if (pl_atomic_commit(&af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    if (out_commit(&af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     fprintf(stderr, "picolm-quantize: tensors %.2f MB -> %.2f MB, %.3f M weights, %.2f -> %.2f bits per weight; "
                     "file %.2f MB -> %.2f MB; %.2f s\n",
             in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
@@ -450,7 +514,7 @@ int main(int argc, char **argv) {
     if (n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", n_fallback);
     rc = 0;
 done:
-    pl_atomic_abort(&af);
+    out_abort(&af);
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);

@@ -15,5 +15,6 @@ static const picolm_plugin avx2_plugin = {
     .priority = 30,
     .vtable = &picolm_avx2_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "avx2", PICOLM_CPU_AVX | PICOLM_CPU_AVX2 | PICOLM_CPU_FMA | PICOLM_CPU_F16C);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &avx2_plugin; }

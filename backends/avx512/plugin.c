@@ -37,5 +37,6 @@ static const picolm_plugin avx512_plugin = {
     .init = avx512_init,
     .vtable = &picolm_avx512_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "avx512", PICOLM_CPU_AVX | PICOLM_CPU_AVX2 | PICOLM_CPU_FMA | PICOLM_CPU_F16C | PICOLM_CPU_AVX512F | PICOLM_CPU_AVX512BW | PICOLM_CPU_AVX512VL | PICOLM_CPU_AVX512DQ | PICOLM_CPU_AVX512VNNI);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &avx512_plugin; }

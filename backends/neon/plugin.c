@@ -30,5 +30,6 @@ static const picolm_plugin neon_plugin = {
     .init = neon_init,
     .vtable = &picolm_neon_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "neon", PICOLM_CPU_NEON);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &neon_plugin; }

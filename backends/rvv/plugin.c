@@ -16,5 +16,6 @@ static const picolm_plugin rvv_plugin = {
     .priority = 30,
     .vtable = &picolm_rvv_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "rvv", PICOLM_CPU_RVV);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &rvv_plugin; }

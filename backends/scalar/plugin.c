@@ -63,5 +63,6 @@ static const picolm_plugin scalar_plugin = {
     .priority = 10,
     .vtable = &scalar_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "scalar", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &scalar_plugin; }

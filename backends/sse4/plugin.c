@@ -14,4 +14,5 @@ static const picolm_plugin sse4_plugin = {
     .priority = 20,
     .vtable = &picolm_sse4_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "sse4", PICOLM_CPU_SSE2 | PICOLM_CPU_SSE3 | PICOLM_CPU_SSSE3 | PICOLM_CPU_SSE41 | PICOLM_CPU_POPCNT);
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &sse4_plugin; }

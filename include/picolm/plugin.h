@@ -3,10 +3,13 @@
  *
  * A plugin is a shared object exporting ONE symbol, `picolm_plugin_v1`
  * (PICOLM_ENTRY), a function that returns a pointer to a const
- * `picolm_plugin` descriptor.  That function must do nothing else: it runs
- * before the core has checked the ABI version and the CPU requirements, so
- * it must not execute any instruction the least capable CPU lacks (keep it in
- * a translation unit compiled without -m flags; put ISA kernels elsewhere).
+ * `picolm_plugin` descriptor, and carrying the descriptor's facts in an ELF
+ * note (PICOLM_PLUGIN_NOTE, at the end of this header).  The core checks the
+ * note by reading the file before loading it, so a plugin the CPU cannot run,
+ * of another ABI, or shadowed by another is never loaded.  The entry function
+ * must do nothing but return the descriptor, and keep it (and any ELF
+ * constructor) in a translation unit compiled without -m flags; put ISA
+ * kernels elsewhere.
  *
  * Versioning (as SQLite's sqlite3_vfs): every struct here starts with, or is
  * described by, a size field, and only ever grows at the END.  A newer core
@@ -375,6 +378,46 @@ typedef struct picolm_plugin {
 } picolm_plugin;
 
 typedef const picolm_plugin *(*picolm_entry_fn)(void);
+
+/* ------------------------------------------------------------------------ */
+/* The plugin note: the descriptor's facts, readable WITHOUT loading the     */
+/* file.  The core reads it from the ELF file with plain reads (program      */
+/* headers, PT_NOTE), checks it (ABI, kind, descriptor size, name, CPU       */
+/* features, shadowing) and only then dlopen()s the file, so that no code of */
+/* a plugin it refuses runs (not even ELF constructors); after loading, the  */
+/* descriptor must agree with the note.  A file without a valid note is not  */
+/* loaded.  Every plugin states it once, next to its descriptor:             */
+/*                                                                           */
+/*   PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "avx2", PICOLM_CPU_AVX2 | ...); */
+/*                                                                           */
+/* with the same kind, name and cpu_required as the descriptor.  The layout  */
+/* is all 32-bit words and bytes, so it is the same in ELF32 and ELF64.      */
+/* ------------------------------------------------------------------------ */
+#define PICOLM_NOTE_NAME     "picolm"    /* ELF note owner name */
+#define PICOLM_NOTE_TYPE     0x31504c50u /* "PLP1" */
+#define PICOLM_NOTE_NAME_MAX 64
+
+typedef struct picolm_note {
+    uint32_t abi_version;      /* PICOLM_ABI_VERSION */
+    uint32_t kind;             /* enum picolm_plugin_kind */
+    uint32_t desc_size;        /* sizeof(picolm_plugin) */
+    uint32_t cpu_required_lo;  /* cpu_required, low and high 32 bits */
+    uint32_t cpu_required_hi;
+    char name[PICOLM_NOTE_NAME_MAX]; /* the descriptor's name, NUL-terminated */
+} picolm_note;
+
+/* One ELF note record: header, owner name padded to 4 bytes, descriptor. */
+typedef struct picolm_elf_note {
+    uint32_t namesz, descsz, type;
+    char owner[8];
+    picolm_note desc;
+} picolm_elf_note;
+
+#define PICOLM_PLUGIN_NOTE(kind_, name_, cpu_required_)                                                          \
+    __attribute__((section(".note.picolm"), aligned(4), used)) static const picolm_elf_note picolm_plugin_note = { \
+        sizeof PICOLM_NOTE_NAME, sizeof(picolm_note), PICOLM_NOTE_TYPE, PICOLM_NOTE_NAME,                        \
+        {PICOLM_ABI_VERSION, (kind_), sizeof(picolm_plugin), (uint32_t)(uint64_t)(cpu_required_),                 \
+         (uint32_t)((uint64_t)(cpu_required_) >> 32), name_}}
 
 #ifdef __cplusplus
 }

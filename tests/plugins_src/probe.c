@@ -1,8 +1,10 @@
 /* A deliberately configurable (and mostly broken) plugin for
    tests/test_plugin_loader.c, built once per case with -DCASE_<NAME>.
    Every piece of its code that the loader must NOT run before its checks
-   pass (init, vtable functions) appends "<name>:<what>" to the file named
-   by $PICOLM_TEST_MARK, so the test can see exactly what ran. */
+   pass (ELF constructor, init, vtable functions) appends "<name>:<what>" to
+   the file named by $PICOLM_TEST_MARK, so the test can see exactly what ran.
+   The CASE_NOTE* cases and the descriptor facts of ABI, SMALL, KIND, NONAME
+   and CPU are in its ELF note: refused before the file is loaded. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,6 +21,9 @@ static void mark(const char *what) {
     fprintf(f, "%s:%s\n", NAME, what);
     fclose(f);
 }
+
+/* runs as soon as the file is dlopen'd, before the loader sees the descriptor */
+__attribute__((constructor)) static void probe_ctor(void) { mark("constructor"); }
 
 static int probe_init(const picolm_host *host, char *err, size_t errlen) {
     (void)host;
@@ -80,34 +85,42 @@ __attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct
                                                  .kernel_size = sizeof(picolm_kernel), .n_kernels = 3,
                                                  .score = probe_score};
 
-__attribute__((unused)) static const picolm_plugin desc = {
-#ifdef CASE_ABI
-    .abi_version = PICOLM_ABI_VERSION + 1,
+#if defined(CASE_KIND)
+#define KIND 7
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
+#define KIND PICOLM_KIND_FORMAT
+#elif defined(CASE_BADBACKEND)
+#define KIND PICOLM_KIND_BACKEND
 #else
-    .abi_version = PICOLM_ABI_VERSION,
+#define KIND PICOLM_KIND_SAMPLER
+#endif
+
+#ifdef CASE_ABI
+#define ABI (PICOLM_ABI_VERSION + 1)
+#else
+#define ABI PICOLM_ABI_VERSION
 #endif
 #ifdef CASE_SMALL
-    .struct_size = 16,
+#define SIZE 16
 #else
-    .struct_size = sizeof(picolm_plugin),
+#define SIZE sizeof(picolm_plugin)
 #endif
-#if defined(CASE_KIND)
-    .kind = 7,
-#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
-    .kind = PICOLM_KIND_FORMAT,
-#elif defined(CASE_BADBACKEND)
-    .kind = PICOLM_KIND_BACKEND,
+#ifdef CASE_CPU
+#define CPU PICOLM_CPU_IMPOSSIBLE
 #else
-    .kind = PICOLM_KIND_SAMPLER,
+#define CPU 0ull
 #endif
+
+__attribute__((unused)) static const picolm_plugin desc = {
+    .abi_version = ABI,
+    .struct_size = SIZE,
+    .kind = KIND,
 #ifndef CASE_NONAME
     .name = NAME,
 #endif
     .version = "0.1",
     .description = "test probe",
-#ifdef CASE_CPU
-    .cpu_required = PICOLM_CPU_IMPOSSIBLE,
-#endif
+    .cpu_required = CPU,
     .init = probe_init,
     .fini = probe_fini,
 #if defined(CASE_NOVTABLE)
@@ -132,4 +145,32 @@ PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) {
 #else
 /* exports something, just not the entry point */
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v0(void) { return &desc; }
+#endif
+
+/* The note: the macro for a well-formed plugin, built by hand for the cases
+   that break it. */
+#if defined(CASE_ABI) || defined(CASE_SMALL) || defined(CASE_KIND) || defined(CASE_NONAME) || defined(CASE_CPU) || \
+    defined(CASE_NOTETRUNC) || defined(CASE_MISMATCH)
+#ifdef CASE_NOTETRUNC
+#define NOTE_DESCSZ 12 /* the record ends after kind and desc_size */
+#else
+#define NOTE_DESCSZ sizeof(picolm_note)
+#endif
+#if defined(CASE_NONAME)
+#define NOTE_NAME ""
+#elif defined(CASE_MISMATCH)
+#define NOTE_NAME "p_other" /* the descriptor says NAME */
+#else
+#define NOTE_NAME NAME
+#endif
+__attribute__((section(".note.picolm"), aligned(4), used)) static const picolm_elf_note note = {
+    sizeof PICOLM_NOTE_NAME, NOTE_DESCSZ, PICOLM_NOTE_TYPE, PICOLM_NOTE_NAME,
+    {ABI, KIND, SIZE, (uint32_t)CPU, (uint32_t)(CPU >> 32), NOTE_NAME}};
+#elif !defined(CASE_NONOTE)
+PICOLM_PLUGIN_NOTE(KIND, NAME, 0);
+#endif
+#ifdef CASE_TWONOTES
+__attribute__((section(".note.picolm"), aligned(4), used)) static const picolm_elf_note note2 = {
+    sizeof PICOLM_NOTE_NAME, sizeof(picolm_note), PICOLM_NOTE_TYPE, PICOLM_NOTE_NAME,
+    {PICOLM_ABI_VERSION, KIND, sizeof(picolm_plugin), 0, 0, "p_second"}};
 #endif

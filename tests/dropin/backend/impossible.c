@@ -42,5 +42,6 @@ static const picolm_plugin impossible_plugin = {
     .init = impossible_init,
     .vtable = &impossible_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "impossible", PICOLM_CPU_IMPOSSIBLE);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &impossible_plugin; }

@@ -64,5 +64,6 @@ static const picolm_plugin my_plugin = {
     .priority = 5,     /* below the stock backends: never chosen by auto over them */
     .vtable = &my_vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "mybackend", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &my_plugin; }

@@ -78,5 +78,6 @@ static const picolm_plugin plugin = {
     .description = "Q8_64: 64 int8 weights + f32 scale (out-of-tree example)",
     .vtable = &vtable,
 };
+PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "dropin-q8_64", 0);
 
 PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &plugin; }
