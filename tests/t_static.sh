@@ -74,7 +74,7 @@ if [ -f "$B/plugins/sampler-greedy.so" ]; then
     mkdir "$T/pd" && cp "$B/plugins/sampler-greedy.so" "$T/pd/"
     PICOLM_PLUGIN_DIR=$T/pd "$P" --list-plugins >"$T/list2" 2>&1
     grep -A1 '^  greedy ' "$T/list2" | grep -q "$T/pd/sampler-greedy.so" &&
-        grep -A2 '^  greedy .*rejected' "$T/list2" | grep -q "why: shadowed by $T/pd/sampler-greedy.so" &&
+        grep -A2 '^  greedy .*shadowed' "$T/list2" | grep -q "shadowed by $T/pd/sampler-greedy.so" &&
         pass "a sampler .so in PICOLM_PLUGIN_DIR loads and shadows the built-in greedy" ||
         fail "PICOLM_PLUGIN_DIR's greedy did not shadow the built-in: $(grep -A2 '^  greedy ' "$T/list2" | tr '\n' ' ')"
     greedy "static + greedy sampler from PICOLM_PLUGIN_DIR" env PICOLM_PLUGIN_DIR="$T/pd" "$P"
