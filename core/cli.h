@@ -13,6 +13,9 @@
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
+/* picolm --version; also written into the INIs picolm-bench --tune makes */
+#define PICOLM_VERSION "0.1.0"
+
 /* Print "TOOL: msg" and "(see TOOL --help)" on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *tool, const char *msg);
 

@@ -60,7 +60,7 @@ static const keydef keys[] = {
     {"limits", "max_dim", K_U64, F(max_dim), 0, 0, NULL, "largest single tensor dimension"},
     {"generate", "max_tokens", K_INT, F(max_tokens), -1, 1 << 30, NULL, "tokens to generate; -1 = until EOS or the context is full"},
     {"generate", "seed", K_U64, F(seed), 0, 0, NULL, "random seed"},
-    {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, NULL, "keep generating past the end-of-sequence token"},
+    {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, NULL, "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)"},
     {"generate", "json", K_BOOL, F(json_mode), 0, 0, NULL, "constrain the output to valid JSON"},
     {"generate", "cache", K_STR, F(cache_path), 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"},
     {"generate", "special", K_TRI, F(special), 0, 0, NULL, "parse special tokens (<s>, <|im_start|>...) in the prompt: auto/true/false"},
@@ -924,3 +924,5 @@ int config_numeric_key_at(size_t i, config_numeric_key *out) {
     }
     return 0;
 }
+
+int config_parse_size(const char *v, uint64_t *out) { return parse_size(v, out); }

@@ -115,6 +115,8 @@ void config_param_where(const picolm_config_param *p, char *buf, size_t n);
 void config_where(const picolm_config *c, const char *section, const char *key, char *buf, size_t n);
 /* Non-zero when section.key was set by the INI or the command line. */
 int config_is_set(const picolm_config *c, const char *section, const char *key);
+/* A size with a K/M/G/T suffix (binary units), as the INI's ram key: 0 or -1. */
+int config_parse_size(const char *v, uint64_t *out);
 
 /* ---- the options shared by every tool that runs a model ----
    -j/--threads, -c/--context, --backend, --plugin-dir, --kv-type, --config

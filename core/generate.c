@@ -197,7 +197,6 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
 
 int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sampling *smp, out_stream *out,
                     const gen_decode_args *a, gen_stats *st, int *end, char *err, size_t errlen) {
-    const int32_t eos = tokenizer_eos(e->tok);
     *end = GEN_END_BUDGET;
     /* -n < 0: until EOS or the context is full */
     const int budget = cfg->max_tokens < 0 ? INT32_MAX : cfg->max_tokens;
@@ -209,7 +208,8 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const int32_t room = c->n_ctx - c->n_past + 1;
         const int32_t left = budget - i < room ? budget - i : room;
         if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
-        if (tok == eos && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
+        /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
+        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
         int is_end = 0;
         for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
         if (is_end) { *end = GEN_END_EOS; break; }
@@ -360,18 +360,29 @@ static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
     return n < 0 ? 0 : n;
 }
 
-static int make_plan(engine *e, const picolm_config *cfg, mem_plan *p, char *err, size_t errlen) {
-    const llama_hparams *hp = &e->model.hp;
-    const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
-    p->n_ctx = generate_n_ctx(e, cfg);
-    p->weights = (double)e->model.gguf.size;
+/* The plan's per-token and fixed parts for a model, KV type, batch and thread count. */
+static void fill_plan(const llama_model *m, int kv, int batch, int n_threads, mem_plan *p) {
+    const llama_hparams *hp = &m->hp;
+    p->weights = (double)m->gguf.size;
     p->kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
     p->rope_tok = (double)hp->rope_dim * sizeof(float); /* cos + sin per position */
-    const int nb = cfg->batch < hp->n_ctx_train ? cfg->batch : hp->n_ctx_train; /* build_ctx caps the batch at the context */
-    p->bufs = (double)llama_scratch_bytes(&e->model, nb, threadpool_size(e->pool));
+    const int nb = batch < hp->n_ctx_train ? batch : hp->n_ctx_train; /* build_ctx caps the batch at the context */
+    p->bufs = (double)llama_scratch_bytes(m, nb, n_threads);
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
+}
+
+static int make_plan(engine *e, const picolm_config *cfg, mem_plan *p, char *err, size_t errlen) {
+    const int kv = generate_kv_type(cfg->kv_type);
+    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
+    fill_plan(&e->model, kv, cfg->batch, threadpool_size(e->pool), p);
+    p->n_ctx = generate_n_ctx(e, cfg);
     return 0;
+}
+
+double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads) {
+    mem_plan p;
+    fill_plan(m, kv_type, batch, n_threads, &p);
+    return resident_bytes(&p, n_ctx);
 }
 
 int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen) {

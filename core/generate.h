@@ -93,6 +93,11 @@ int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t
 /* Returns 0, 1 when the verdict is DOES NOT FIT, or -1 with a message. */
 int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen);
 
+/* The resident bytes of --fit's plan (KV cache and RoPE tables for n_ctx,
+   buffers for a batch on n_threads, runtime estimate; the mapped weights
+   excluded): what must fit in the RAM budget.  kv_type: KV_F16 or KV_Q8_0. */
+double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads);
+
 /* KV-cache element type from the config string ("f16" / "q8_0"), -1 if bad. */
 int generate_kv_type(const char *name);
 

@@ -16,8 +16,6 @@
 #include "generate.h"
 #include "sampling.h"
 
-#define PICOLM_VERSION "0.1.0"
-
 /* Read all of f (the prompt from stdin or -f FILE). */
 static char *read_all(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0;

@@ -1,7 +1,7 @@
 /*
- * The Llama model: hyper-parameters and weights bound from a mapped GGUF
- * file (zero-copy), a run state (fp16 KV cache, scratch buffers), and the
- * forward pass.
+ * The model: hyper-parameters and weights bound from a mapped GGUF file
+ * (zero-copy) as its architecture's description says (llama, qwen2, qwen3),
+ * a run state (fp16 KV cache, scratch buffers), and the forward pass.
  */
 #ifndef PICOLM_MODEL_H
 #define PICOLM_MODEL_H
@@ -12,6 +12,23 @@
 #include "plugins.h"
 
 struct threadpool;
+
+/* How a tensor of an architecture is present in its files. */
+enum { ARCH_NONE = 0, ARCH_REQUIRED = 1, ARCH_OPTIONAL = 2 };
+
+/* The tensors that some architectures have and others do not. */
+enum { ARCH_T_OUTPUT, ARCH_T_QKV_BIAS, ARCH_T_QK_NORM, ARCH_T_ROPE_FREQS, ARCH_N_T };
+
+/* An architecture, as data: build_model binds what this row says and the
+   forward pass applies what was bound (no per-architecture branches). */
+typedef struct llama_arch {
+    const char *name;        /* general.architecture, also the metadata key prefix */
+    int rope_neox;           /* RoPE pairs (x[i], x[i + rope_dim/2]) (NeoX), else (x[2i], x[2i+1]) */
+    uint8_t has[ARCH_N_T];   /* ARCH_NONE / _REQUIRED / _OPTIONAL for each ARCH_T_* */
+} llama_arch;
+
+/* The architectures build_model knows, ending with name NULL. */
+extern const llama_arch llama_archs[];
 
 typedef struct llama_hparams {
     int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
@@ -31,17 +48,25 @@ typedef struct qmat {
 typedef struct llama_layer {
     const float *attn_norm, *ffn_norm;
     qmat wq, wk, wv, wo, w_gate, w_up, w_down;
+    const float *bq, *bk, *bv;          /* q/k/v biases (qwen2), else NULL */
+    const float *q_norm, *k_norm;       /* per-head RMS norm weights before RoPE (qwen3), else NULL */
 } llama_layer;
+
+/* Rotates the rope_dim/2 pairs of each of n_heads heads (hd floats apart)
+   by the angles whose cos/sin are cs/sn: one function per pair layout. */
+typedef void (*rope_fn)(float *v, int n_heads, int hd, int half, const float *cs, const float *sn);
 
 typedef struct llama_model {
     gguf_file gguf;
     llama_hparams hp;
     qmat tok_embd, output;      /* output falls back to tok_embd */
     const float *output_norm;
+    const float *rope_freqs;    /* rope_dim/2 frequency divisors (Llama 3.1+), else NULL */
     llama_layer *layers;
     float *owned;               /* norm vectors stored in a non-F32 type, dequantized */
     const pl_dispatch *d;
-    char arch[32];
+    const llama_arch *arch;
+    rope_fn rope;               /* the architecture's pair layout */
     uint64_t weight_bytes;      /* bytes of all matrices read per token */
 } llama_model;
 

@@ -17,12 +17,23 @@
 #include "threadpool.h"
 
 const synth_shape synth_shapes[] = {
-    /* name        dim  layers heads kv   ffn    vocab  ctx */
-    {"tinyllama", 2048, 22, 32, 4, 5632, 32000, 2048},  /* TinyLlama-1.1B */
-    {"tiny", 256, 4, 8, 4, 768, 32000, 512},            /* seconds to make, for tests */
-    {"small", 768, 12, 12, 4, 2048, 32000, 1024},
-    {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096},  /* Llama-2-7B */
-    {NULL, 0, 0, 0, 0, 0, 0, 0},
+    /* name        dim  layers heads kv   ffn    vocab  ctx     arch  head_dim tied rope_freqs base eps */
+    {"tinyllama", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 0, 0, 0, 0},  /* TinyLlama-1.1B */
+    {"tiny", 256, 4, 8, 4, 768, 32000, 512, NULL, 0, 0, 0, 0, 0},            /* seconds to make, for tests */
+    {"small", 768, 12, 12, 4, 2048, 32000, 1024, NULL, 0, 0, 0, 0, 0},
+    {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 0, 0, 0, 0},  /* Llama-2-7B */
+    /* today's small models, with their real vocabulary sizes (rows of 896
+       are not whole K-quant blocks: the mixes fall back as llama.cpp's do) */
+    {"qwen2.5-0.5b", 896, 24, 14, 2, 4864, 151936, 32768, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
+    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
+    {"llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f},
+    /* the same architectures at test size (rows of 384 or 128: K-quant
+       fallbacks); tiny-qwen3 and tiny-llama3 have the shapes of the shared
+       rand-qwen3/rand-llama3 files but a small vocabulary */
+    {"tiny-qwen2", 384, 2, 6, 2, 1024, 2048, 512, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
+    {"tiny-qwen3", 128, 2, 4, 2, 384, 2048, 512, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
+    {"tiny-llama3", 256, 2, 4, 2, 768, 2048, 512, "llama", 0, 1, 1, 5e5f, 1e-5f},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0},
 };
 
 int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen) {
@@ -209,11 +220,13 @@ typedef struct stensor {
     int64_t ne[2];
     uint32_t n_dims, type;
     uint64_t nbytes;
-    int norm; /* 1-D, all ones */
+    int norm;   /* 1-D, every value `fill` */
+    float fill;
 } stensor;
 
-/* fmt holds "%d" for the layer when layer >= 0; rows == 1 makes a norm vector (F32 ones).
-   The type is chosen afterwards. */
+/* fmt holds "%d" for the layer when layer >= 0; rows == 1 makes a vector
+   (F32: ones for norms and frequency factors, zeros for biases).  The type
+   is chosen afterwards. */
 static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t rows) {
     if (layer >= 0) snprintf(t->name, sizeof t->name, fmt, layer);
     else snprintf(t->name, sizeof t->name, "%s", fmt);
@@ -221,6 +234,7 @@ static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t 
     t->ne[1] = rows;
     t->n_dims = rows > 1 ? 2 : 1;
     t->norm = rows == 1;
+    t->fill = strstr(t->name, ".bias") ? 0.0f : 1.0f;
 }
 
 static uint32_t find_type(const pl_dispatch *d, const char *name) {
@@ -245,21 +259,34 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     const qp_mix *mix = base == UINT32_MAX ? qp_find_mix(tname) : NULL;
     if (base == UINT32_MAX && !mix)
         return pl_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
-    const int hd = s.n_embd / s.n_head, qd = s.n_embd, kvd = hd * s.n_head_kv;
+    const char *arch = s.arch ? s.arch : "llama";
+    const int hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head, qd = hd * s.n_head, kvd = hd * s.n_head_kv;
+    const int bias = !strcmp(arch, "qwen2"), qk_norm = !strcmp(arch, "qwen3");
+    const int per_layer = 9 + 3 * bias + 2 * qk_norm; /* tensors per layer */
 
     /* Tensor list in llama.cpp's order (non-layer first, then by layer). */
-    const int n_t = 3 + 9 * s.n_layer;
+    const int n_top = 3 - s.tied + s.rope_freqs, n_t = n_top + per_layer * s.n_layer;
     stensor *ts = calloc((size_t)n_t, sizeof *ts);
     if (!ts) return pl_fail(err, errlen, "out of memory");
     int k = 0;
     add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab);
     add_t(&ts[k++], "output_norm.weight", -1, s.n_embd, 1);
-    add_t(&ts[k++], "output.weight", -1, s.n_embd, s.n_vocab);
+    if (!s.tied) add_t(&ts[k++], "output.weight", -1, s.n_embd, s.n_vocab);
+    if (s.rope_freqs) add_t(&ts[k++], "rope_freqs.weight", -1, hd / 2, 1);
     for (int l = 0; l < s.n_layer; l++) {
         add_t(&ts[k++], "blk.%d.attn_norm.weight", l, s.n_embd, 1);
         add_t(&ts[k++], "blk.%d.attn_q.weight", l, s.n_embd, qd);
         add_t(&ts[k++], "blk.%d.attn_k.weight", l, s.n_embd, kvd);
         add_t(&ts[k++], "blk.%d.attn_v.weight", l, s.n_embd, kvd);
+        if (bias) {
+            add_t(&ts[k++], "blk.%d.attn_q.bias", l, qd, 1);
+            add_t(&ts[k++], "blk.%d.attn_k.bias", l, kvd, 1);
+            add_t(&ts[k++], "blk.%d.attn_v.bias", l, kvd, 1);
+        }
+        if (qk_norm) {
+            add_t(&ts[k++], "blk.%d.attn_q_norm.weight", l, hd, 1);
+            add_t(&ts[k++], "blk.%d.attn_k_norm.weight", l, hd, 1);
+        }
         add_t(&ts[k++], "blk.%d.attn_output.weight", l, qd, s.n_embd);
         add_t(&ts[k++], "blk.%d.ffn_norm.weight", l, s.n_embd, 1);
         add_t(&ts[k++], "blk.%d.ffn_gate.weight", l, s.n_embd, s.n_ff);
@@ -270,7 +297,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     /* Types: norms F32, matrices the pure type or the mix's rule.  The rule's
        counters are per tensor kind, so this order (by layer) is llama.cpp's. */
     qp_model qm;
-    qp_model_init(&qm, "llama", s.n_layer, s.n_head, s.n_head_kv, 0);
+    qp_model_init(&qm, arch, s.n_layer, s.n_head, s.n_head_kv, 0);
     for (int i = 0; i < n_t; i++) qp_model_count(&qm, ts[i].name);
     qp_counters qc = {0};
     /* A pure grouped type: the matrices it cannot hold (token_embd, whole
@@ -325,22 +352,28 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         total += ts[i].nbytes;
     }
 
-    /* Metadata: what llama.cpp's converter writes for a Llama, plus the vocabulary. */
+    /* Metadata: what llama.cpp's converter writes for the architecture, plus the vocabulary. */
     char name[96];
     snprintf(name, sizeof name, "picolm-synth %s %s (random weights)", s.name, tname);
     const int ft = mix ? (qp_mix_repacked(mix) ? -1 : mix->ftype) : qp_pure_ftype(base); /* repacked mixes: no llama.cpp file type */
-    int bad = gguf_writer_set_str(w, "general.architecture", "llama") || gguf_writer_set_str(w, "general.name", name) ||
-              gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s.n_ctx) ||
-              gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s.n_embd) ||
-              gguf_writer_set_u32(w, "llama.block_count", (uint32_t)s.n_layer) ||
-              gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)s.n_ff) ||
-              gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hd) ||
-              gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)s.n_head) ||
-              gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)s.n_head_kv) ||
-              set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) || set_f32(w, "llama.rope.freq_base", 10000.0f) ||
-              gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)s.n_vocab) ||
+    char key[96];
+#define KEY(k) (snprintf(key, sizeof key, "%s." k, arch), key)
+    int bad = gguf_writer_set_str(w, "general.architecture", arch) || gguf_writer_set_str(w, "general.name", name) ||
+              gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s.n_ctx) ||
+              gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s.n_embd) ||
+              gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s.n_layer) ||
+              gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s.n_ff) ||
+              gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd) ||
+              gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s.n_head) ||
+              gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s.n_head_kv) ||
+              (s.head_dim && (gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd) ||
+                              gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd))) ||
+              set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s.rms_eps > 0 ? s.rms_eps : 1e-5f) ||
+              set_f32(w, KEY("rope.freq_base"), s.rope_base > 0 ? s.rope_base : 10000.0f) ||
+              gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)s.n_vocab) ||
               (ft >= 0 && gguf_writer_set_u32(w, "general.file_type", (uint32_t)ft)) ||
               gguf_writer_set_u32(w, "general.quantization_version", 2) || write_vocab(w, s.n_vocab);
+#undef KEY
     for (int i = 0; !bad && i < n_t; i++)
         bad = gguf_writer_add_tensor(w, ts[i].name, strlen(ts[i].name), ts[i].n_dims, ts[i].ne, ts[i].type, ts[i].nbytes);
     if (bad) { pl_fail(err, errlen, "out of memory building the header"); goto done; }
@@ -375,7 +408,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         const stensor *t = &ts[i];
         if (t->norm) {
             float *x = (float *)buf;
-            for (int64_t j = 0; j < t->ne[0]; j++) x[j] = 1.0f;
+            for (int64_t j = 0; j < t->ne[0]; j++) x[j] = t->fill;
         } else {
             const picolm_format *f = d->types[t->type].fmt;
             const int g = dispatch_row_group(d, t->type);
@@ -391,10 +424,10 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         if (gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
         done_bytes += t->nbytes;
         /* progress: the big non-layer tensors and each finished layer */
-        if (progress && (i < 3 ? !t->norm : (i - 3) % 9 == 8)) {
+        if (progress && (i < n_top ? !t->norm : (i - n_top) % per_layer == per_layer - 1)) {
             char what[64];
-            if (i < 3) snprintf(what, sizeof what, "%s", t->name);
-            else snprintf(what, sizeof what, "layer %d/%d", (i - 3) / 9 + 1, s.n_layer);
+            if (i < n_top) snprintf(what, sizeof what, "%s", t->name);
+            else snprintf(what, sizeof what, "layer %d/%d", (i - n_top) / per_layer + 1, s.n_layer);
             fprintf(progress, "synth: %-20s %3.0f%%  %7.1f MB  %5.1f s\n", what, 100.0 * done_bytes / total, done_bytes / 1e6,
                     pl_now() - t0);
         }

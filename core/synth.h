@@ -1,6 +1,7 @@
 /*
- * Random-weight model synthesis: writes a real Llama GGUF of a named shape
- * ("tinyllama", "tiny", ...) and weight type (any weight format a loaded
+ * Random-weight model synthesis: writes a real GGUF of a named shape
+ * ("tinyllama", "qwen2.5-0.5b", ..., in its architecture: llama, qwen2 with
+ * q/k/v biases, qwen3 with q/k head norms) and weight type (any weight format a loaded
  * format plugin can quantize to, for every matrix, or a llama.cpp mix that
  * is not a format name -- Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M -- with the
  * per-tensor rule of quant_policy.h), with a minimal SentencePiece-style
@@ -21,6 +22,11 @@ struct threadpool;
 typedef struct synth_shape {
     const char *name;
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    const char *arch;      /* NULL: "llama"; else an architecture of core/model.c's table */
+    int head_dim;          /* 0: n_embd / n_head */
+    int tied;              /* no output.weight: token_embd is the output too */
+    int rope_freqs;        /* a rope_freqs.weight (Llama 3.1+; all ones) */
+    float rope_base, rms_eps; /* 0: 10000, 1e-5 */
 } synth_shape;
 
 /* The built-in shapes, terminated by an entry with name == NULL. */

@@ -1,5 +1,7 @@
 /*
- * SentencePiece BPE tokenizer, equal to llama.cpp's llm_tokenizer_spm:
+ * Two tokenizers over one vocabulary layout, equal to llama.cpp's.
+ *
+ * SentencePiece BPE ("llama", llm_tokenizer_spm):
  *   1. split the input around special-token texts (tokenizer_st_partition):
  *      longest texts first, leftmost non-overlapping matches;
  *   2. each text fragment gets a " " prefix when add_space_prefix is set and
@@ -8,8 +10,21 @@
  *   4. repeatedly merge the adjacent pair whose concatenation is a token of
  *      highest score (ties: leftmost), via a binary heap with lazy deletion;
  *   5. symbols that are not tokens become <0xHH> byte tokens (else <unk>).
+ *
+ * Byte-level BPE ("gpt2", llm_tokenizer_bpe):
+ *   1. the same special-token partition;
+ *   2. each text fragment is cut into words by the pre-tokenizer that
+ *      tokenizer.ggml.pre names (core/unicode.c), and every byte of a word
+ *      is written as its GPT-2 code point;
+ *   3. per word, repeatedly merge the adjacent pair of lowest rank in
+ *      tokenizer.ggml.merges (ties: leftmost), with the same heap; Llama 3
+ *      ("ignore_merges") first takes a word that is a token as a whole;
+ *   4. a symbol that is not a token falls back to its single bytes that are.
+ * Both also find the end-of-generation tokens and the control-looking
+ * tokens by llama.cpp's rules (find_roles).
  */
 #include "tokenizer.h"
+#include "unicode.h"
 #include "util.h"
 
 #include <limits.h>
@@ -21,6 +36,10 @@
 #define TOK_MAX_INPUT ((size_t)256 << 20)
 #define TOK_MAX_VOCAB (1 << 24)
 
+/* hash table entry: the id and the hash's high bits (most probes of a
+   miss or a collision end without touching the text) */
+typedef struct { int32_t id; uint32_t tag; } slot;
+
 struct tokenizer {
     int32_t n_vocab;
     char *text;          /* all token texts, back to back */
@@ -28,7 +47,7 @@ struct tokenizer {
     float *score;
     int32_t *type;
     uint8_t *rstrip;     /* per token: eat whitespace after it (phi-3) */
-    int32_t *ht;         /* open addressing: token ids, -1 = empty */
+    slot *ht;            /* open addressing: token ids, -1 = empty */
     size_t ht_mask;
     size_t max_len;      /* longest token text */
     int32_t byte_tok[256];
@@ -40,14 +59,35 @@ struct tokenizer {
     const char **piece_ptr;
     uint32_t *piece_len;
     picolm_vocab vocab;
+    int32_t *eog;        /* end-of-generation ids, ascending */
+    int32_t n_eog;
+    /* byte-level BPE only */
+    int is_bpe;
+    pretok_kind pre;
+    int ignore_merges, clean_spaces;
+    char byte_enc[256][2]; /* GPT-2 code point of each byte, as UTF-8 */
+    uint8_t byte_enc_len[256];
+    char *merge_text;    /* "left right" texts back to back; rank = index */
+    size_t *merge_off;   /* n_merges + 1 offsets */
+    uint32_t *merge_sp;  /* where the separating space is */
+    slot *mht;           /* open addressing over (left, right): merge ranks */
+    size_t mht_mask;
+    int32_t n_merges;
 };
 
 /* ------------------------------------------------------------------------ */
 
+/* murmur3's finalizer: every input bit reaches the low bits the tables use */
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 1099511628211ull; }
-    return h ^ (h >> 29);
+    return mix64(h);
 }
 
 static inline const char *tok_text(const tokenizer *t, int32_t id, size_t *n) {
@@ -57,9 +97,11 @@ static inline const char *tok_text(const tokenizer *t, int32_t id, size_t *n) {
 
 int32_t tokenizer_find(const tokenizer *t, const char *s, size_t n) {
     if (!t || (!s && n) || n > t->max_len) return -1;
-    for (size_t i = hash_bytes(s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
-        int32_t id = t->ht[i];
+    const uint64_t h = hash_bytes(s, n);
+    for (size_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t id = t->ht[i].id;
         if (id < 0) return -1;
+        if (t->ht[i].tag != (uint32_t)(h >> 32)) continue;
         size_t m;
         const char *p = tok_text(t, id, &m);
         if (m == n && memcmp(p, s, n) == 0) return id;
@@ -70,12 +112,15 @@ int32_t tokenizer_find(const tokenizer *t, const char *s, size_t n) {
 static void ht_insert(tokenizer *t, int32_t id) {
     size_t n;
     const char *s = tok_text(t, id, &n);
-    for (size_t i = hash_bytes(s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
-        int32_t o = t->ht[i];
-        if (o < 0) { t->ht[i] = id; return; }
+    const uint64_t h = hash_bytes(s, n);
+    const slot sl = { id, (uint32_t)(h >> 32) };
+    for (size_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t o = t->ht[i].id;
+        if (o < 0) { t->ht[i] = sl; return; }
+        if (t->ht[i].tag != sl.tag) continue;
         size_t m;
         const char *p = tok_text(t, o, &m);
-        if (m == n && memcmp(p, s, n) == 0) { t->ht[i] = id; return; }
+        if (m == n && memcmp(p, s, n) == 0) { t->ht[i] = sl; return; }
     }
 }
 
@@ -121,7 +166,8 @@ void tokenizer_free(tokenizer *t) {
     if (!t) return;
     free(t->text); free(t->text_off); free(t->score); free(t->type);
     free(t->rstrip); free(t->ht); free(t->special); free(t->piece);
-    free(t->piece_ptr); free(t->piece_len);
+    free(t->piece_ptr); free(t->piece_len); free(t->eog);
+    free(t->merge_text); free(t->merge_off); free(t->merge_sp); free(t->mht);
     free(t);
 }
 
@@ -181,6 +227,258 @@ static int cmp_special(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Byte-level BPE: pre-tokenizer names and merges                             */
+/* ------------------------------------------------------------------------ */
+
+/* tokenizer.ggml.pre -> regex family and llama.cpp's per-name flags
+   (llama_vocab::impl::load).  Names whose llama.cpp handling needs more than
+   these (other regexes, separator tokens, lstrip) are not listed: an
+   unknown name is an error, never a silent fallback. */
+typedef struct { const char *name; pretok_kind kind; uint8_t ignore_merges, add_bos, clean_spaces; } pre_info;
+static const pre_info pre_table[] = {
+    { "default", PRETOK_DEFAULT, 0, 0, 1 },
+    { "llama3", PRETOK_LLAMA3, 1, 1, 1 }, { "llama-v3", PRETOK_LLAMA3, 1, 1, 1 }, { "llama-bpe", PRETOK_LLAMA3, 1, 1, 1 },
+    { "falcon3", PRETOK_LLAMA3, 1, 1, 1 }, { "falcon-h1", PRETOK_LLAMA3, 1, 1, 1 }, { "pixtral", PRETOK_LLAMA3, 1, 1, 1 },
+    { "midm-2.0", PRETOK_LLAMA3, 1, 1, 1 }, { "lfm2", PRETOK_LLAMA3, 1, 1, 1 },
+    { "dbrx", PRETOK_LLAMA3, 0, 0, 1 }, { "smaug-bpe", PRETOK_LLAMA3, 0, 0, 1 },
+    { "gpt-2", PRETOK_GPT2, 0, 0, 1 }, { "phi-2", PRETOK_GPT2, 0, 0, 1 }, { "jina-es", PRETOK_GPT2, 0, 0, 1 },
+    { "jina-de", PRETOK_GPT2, 0, 0, 1 }, { "gigachat", PRETOK_GPT2, 0, 0, 1 }, { "a.x-4.0", PRETOK_GPT2, 0, 0, 1 },
+    { "mellum", PRETOK_GPT2, 0, 0, 1 }, { "exaone4", PRETOK_GPT2, 0, 0, 1 }, { "mpt", PRETOK_GPT2, 0, 0, 1 },
+    { "olmo", PRETOK_GPT2, 0, 0, 1 }, { "jais", PRETOK_GPT2, 0, 0, 1 }, { "trillion", PRETOK_GPT2, 0, 0, 0 },
+    { "granite-docling", PRETOK_GPT2, 0, 0, 0 },
+    { "qwen2", PRETOK_QWEN2, 0, 0, 0 }, { "deepseek-r1-qwen", PRETOK_QWEN2, 0, 0, 0 }, { "kormo", PRETOK_QWEN2, 0, 0, 0 },
+    { "hunyuan", PRETOK_QWEN2, 0, 0, 0 }, { "megrez", PRETOK_QWEN2, 0, 0, 1 }, { "stablelm2", PRETOK_QWEN2, 0, 0, 1 },
+    { "smollm", PRETOK_SMOLLM, 0, 0, 0 }, { "command-r", PRETOK_SMOLLM, 0, 0, 0 }, { "starcoder", PRETOK_SMOLLM, 0, 0, 1 },
+    { "refact", PRETOK_SMOLLM, 0, 0, 1 }, { "codeshell", PRETOK_SMOLLM, 0, 0, 1 }, { "exaone", PRETOK_SMOLLM, 0, 0, 1 },
+    { "minerva-7b", PRETOK_SMOLLM, 0, 0, 1 },
+};
+
+/* the n strings back to back in blob; off[0..n] their offsets */
+static void pack_strs(const gguf_str *v, uint64_t n, char *blob, size_t *off) {
+    size_t o = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        off[i] = o;
+        if (v[i].len) memcpy(blob + o, v[i].ptr, v[i].len);
+        o += v[i].len;
+    }
+    off[n] = o;
+}
+
+static inline uint64_t pair_hash(const char *l, size_t ln, const char *r, size_t rn) {
+    return mix64(hash_bytes(l, ln) * 0x9E3779B97F4A7C15ull + hash_bytes(r, rn));
+}
+
+/* rank of the merge (l, r), or -1 */
+static int32_t merge_rank(const tokenizer *t, const char *l, size_t ln, const char *r, size_t rn) {
+    const uint64_t h = pair_hash(l, ln, r, rn);
+    for (size_t i = h & t->mht_mask;; i = (i + 1) & t->mht_mask) {
+        int32_t m = t->mht[i].id;
+        if (m < 0) return -1;
+        if (t->mht[i].tag != (uint32_t)(h >> 32)) continue;
+        const char *p = t->merge_text + t->merge_off[m];
+        size_t sp = t->merge_sp[m], len = t->merge_off[m + 1] - t->merge_off[m];
+        if (sp == ln && len - sp - 1 == rn && !memcmp(p, l, ln) && !memcmp(p + sp + 1, r, rn)) return m;
+    }
+}
+
+/* The pre-tokenizer, llama.cpp's defaults that follow from it, the byte map
+   and the merges ("left right", split at the first space after the first
+   byte; a repeated pair keeps its first rank). */
+static int build_bpe(tokenizer *t, const gguf_file *f, char *err, size_t errlen) {
+    gguf_str pre = { 0 };
+    const gguf_kv *kv_pre = gguf_find_kv(f, "tokenizer.ggml.pre");
+    if (kv_pre && gguf_get_str(f, "tokenizer.ggml.pre", &pre) != 0)
+        return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.pre is not a string");
+    const pre_info *pi = kv_pre ? NULL : &pre_table[0]; /* absent: "default", as llama.cpp */
+    for (size_t i = 0; !pi && i < sizeof pre_table / sizeof pre_table[0]; i++)
+        if (gguf_str_eq(pre, pre_table[i].name)) pi = &pre_table[i];
+    if (!pi)
+        return pl_fail(err, errlen, "tokenizer: unknown pre-tokenizer tokenizer.ggml.pre = \"%.*s\" (known: llama3, llama-bpe, qwen2, gpt-2, smollm, default, ...)",
+                       (int)(pre.len > 60 ? 60 : pre.len), pre.ptr);
+    t->is_bpe = 1;
+    t->pre = pi->kind;
+    t->ignore_merges = pi->ignore_merges;
+    t->add_bos = pi->add_bos;
+    t->clean_spaces = pi->clean_spaces;
+    for (int b = 0; b < 256; b++) t->byte_enc_len[b] = (uint8_t)utf8_encode(gpt2_byte_to_cp((uint8_t)b), t->byte_enc[b]);
+
+    const gguf_kv *kv = gguf_find_kv(f, "tokenizer.ggml.merges");
+    if (!kv) return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.merges is missing (a \"gpt2\" vocabulary needs its BPE merges)");
+    if (kv->type != GGUF_ARRAY || kv->v.arr.type != GGUF_STRING || (kv->v.arr.n && !kv->v.arr.strs))
+        return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.merges is not an array of strings");
+    uint64_t n = kv->v.arr.n;
+    if (n > TOK_MAX_VOCAB) return pl_fail(err, errlen, "tokenizer: %llu merges is more than the %d supported", (unsigned long long)n, TOK_MAX_VOCAB);
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        gguf_str m = kv->v.arr.strs[i];
+        if ((m.len && !m.ptr) || m.len > 65536) return pl_fail(err, errlen, "tokenizer: merge %llu is malformed", (unsigned long long)i);
+        total += m.len;
+    }
+    size_t hs = 1;
+    while (hs < 2 * n + 2) hs <<= 1;
+    t->merge_text = malloc(total ? total : 1);
+    t->merge_off = malloc((n + 1) * sizeof *t->merge_off);
+    t->merge_sp = malloc((n ? n : 1) * sizeof *t->merge_sp);
+    t->mht = malloc(hs * sizeof *t->mht);
+    if (!t->merge_text || !t->merge_off || !t->merge_sp || !t->mht)
+        return pl_fail(err, errlen, "tokenizer: out of memory for %llu merges", (unsigned long long)n);
+    memset(t->mht, 0xff, hs * sizeof *t->mht);
+    t->mht_mask = hs - 1;
+    t->n_merges = (int32_t)n;
+    pack_strs(kv->v.arr.strs, n, t->merge_text, t->merge_off);
+    for (uint64_t i = 0; i < n; i++) {
+        gguf_str m = kv->v.arr.strs[i];
+        const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
+        t->merge_sp[i] = sp ? (uint32_t)(sp - m.ptr) : 0;
+        if (!sp) continue; /* llama.cpp ranks it as ("", ""): it can never apply */
+        size_t ln = (size_t)(sp - m.ptr), rn = m.len - ln - 1;
+        /* insert unless the pair is there already (one probe walk) */
+        const uint64_t h = pair_hash(m.ptr, ln, sp + 1, rn);
+        size_t k = h & t->mht_mask;
+        for (; t->mht[k].id >= 0; k = (k + 1) & t->mht_mask) {
+            int32_t o = t->mht[k].id;
+            if (t->mht[k].tag == (uint32_t)(h >> 32) && t->merge_sp[o] == ln &&
+                t->merge_off[o + 1] - t->merge_off[o] == m.len && !memcmp(t->merge_text + t->merge_off[o], m.ptr, m.len))
+                break;
+        }
+        if (t->mht[k].id < 0) t->mht[k] = (slot){ (int32_t)i, (uint32_t)(h >> 32) };
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Control-looking tokens and the end-of-generation set (llama.cpp's rules)   */
+/* ------------------------------------------------------------------------ */
+
+/* llama.cpp finds these roles by text when the file gives no id, and makes
+   every token it finds a control token (so plain text never matches it and
+   it decodes to nothing). */
+static const char *const eot_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+    "<|end_of_text|>", "<EOT>", "_<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+    "<end_of_utterance>", NULL };
+static const char *const eom_texts[] = { "<|eom_id|>", NULL };
+static const char *const fim_pre_texts[] = { "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", NULL };
+static const char *const fim_suf_texts[] = { "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>", "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", NULL };
+static const char *const fim_mid_texts[] = { "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", NULL };
+static const char *const fim_pad_texts[] = { "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL };
+static const char *const fim_rep_texts[] = { "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL };
+static const char *const fim_sep_texts[] = { "<|file_sep|>", NULL };
+static const char *const eog_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", NULL };
+/* gpt-oss: always rendered */
+static const char *const shown_texts[] = { "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL };
+
+static int32_t find_str(const tokenizer *t, const char *s) { return tokenizer_find(t, s, strlen(s)); }
+
+/* The role's id from its key, else the first of its texts in the vocabulary
+   (llama.cpp takes whichever its hash map yields first; here: the lowest
+   id), made a control token.  -1 when neither. */
+static int32_t find_role(tokenizer *t, const gguf_file *f, const char *key, const char *key_old, const char *const *texts) {
+    int32_t id = -1;
+    char tmp[8]; /* a bad id is ignored, as llama.cpp only warns */
+    if (get_id(f, key, t->n_vocab, &id, tmp, sizeof tmp)) id = -1;
+    if (id < 0 && key_old && get_id(f, key_old, t->n_vocab, &id, tmp, sizeof tmp)) id = -1;
+    if (id >= 0) return id;
+    for (size_t k = 0; texts[k]; k++) {
+        int32_t c = find_str(t, texts[k]);
+        if (c >= 0 && (id < 0 || c < id)) id = c;
+    }
+    if (id >= 0) t->type[id] = TOKEN_TYPE_CONTROL;
+    return id;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int find_roles(tokenizer *t, const gguf_file *f) {
+    int32_t eot = find_role(t, f, "tokenizer.ggml.eot_token_id", NULL, eot_texts);
+    int32_t eom = find_role(t, f, "tokenizer.ggml.eom_token_id", NULL, eom_texts);
+    find_role(t, f, "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id", fim_pre_texts);
+    find_role(t, f, "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id", fim_suf_texts);
+    find_role(t, f, "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id", fim_mid_texts);
+    int32_t cand[64];
+    int n = 0;
+    cand[n++] = find_role(t, f, "tokenizer.ggml.fim_pad_token_id", NULL, fim_pad_texts);
+    cand[n++] = find_role(t, f, "tokenizer.ggml.fim_rep_token_id", NULL, fim_rep_texts);
+    cand[n++] = find_role(t, f, "tokenizer.ggml.fim_sep_token_id", NULL, fim_sep_texts);
+    for (size_t k = 0; eog_texts[k]; k++) {
+        int32_t id = find_str(t, eog_texts[k]);
+        if (id >= 0) t->type[id] = TOKEN_TYPE_CONTROL;
+        cand[n++] = id;
+    }
+    for (size_t k = 0; shown_texts[k]; k++) {
+        int32_t id = find_str(t, shown_texts[k]);
+        if (id >= 0) t->type[id] = TOKEN_TYPE_USER_DEFINED;
+    }
+    cand[n++] = t->eos;
+    cand[n++] = eot;
+    cand[n++] = eom;
+    /* o200k_harmony: with <|return|> and <|call|>, <|end|> is not the end */
+    int32_t ret = find_str(t, "<|return|>"), call = find_str(t, "<|call|>"), end = find_str(t, "<|end|>");
+    if (ret >= 0 && call >= 0 && end >= 0) {
+        for (int i = 0; i < n; i++) if (cand[i] == end) cand[i] = -1;
+        t->type[end] = TOKEN_TYPE_USER_DEFINED;
+    }
+    t->eog = malloc(sizeof cand);
+    if (!t->eog) return -1;
+    for (int i = 0; i < n; i++) if (cand[i] >= 0) t->eog[t->n_eog++] = cand[i];
+    qsort(t->eog, (size_t)t->n_eog, sizeof *t->eog, cmp_i32);
+    int32_t m = 0; /* unique */
+    for (int32_t i = 0; i < t->n_eog; i++) if (m == 0 || t->eog[m - 1] != t->eog[i]) t->eog[m++] = t->eog[i];
+    t->n_eog = m;
+    return 0;
+}
+
+/* Decoded bytes of token i (llama.cpp's token_to_piece with special =
+   false) into d when it fits in room, else only counted: control, unknown, unused
+   and undefined tokens give nothing, user-defined ones their text; SPM:
+   U+2581 -> ' ', <0xHH> -> the byte; BPE: each code point -> its byte, and
+   one outside the byte map becomes llama.cpp's "[UNK_BYTE_0x..<text>]". */
+static size_t piece_of(const tokenizer *t, int32_t i, char *d, size_t room) {
+    size_t len, m = 0;
+    const char *s = tok_text(t, i, &len);
+    const int32_t ty = t->type[i];
+    /* decoding only shrinks a token, except for the rare marker below */
+    if (room < len + 1) { d = NULL; room = 0; }
+    if (ty == TOKEN_TYPE_USER_DEFINED) { if (d) memcpy(d, s, len); return len; }
+    if (ty == TOKEN_TYPE_BYTE && !t->is_bpe) { if (d) d[0] = (char)parse_byte_token(s, len); return 1; }
+    if (ty != TOKEN_TYPE_NORMAL) return 0;
+    for (size_t j = 0; j < len;) {
+        if (!t->is_bpe) {
+            int sp = j + 3 <= len && memcmp(s + j, "\xE2\x96\x81", 3) == 0;
+            if (d) d[m] = sp ? ' ' : s[j];
+            m++;
+            j += sp ? 3 : 1;
+            continue;
+        }
+        uint32_t cp;
+        size_t k = utf8_decode_lenient((const unsigned char *)s + j, len - j, &cp);
+        int b = gpt2_cp_to_byte(cp);
+        if (b >= 0) {
+            if (d) d[m] = (char)b;
+            m++;
+        } else {
+            char mark[32];
+            int ml = snprintf(mark, sizeof mark, "[UNK_BYTE_0x");
+            for (size_t q = 0; q < k; q++) ml += snprintf(mark + ml, sizeof mark - (size_t)ml, "%02x", (uint8_t)s[j + q]);
+            if (d && m + (size_t)ml + len + 1 <= room) {
+                memcpy(d + m, mark, (size_t)ml); memcpy(d + m + ml, s, len); d[m + (size_t)ml + len] = ']';
+            } else {
+                d = NULL; /* too long for room: count on */
+            }
+            m += (size_t)ml + len + 1;
+        }
+        j += k;
+    }
+    return m;
+}
+
 int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
     char dummy[1];
     if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
@@ -193,13 +491,15 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
     int r = gguf_get_str(f, "tokenizer.ggml.model", &model);
     if (r == -1) return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.model is missing (no vocabulary in this file)");
     if (r != 0) return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.model is not a string");
-    if (!gguf_str_eq(model, "llama")) {
-        return pl_fail(err, errlen, "tokenizer: unsupported tokenizer model \"%.*s\" (only \"llama\", SentencePiece, is supported)",
+    const int is_bpe = gguf_str_eq(model, "gpt2");
+    if (!is_bpe && !gguf_str_eq(model, "llama")) {
+        return pl_fail(err, errlen, "tokenizer: unsupported tokenizer model \"%.*s\" (supported: \"llama\", SentencePiece, and \"gpt2\", byte-level BPE)",
                  (int)(model.len > 40 ? 40 : model.len), model.ptr);
     }
 
     t = calloc(1, sizeof *t);
     if (!t) return pl_fail(err, errlen, "tokenizer: out of memory");
+    if (is_bpe && build_bpe(t, f, err, errlen)) goto fail;
 
     uint64_t n = 0, ns = 0, nt = 0;
     const gguf_kv *kv_tok = gguf_find_kv(f, "tokenizer.ggml.tokens");
@@ -251,18 +551,14 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
     t->piece_ptr = malloc(n * sizeof *t->piece_ptr);
     t->piece_len = malloc(n * sizeof *t->piece_len);
     t->special = malloc(n * sizeof *t->special);
-    t->piece = malloc(total ? total : 1); /* decoding never grows a token */
     if (!t->text || !t->text_off || !t->score || !t->type || !t->rstrip || !t->ht ||
-        !t->piece_ptr || !t->piece_len || !t->special || !t->piece)
+        !t->piece_ptr || !t->piece_len || !t->special)
         FAIL("tokenizer: out of memory for %llu tokens", (unsigned long long)n);
     memset(t->ht, 0xff, ht_size * sizeof *t->ht);
 
-    size_t off = 0;
+    pack_strs(kv_tok->v.arr.strs, n, t->text, t->text_off);
     for (uint64_t i = 0; i < n; i++) {
         gguf_str s = kv_tok->v.arr.strs[i];
-        t->text_off[i] = off;
-        if (s.len) memcpy(t->text + off, s.ptr, s.len);
-        off += s.len;
         if (s.len > t->max_len) t->max_len = s.len;
         float sc = 0.0f;
         if (kv_sc) memcpy(&sc, kv_sc->v.arr.data + 4 * i, 4);
@@ -276,13 +572,13 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
             FAIL("tokenizer: token %llu has type BYTE but its text is not <0xHH>", (unsigned long long)i);
         t->type[i] = ty;
     }
-    t->text_off[n] = off;
     for (int32_t i = 0; i < t->n_vocab; i++) ht_insert(t, i);
 
-    /* special ids: llama.cpp's SPM defaults, then the metadata */
-    t->unk = n > 0 ? 0 : -1;
-    t->bos = n > 1 ? 1 : -1;
-    t->eos = n > 2 ? 2 : -1;
+    /* special ids: llama.cpp's defaults for SPM (unk 0, BOS 1, EOS 2) and for
+       BPE (BOS = EOS = 11, no unk), then the metadata */
+    t->unk = is_bpe ? -1 : 0;
+    t->bos = is_bpe ? (n > 11 ? 11 : -1) : (n > 1 ? 1 : -1);
+    t->eos = is_bpe ? (n > 11 ? 11 : -1) : (n > 2 ? 2 : -1);
     t->pad = -1;
     if (get_id(f, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos, err, errlen) ||
         get_id(f, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos, err, errlen) ||
@@ -295,7 +591,10 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
         if (get_id(f, "tokenizer.ggml.padding_token_id", t->n_vocab, &pad, tmp, sizeof tmp) == 0)
             t->pad = pad;
     }
-    t->add_bos = 1; t->add_eos = 0; t->add_space_prefix = 1;
+    /* BPE: add_bos as the pre-tokenizer's entry says (Llama 3: yes) */
+    if (!is_bpe) t->add_bos = 1;
+    t->add_eos = 0;
+    t->add_space_prefix = !is_bpe;
     if (get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err, errlen) ||
         get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err, errlen) ||
         get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, errlen))
@@ -309,6 +608,8 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
         if (id < 0) { buf[0] = (char)b; id = tokenizer_find(t, buf, 1); }
         t->byte_tok[b] = id;
     }
+
+    if (find_roles(t, f)) FAIL("tokenizer: out of memory");
 
     /* special-token partition candidates: control, user-defined and unknown
        tokens, longest text first (stable by id for equal lengths) */
@@ -343,33 +644,23 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
         }
     }
 
-    /* decoded pieces (llama.cpp token_to_piece with special = false) */
-    size_t po = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++) {
-        size_t len;
-        const char *s = tok_text(t, i, &len);
-        char *d = t->piece + po;
-        size_t m = 0;
-        switch (t->type[i]) {
-        case TOKEN_TYPE_NORMAL:
-            for (size_t j = 0; j < len;) {
-                if (j + 3 <= len && memcmp(s + j, "\xE2\x96\x81", 3) == 0) { d[m++] = ' '; j += 3; }
-                else d[m++] = s[j++];
-            }
-            break;
-        case TOKEN_TYPE_USER_DEFINED:
-            memcpy(d, s, len); m = len;
-            break;
-        case TOKEN_TYPE_BYTE:
-            d[m++] = (char)parse_byte_token(s, len);
-            break;
-        default: /* control, unknown, unused, undefined: nothing */
-            break;
+    /* decoded pieces: as long as the texts, unless a BPE token outside the
+       byte map needs its marker; then once more with the size counted */
+    size_t cap = total + 1, need = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        free(t->piece);
+        t->piece = malloc(cap);
+        if (!t->piece) FAIL("tokenizer: out of memory");
+        need = 0;
+        for (int32_t i = 0; i < t->n_vocab; i++) {
+            size_t room = need < cap ? cap - need : 0;
+            t->piece_len[i] = (uint32_t)piece_of(t, i, t->piece + (need < cap ? need : 0), room);
+            need += t->piece_len[i];
         }
-        t->piece_ptr[i] = d;
-        t->piece_len[i] = (uint32_t)m;
-        po += m;
+        if (need <= cap) break;
+        cap = need;
     }
+    for (size_t i = 0, po = 0; i < (size_t)t->n_vocab; po += t->piece_len[i], i++) t->piece_ptr[i] = t->piece + po;
 
     t->vocab.n_vocab = t->n_vocab;
     t->vocab.bos_id = t->bos;
@@ -451,55 +742,83 @@ static bigram heap_pop(spm_session *S) {
     return top;
 }
 
+/* A candidate merge of symbols l and r: SPM scores it by the merged token's
+   score, BPE by the pair's rank in the merges (lower first, so negated;
+   ranks < 2^24 are exact in a float). */
 static void try_add_bigram(spm_session *S, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     uint32_t size = S->len[l] + S->len[r];
-    int32_t id = tokenizer_find(S->t, S->s + S->pos[l], size);
-    if (id < 0) return;
-    bigram b = { S->t->score[id], l, r, size };
+    float score;
+    if (S->t->is_bpe) {
+        int32_t rank = merge_rank(S->t, S->s + S->pos[l], S->len[l], S->s + S->pos[r], S->len[r]);
+        if (rank < 0) return;
+        score = -(float)rank;
+    } else {
+        int32_t id = tokenizer_find(S->t, S->s + S->pos[l], size);
+        if (id < 0) return;
+        score = S->t->score[id];
+    }
+    bigram b = { score, l, r, size };
     heap_push(S, b);
 }
 
-/* Tokenize one escaped fragment s[0..n) into out. */
-static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) {
-    static const uint8_t lead_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
-    if (n == 0) return 0;
-    spm_session S = { .t = t, .s = s };
-    S.prev = malloc(n * sizeof *S.prev);
-    S.next = malloc(n * sizeof *S.next);
-    S.pos = malloc(n * sizeof *S.pos);
-    S.len = malloc(n * sizeof *S.len);
+/* symbol arrays for words of up to n bytes */
+static int session_alloc(spm_session *S, const tokenizer *t, size_t n) {
+    *S = (spm_session){ .t = t };
+    if (n == 0) n = 1;
+    S->prev = malloc(n * sizeof *S->prev);
+    S->next = malloc(n * sizeof *S->next);
+    S->pos = malloc(n * sizeof *S->pos);
+    S->len = malloc(n * sizeof *S->len);
     /* input is capped at TOK_MAX_INPUT, so offsets and sizes fit 32 bits */
     /* n-1 initial pairs + at most 2 per merge (< n merges) */
-    S.heap = malloc(3 * n * sizeof *S.heap);
-    int rc = -1;
-    if (!S.prev || !S.next || !S.pos || !S.len || !S.heap) goto done;
+    S->heap = malloc(3 * n * sizeof *S->heap);
+    return S->prev && S->next && S->pos && S->len && S->heap ? 0 : -1;
+}
 
+static void session_free(spm_session *S) {
+    free(S->prev); free(S->next); free(S->pos); free(S->len); free(S->heap);
+}
+
+/* Split s[0..n) (n > 0) into UTF-8 characters (by lead byte only, like
+   llama.cpp) and merge the best pair until none is left. */
+static void merge_symbols(spm_session *S, const char *s, size_t n) {
+    static const uint8_t lead_len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
+    S->s = s;
+    S->nheap = 0;
     int32_t ns = 0;
     for (size_t o = 0; o < n;) {
         size_t l = lead_len[(uint8_t)s[o] >> 4];
         if (l > n - o) l = n - o;
-        S.pos[ns] = (uint32_t)o; S.len[ns] = (uint32_t)l;
-        S.prev[ns] = ns - 1;
+        S->pos[ns] = (uint32_t)o; S->len[ns] = (uint32_t)l;
+        S->prev[ns] = ns - 1;
         o += l;
-        S.next[ns] = o == n ? -1 : ns + 1;
+        S->next[ns] = o == n ? -1 : ns + 1;
         ns++;
     }
-    for (int32_t i = 1; i < ns; i++) try_add_bigram(&S, i - 1, i);
+    for (int32_t i = 1; i < ns; i++) try_add_bigram(S, i - 1, i);
 
-    while (S.nheap) {
-        bigram b = heap_pop(&S);
+    while (S->nheap) {
+        bigram b = heap_pop(S);
         int32_t l = b.left, r = b.right;
         /* stale: one side already merged away or grown */
-        if (S.len[l] == 0 || S.len[r] == 0 || S.len[l] + S.len[r] != b.size) continue;
-        S.len[l] += S.len[r];
-        S.len[r] = 0;
-        S.next[l] = S.next[r];
-        if (S.next[r] >= 0) S.prev[S.next[r]] = l;
-        try_add_bigram(&S, S.prev[l], l);
-        try_add_bigram(&S, l, S.next[l]);
+        if (S->len[l] == 0 || S->len[r] == 0 || S->len[l] + S->len[r] != b.size) continue;
+        S->len[l] += S->len[r];
+        S->len[r] = 0;
+        S->next[l] = S->next[r];
+        if (S->next[r] >= 0) S->prev[S->next[r]] = l;
+        try_add_bigram(S, S->prev[l], l);
+        try_add_bigram(S, l, S->next[l]);
     }
+}
 
+/* Tokenize one escaped fragment s[0..n) into out. */
+static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) {
+    if (n == 0) return 0;
+    spm_session S;
+    int rc = -1;
+    if (session_alloc(&S, t, n)) goto done;
+    merge_symbols(&S, s, n);
     /* every merged symbol is a token; only unmerged characters can miss */
     for (int32_t i = 0; i != -1; i = S.next[i]) {
         int32_t id = tokenizer_find(t, s + S.pos[i], S.len[i]);
@@ -512,7 +831,73 @@ static int spm_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
     }
     rc = 0;
 done:
-    free(S.prev); free(S.next); free(S.pos); free(S.len); free(S.heap);
+    session_free(&S);
+    return rc;
+}
+
+/* Byte-level BPE of one text fragment s[0..n) (n > 0) into out. */
+static int bpe_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) {
+    int rc = -1;
+    spm_session S = { 0 };
+    uint32_t *cps = malloc(n * sizeof *cps);
+    uint16_t *fl = malloc(n * sizeof *fl);
+    size_t *lens = malloc(n * sizeof *lens), *tmp = malloc(n * sizeof *tmp);
+    char *enc = NULL;
+    if (!cps || !fl || !lens || !tmp) goto done;
+    size_t nc = 0;
+    for (size_t o = 0; o < n; nc++) {
+        o += utf8_decode_lenient((const unsigned char *)s + o, n - o, &cps[nc]);
+        fl[nc] = ucd_flags(cps[nc]);
+    }
+    size_t nw = pretok_split(t->pre, cps, fl, nc, lens, tmp);
+
+    /* each word's UTF-8 bytes become GPT-2 code points (1-2 bytes each):
+       size the buffers for the longest */
+    size_t max_bytes = 0, max_enc = 0, c0 = 0;
+    for (size_t w = 0; w < nw; w++) {
+        size_t nb = 0, ne = 0;
+        for (size_t c = c0; c < c0 + lens[w]; c++) {
+            char u[4];
+            size_t k = utf8_encode(cps[c], u);
+            nb += k;
+            for (size_t q = 0; q < k; q++) ne += t->byte_enc_len[(uint8_t)u[q]];
+        }
+        if (nb > max_bytes) max_bytes = nb;
+        if (ne > max_enc) max_enc = ne;
+        c0 += lens[w];
+    }
+    enc = malloc(max_enc ? max_enc : 1);
+    if (!enc || session_alloc(&S, t, max_bytes)) goto done;
+    c0 = 0;
+    for (size_t w = 0; w < nw; w++) {
+        size_t m = 0;
+        for (size_t c = c0; c < c0 + lens[w]; c++) {
+            char u[4];
+            size_t k = utf8_encode(cps[c], u);
+            for (size_t q = 0; q < k; q++) {
+                uint8_t b = (uint8_t)u[q];
+                memcpy(enc + m, t->byte_enc[b], t->byte_enc_len[b]);
+                m += t->byte_enc_len[b];
+            }
+        }
+        c0 += lens[w];
+        int32_t id = t->ignore_merges ? tokenizer_find(t, enc, m) : -1;
+        if (id >= 0) { if (ivec_push(out, id)) goto done; continue; }
+        merge_symbols(&S, enc, m);
+        for (int32_t i = 0; i != -1; i = S.next[i]) {
+            id = tokenizer_find(t, enc + S.pos[i], S.len[i]);
+            if (id >= 0) { if (ivec_push(out, id)) goto done; continue; }
+            /* not a token: its single bytes that are tokens, as llama.cpp */
+            for (uint32_t j = 0; j < S.len[i]; j++) {
+                id = tokenizer_find(t, enc + S.pos[i] + j, 1);
+                if (id >= 0 && ivec_push(out, id)) goto done;
+            }
+        }
+    }
+    rc = 0;
+done:
+    session_free(&S);
+    free(cps); free(fl); free(lens); free(tmp); free(enc);
     return rc;
 }
 
@@ -598,6 +983,10 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
                 prev_special = 1;
                 continue;
             }
+            if (t->is_bpe) {
+                if (bpe_tokenize(t, text + fr.off, fr.len, &toks)) goto done;
+                continue;
+            }
             /* dummy prefix, then ' ' -> U+2581 */
             size_t m = 0;
             if (t->add_space_prefix && prev_special) { memcpy(buf, "\xE2\x96\x81", 3); m = 3; }
@@ -621,10 +1010,72 @@ done:
 
 /* ------------------------------------------------------------------------ */
 
+static size_t tokenizer_piece_len(const tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab ? t->piece_len[id] : 0;
+}
+
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return ""; }
     if (len) *len = t->piece_len[id];
     return t->piece_ptr[id];
+}
+
+/* llama.cpp's clean_up_tokenization_spaces, in place on s[0..n), pass by
+   pass as llama_vocab::impl::detokenize does it (each pass reads the
+   previous pass's text; the second writes a NUL after a removed space). */
+static size_t clean_spaces(char *text, size_t n) {
+    size_t total = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " ?", " !", " .", " ," */
+        const char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) total--;
+        text[total++] = x;
+    }
+    const size_t n2 = total;
+    total = n2 ? 1 : 0;
+    for (size_t i = 1; i < n2; i++) { /* " ' " -> "'" */
+        const char x = text[i];
+        if (x == '\'' && i + 1 < n2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            total--;
+            text[++i] = '\0';
+        }
+        text[total++] = x;
+    }
+    const size_t n3 = total;
+    total = n3 ? 1 : 0;
+    for (size_t i = 1; i < n3; i++) { /* " 's", " 'm", " 're", " 've" */
+        const char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < n3) {
+            const char x1 = text[i + 1];
+            if (x1 == 's' || x1 == 'm') total--;
+            else if (i + 2 < n3 && ((x1 == 'r' && text[i + 2] == 'e') || (x1 == 'v' && text[i + 2] == 'e'))) total--;
+        }
+        text[total++] = x;
+    }
+    return total;
+}
+
+int tokenizer_detokenize(const tokenizer *t, const int32_t *ids, int n, char *out, int cap) {
+    if (!t || n < 0 || (n && !ids) || cap < 0 || (cap && !out)) return -1;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += tokenizer_piece_len(t, ids[i]);
+    if (total > (size_t)INT_MAX) return -1;
+    char *buf = malloc(total ? total : 1);
+    if (!buf) return -1;
+    size_t m = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        const char *p = tokenizer_piece(t, ids[i], &l);
+        /* the first piece loses one leading space where a dummy prefix was added */
+        if (i == 0 && t->add_space_prefix && l && p[0] == ' ') { p++; l--; }
+        memcpy(buf + m, p, l);
+        m += l;
+    }
+    if (t->clean_spaces) m = clean_spaces(buf, m);
+    int rc = (int)m;
+    if (m > (size_t)cap) rc = -(int)m;
+    else memcpy(out, buf, m);
+    free(buf);
+    return rc;
 }
 
 const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len) {
@@ -645,6 +1096,25 @@ int32_t tokenizer_token_type(const tokenizer *t, int32_t id) {
     return (t && id >= 0 && id < t->n_vocab) ? t->type[id] : -1;
 }
 const picolm_vocab *tokenizer_vocab(const tokenizer *t) { return t ? &t->vocab : NULL; }
+int tokenizer_is_bpe(const tokenizer *t) { return t ? t->is_bpe : 0; }
+int tokenizer_clean_spaces(const tokenizer *t) { return t ? t->clean_spaces : 0; }
+
+int tokenizer_is_eog(const tokenizer *t, int32_t id) {
+    if (!t) return 0;
+    int32_t lo = 0, hi = t->n_eog; /* a handful of ids, ascending */
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (t->eog[mid] == id) return 1;
+        if (t->eog[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+int32_t tokenizer_eog_ids(const tokenizer *t, const int32_t **ids) {
+    if (ids) *ids = t ? t->eog : NULL;
+    return t ? t->n_eog : 0;
+}
 
 size_t utf8_complete_prefix(const char *buf, size_t len) {
     if (!buf) return 0;

@@ -1,16 +1,19 @@
 /* libFuzzer harness: tokenizer_encode / tokenizer_piece on arbitrary bytes.
    Vocabularies are built once: the repo's tiny-shakespeare model (1024 SPM
    tokens), tests/bad/good.gguf (300) and, when $PICOLM_SHARED is there, the
-   Llama-2 vocabulary (32000, with user-defined tokens).  The first input
-   byte picks the vocabulary and the flags; the rest is the text.
+   Llama-2 vocabulary (32000, with user-defined tokens) and the byte-level
+   BPE vocabularies of Llama 3 and Qwen2.  The first input byte picks the
+   vocabulary and the flags; the rest is the text.
    Checked: ids in range, the count protocol (cap 0 sizing, -needed), and,
-   without special parsing, that decoding gives the input back (with the
-   dummy-prefix space and U+2581 read as a space). */
+   without special parsing, that decoding gives the input back (SPM: with
+   the dummy-prefix space and U+2581 read as a space; BPE: with invalid
+   UTF-8 read as U+FFFD, as llama.cpp does). */
 #include "common.h"
 #include "gguf.h"
 #include "tokenizer.h"
+#include "unicode.h"
 
-static tokenizer *toks[3];
+static tokenizer *toks[5];
 static int n_toks;
 
 static void load(const char *path) {
@@ -28,8 +31,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     load("tests/bad/good.gguf");
     const char *sh = getenv("PICOLM_SHARED");
     char p[1024];
-    snprintf(p, sizeof p, "%s/reference/tokenizer/ggml-vocab-llama-spm.gguf", sh ? sh : "../shared");
-    load(p);
+    static const char *const shared[] = { "llama-spm", "llama-bpe", "qwen2" };
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) {
+        snprintf(p, sizeof p, "%s/reference/tokenizer/ggml-vocab-%s.gguf", sh ? sh : "../shared", shared[i]);
+        load(p);
+    }
     if (!n_toks) { fprintf(stderr, "fuzz-tokenizer: no vocabulary (run from the repo root)\n"); abort(); }
     return 0;
 }
@@ -60,7 +66,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(out + out_len, p, pl);
         out_len += pl;
     }
-    if (!special && tokenizer_unk(t) >= 0) {
+    if (!special && tokenizer_is_bpe(t)) {
+        /* lossless: every byte is a token (GPT-2 byte map); invalid UTF-8
+           is read as U+FFFD before that */
+        char *exp = malloc(len * 3 + 16);
+        size_t el = 0;
+        for (size_t i = 0; i < len;) {
+            uint32_t cp;
+            i += utf8_decode_lenient((const unsigned char *)text + i, len - i, &cp);
+            el += utf8_encode(cp, exp + el);
+        }
+        FUZZ_ASSERT(out_len == el && !memcmp(out, exp, el), "BPE round trip differs (%zu vs %zu bytes)", out_len, el);
+        free(exp);
+    } else if (!special && tokenizer_unk(t) >= 0) {
         /* lossless round trip, modulo the dummy prefix and U+2581 -> ' ' */
         char *exp = malloc(len + 2);
         size_t el = 0;

@@ -20,7 +20,11 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-static void run_model(const char *shared, const char *name, const char *backend) {
+/* greedy_exact: 1 = the continuation must equal the reference's token for
+   token; 2 = or leave it only at a near-tie: where our best logit is ahead
+   of the reference's token by at most 0.05 standard deviations of the
+   logits (half the nRMSE limit: a difference the tolerances allow) */
+static void run_model(const char *shared, const char *name, const char *backend, int greedy_exact) {
     char path[1024], tp[1024], lp[1024], gp[1024], err[1024];
     snprintf(path, sizeof path, "%s/models/%s.gguf", shared, name);
     snprintf(tp, sizeof tp, "%s/reference/logits/%s.tokens.i32", shared, name);
@@ -48,23 +52,42 @@ static void run_model(const char *shared, const char *name, const char *backend)
     const double lim = is_f ? 0.01 : strstr(name, "-bf16") ? 0.03 : 0.10;
     CHECK(r.nrmse_max <= lim, "%s: nRMSE max %.4f <= %.2f", name, r.nrmse_max, lim);
     CHECK(r.kl_mean <= 1e-3, "%s: mean KL %.2e <= 1e-3 (top-1 agreement %.1f%%)", name, r.kl_mean, r.top1 * 100);
+    printf("info: %s: nRMSE max %.4f, mean KL %.2e, top-1 %.1f%%\n", name, r.nrmse_max, r.kl_mean, r.top1 * 100);
 
     /* greedy continuation from the reference prompt */
     int32_t eos = -1;
     uint32_t ev;
     if (!gguf_get_u32(&e->model.gguf, "tokenizer.ggml.eos_token_id", &ev)) eos = (int32_t)ev;
     int same = 0, first_diff = -1;
+    float margin = 0;
     int32_t tok = argmax(c.logits, nv);
     for (int i = 0; i < ng; i++) {
         if (tok == greedy[i]) same++;
-        else if (first_diff < 0) first_diff = i;
+        else if (first_diff < 0) {
+            /* where a continuation leaves the reference: how near a tie it was */
+            first_diff = i;
+            /* in units of the logits' spread there, the scale nRMSE uses */
+            double mean = 0, var = 0;
+            for (int v = 0; v < nv; v++) mean += c.logits[v];
+            mean /= nv;
+            for (int v = 0; v < nv; v++) var += (c.logits[v] - mean) * (c.logits[v] - mean);
+            const double sd = sqrt(var / nv);
+            margin = greedy[i] >= 0 && greedy[i] < nv ? (c.logits[tok] - c.logits[greedy[i]]) / sd : INFINITY;
+            printf("info: %s: greedy token %d: ours %d (logit %.5f), reference %d (logit %.5f here): margin %.5f = %.4f std\n", name, i, tok,
+                   c.logits[tok], greedy[i], greedy[i] >= 0 && greedy[i] < nv ? c.logits[greedy[i]] : NAN,
+                   greedy[i] >= 0 && greedy[i] < nv ? c.logits[tok] - c.logits[greedy[i]] : NAN, margin);
+        }
         if (tok == eos || first_diff >= 0) break;
         if (getenv("PICOLM_TEST_DEBUG")) printf("debug: %d: %d\n", i, tok);
         if (llama_forward(&c, &tok, 1, NULL, err, sizeof err)) break;
         tok = argmax(c.logits, nv);
     }
-    if (strstr(name, "tiny-shakespeare-f32") || strstr(name, "tiny-shakespeare-f16") || strstr(name, "tiny-shakespeare-q8_0"))
+    if (greedy_exact == 1)
         CHECK(first_diff < 0 && same == ng, "%s: greedy continuation identical (%d/%d tokens)", name, same, ng);
+    else if (greedy_exact == 2)
+        CHECK((first_diff < 0 && same == ng) || margin <= 0.05f,
+              "%s: greedy continuation identical (%d/%d tokens) or leaving it at a near-tie (margin %.4f <= 0.05 std of the logits)", name,
+              same, ng, margin);
     else
         printf("info: %s: greedy continuation agrees for the first %d of %d tokens\n", name, same, ng);
 
@@ -93,6 +116,50 @@ out:
     free(toks);
     free(ref);
     free(greedy);
+}
+
+/* Far from the start (1383 tokens), where Llama 3's frequency scaling
+   matters: only the last 8 positions' logits are in the reference.  One
+   position at a time, as the reference was made, and in batches of 64. */
+static void long_context(const char *shared, const char *name, const char *backend) {
+    char path[1024], tp[1024], lp[1024], err[1024];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, name);
+    snprintf(tp, sizeof tp, "%s/reference/logits/%s.long.tokens.i32", shared, name);
+    snprintf(lp, sizeof lp, "%s/reference/logits/%s.long.logits.f32", shared, name);
+    size_t tn, ln;
+    int32_t *toks = tl_slurp(tp, &tn);
+    float *ref = tl_slurp(lp, &ln);
+    engine_opts o = {.model_path = path, .backend = backend, .threads = 2};
+    engine *e = toks && ref ? build_engine(&o, err, sizeof err) : NULL;
+    if (!e) { SKIP("%s.long: %s", name, toks && ref ? err : "reference files missing"); goto out; }
+    const int n = (int)(tn / 4), nv = e->model.hp.n_vocab, last = 8;
+    CHECK(ln == (size_t)last * nv * 4, "%s.long: reference holds the last %d of %d positions", name, last, n);
+    float *ours = malloc((size_t)last * nv * sizeof(float));
+    for (int batch = 1; batch <= 64 && ours && ln == (size_t)last * nv * 4; batch += 63) {
+        llama_ctx c;
+        int ok = !build_ctx(&c, &e->model, n, batch, KV_F16, e->pool, err, sizeof err);
+        for (int i = 0; ok && i < n - last; i += batch) {
+            const int k = n - last - i < batch ? n - last - i : batch;
+            ok = !llama_forward(&c, toks + i, k, NULL, err, sizeof err);
+        }
+        for (int i = n - last; ok && i < n; i++) {
+            ok = !llama_forward(&c, toks + i, 1, NULL, err, sizeof err);
+            memcpy(ours + (size_t)(i - n + last) * nv, c.logits, (size_t)nv * sizeof(float));
+        }
+        CHECK(ok, "%s.long: evaluates %d tokens in batches of %d (%s)", name, n, batch, ok ? "ok" : err);
+        if (ok) {
+            tl_logits_cmp r = tl_compare_logits(ours, ref, last, nv);
+            printf("info: %s.long (batch %d): nRMSE max %.4f, mean KL %.2e, top-1 %.1f%%\n", name, batch, r.nrmse_max, r.kl_mean, r.top1 * 100);
+            CHECK(r.nrmse_max <= 0.10 && r.kl_mean <= 1e-3, "%s.long, batch %d: last %d positions nRMSE max %.4f <= 0.10, mean KL %.2e <= 1e-3",
+                  name, batch, last, r.nrmse_max, r.kl_mean);
+        }
+        free_ctx(&c); /* safe after a failed build_ctx too: it leaves c zeroed */
+    }
+    free(ours);
+    free_engine(e);
+out:
+    free(toks);
+    free(ref);
 }
 
 /* All logits of the reference tokens, in chunks of `batch`, on `threads` threads. */
@@ -152,15 +219,31 @@ int main(void) {
     const char *shared = shared_dir("reference logits");
     if (!shared) return 0;
     const char *backend = getenv("PICOLM_BACKEND");
-    static const char *models[] = {
-        "tiny-shakespeare-f32", "tiny-shakespeare-f16", "tiny-shakespeare-bf16", "tiny-shakespeare-q8_0",
-        "tiny-shakespeare-q4_0", "tiny-shakespeare-q4_1", "tiny-shakespeare-q5_0", "tiny-shakespeare-q5_1",
-        "tiny-shakespeare-q2_k", "tiny-shakespeare-q3_k", "tiny-shakespeare-q4_k", "tiny-shakespeare-q5_k",
-        "tiny-shakespeare-q6_k", "tiny-shakespeare-q4_k_m", "tiny-shakespeare-iq4_nl", "tiny-shakespeare-iq4_xs",
-        "rand-spm-q8_0", "rand-spm-q4_k_m"};
+    /* greedy 1: the continuation must be identical (shared/README.md: the
+       tiny-shakespeare f32/f16/q8_0 ones, and the ropescale file, "identical,
+       as for the plain q8_0 model"; the model-family files' are expected to
+       be, a difference is reported with its margin) */
+    static const struct { const char *name; int greedy; } models[] = {
+        {"tiny-shakespeare-f32", 1}, {"tiny-shakespeare-f16", 1}, {"tiny-shakespeare-bf16", 0}, {"tiny-shakespeare-q8_0", 1},
+        {"tiny-shakespeare-q4_0", 0}, {"tiny-shakespeare-q4_1", 0}, {"tiny-shakespeare-q5_0", 0}, {"tiny-shakespeare-q5_1", 0},
+        {"tiny-shakespeare-q2_k", 0}, {"tiny-shakespeare-q3_k", 0}, {"tiny-shakespeare-q4_k", 0}, {"tiny-shakespeare-q5_k", 0},
+        {"tiny-shakespeare-q6_k", 0}, {"tiny-shakespeare-q4_k_m", 0}, {"tiny-shakespeare-iq4_nl", 0}, {"tiny-shakespeare-iq4_xs", 0},
+        {"rand-spm-q8_0", 0}, {"rand-spm-q4_k_m", 0},
+        /* linear RoPE scaling factor 2 and rms eps 0.005: a scaling applied
+           the wrong way or a fixed eps moves the logits by an nRMSE of 1-2.5 */
+        {"tiny-shakespeare-ropescale-q8_0", 1},
+        /* llama with rope_freqs (Llama 3.1+), qwen2 (biases, NeoX), qwen3
+           (q/k head norms, head_dim 128).  rand-llama3's logits equal the
+           reference's (nRMSE < 5e-5) up to prompt position 12; at 13 a
+           rounding flips (0.016 after it, on avx2; the scalar backend's
+           order differs from position 4) and its continuation leaves the
+           reference at token 11, where our best two logits are 0.0008 apart
+           (the scalar backend: at token 8, 0.003 apart). */
+        {"rand-llama3-q4_k_m", 2}, {"rand-qwen2-q4_0", 1}, {"rand-qwen3-q4_k_m", 1}};
     const char *only = getenv("PICOLM_TEST_MODEL"); /* e.g. "q4_k" to run one model */
     for (size_t i = 0; i < sizeof models / sizeof *models; i++)
-        if (!only || strstr(models[i], only)) run_model(shared, models[i], backend ? backend : "auto");
+        if (!only || strstr(models[i].name, only)) run_model(shared, models[i].name, backend ? backend : "auto", models[i].greedy);
+    if (!only || strstr("rand-llama3-q4_k_m.long", only)) long_context(shared, "rand-llama3-q4_k_m", backend ? backend : "auto");
     if (!only) thread_independence(shared, "tiny-shakespeare-q4_k_m");
     return CHECK_DONE();
 }

@@ -7,84 +7,9 @@
 #include "check.h"
 #include "gguf.h"
 #include "tokenizer.h"
+#include "tokfiles.h"
 
-#define SEP "\n__ggml_vocab_test__\n"
 #define U2581 "\xE2\x96\x81"
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
-
-static tokenizer *load_tok(const char *path, gguf_file *gf) {
-    char err[512];
-    if (gguf_open(gf, path, NULL, err, sizeof err)) { printf("gguf_open %s: %s\n", path, err); return NULL; }
-    tokenizer *t = NULL;
-    if (tokenizer_build(&t, gf, err, sizeof err)) { printf("tokenizer_build %s: %s\n", path, err); t = NULL; }
-    return t;
-}
-
-/* encode into a fresh array (sized by a first call); n < 0 on error */
-static int32_t *encode(const tokenizer *t, const char *s, size_t len, int bos, int special, int *n) {
-    int need = tokenizer_encode(t, s, len, bos, special, NULL, 0);
-    int cap = need < 0 ? -need : 1;
-    int32_t *v = malloc((size_t)cap * sizeof *v);
-    *n = tokenizer_encode(t, s, len, bos, special, v, cap);
-    return v;
-}
-
-static int ids_equal_line(const int32_t *ids, int n, const char *line, size_t ll, char *why, size_t wl) {
-    int k = 0;
-    const char *p = line, *e = line + ll;
-    while (p < e) {
-        while (p < e && *p == ' ') p++;
-        if (p >= e) break;
-        long v = strtol(p, (char **)&p, 10);
-        if (k >= n || ids[k] != v) {
-            snprintf(why, wl, "token %d: got %d, expected %ld", k, k < n ? (int)ids[k] : -1, v);
-            return 0;
-        }
-        k++;
-    }
-    if (k != n) { snprintf(why, wl, "got %d tokens, expected %d", n, k); return 0; }
-    return 1;
-}
-
-/* Splits an .inp/.out pair; calls back per case.  Returns cases seen. */
-typedef void (*case_fn)(void *ctx, int idx, const char *in, size_t inl, const char *out, size_t outl);
-static int for_each_case(const char *inp, size_t inl, const char *out, size_t outl, case_fn fn, void *ctx) {
-    const char *p = inp, *e = inp + inl, *o = out, *oe = out + outl;
-    int idx = 0;
-    size_t sl = strlen(SEP);
-    while (p < e) {
-        const char *m = memmem(p, (size_t)(e - p), SEP, sl);
-        if (!m) break;
-        const char *nl = memchr(o, '\n', (size_t)(oe - o));
-        if (!nl) break;
-        fn(ctx, idx++, p, (size_t)(m - p), o, (size_t)(nl - o));
-        p = m + sl;
-        o = nl + 1;
-    }
-    return idx;
-}
-
-static void preview(char *dst, size_t dl, const char *s, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; i < n && k + 5 < dl && i < 24; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f) dst[k++] = (char)c;
-        else k += (size_t)snprintf(dst + k, dl - k, "\\x%02x", c);
-    }
-    dst[k] = 0;
-}
 
 struct case_ctx { const tokenizer *t; int fails; int total; int per_case_check; };
 
@@ -141,25 +66,9 @@ static uint32_t rnd(void) {
     return (uint32_t)(rng_state >> 16);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ------------------------------------------------------------------------ */
 /* A tiny GGUF writer for hand-built vocabularies                            */
 /* ------------------------------------------------------------------------ */
-typedef struct { unsigned char *b; size_t n, cap; } wbuf;
-static void wput(wbuf *w, const void *p, size_t n) {
-    if (w->n + n > w->cap) { w->cap = (w->n + n) * 2 + 256; w->b = realloc(w->b, w->cap); }
-    memcpy(w->b + w->n, p, n); w->n += n;
-}
-static void w32(wbuf *w, uint32_t v) { wput(w, &v, 4); }
-static void w64(wbuf *w, uint64_t v) { wput(w, &v, 8); }
-static void wstr(wbuf *w, const char *s, size_t n) { w64(w, n); wput(w, s, n); }
-static void wkey(wbuf *w, const char *k, uint32_t type) { wstr(w, k, strlen(k)); w32(w, type); }
-
 enum { V_UNK, V_S, V_ES, V_BYTE0, V_SPACE = V_BYTE0 + 256, V_A, V_B, V_AB, V_BA, V_USER, V_CTL, V_SPA, V_C, V_N };
 
 typedef struct {
@@ -225,30 +134,9 @@ static void build_vocab_gguf(wbuf *w, const vopts *o) {
 static tokenizer *synth(const vopts *o, char *err, size_t errlen) {
     wbuf w = { 0 };
     build_vocab_gguf(&w, o);
-    gguf_file gf;
-    tokenizer *t = NULL;
-    if (gguf_parse(&gf, w.b, w.n, NULL, err, errlen) == 0) {
-        if (tokenizer_build(&t, &gf, err, errlen)) t = NULL;
-        gguf_close(&gf);
-    }
-    free(w.b);
-    return t;
+    return tok_from_gguf(&w, err, errlen);
 }
 
-static int enc_eq(const tokenizer *t, const char *s, int special, const int32_t *want, int nw) {
-    int n;
-    int32_t *ids = encode(t, s, strlen(s), 0, special, &n);
-    int ok = n == nw && (n == 0 || memcmp(ids, want, (size_t)n * sizeof *ids) == 0);
-    if (!ok) {
-        printf("  \"%s\": got", s);
-        for (int i = 0; i < n; i++) printf(" %d", (int)ids[i]);
-        printf("  want");
-        for (int i = 0; i < nw; i++) printf(" %d", (int)want[i]);
-        printf("\n");
-    }
-    free(ids);
-    return ok;
-}
 #define ENC_EQ(t, s, sp, ...) do { const int32_t w_[] = { __VA_ARGS__ }; \
     CHECK(enc_eq(t, s, sp, w_, (int)(sizeof w_ / sizeof w_[0])), "synthetic: \"%s\" special=%d -> %s", s, sp, #__VA_ARGS__); } while (0)
 
@@ -394,6 +282,19 @@ static void test_llama_ref(const char *sh) {
     for (int i = 1; i < n2; i++) if (b[i] == 1 || b[i] == 2) ok = 0;
     CHECK(ok && roundtrip_ok(t, b + 1, n2 - 1, " Hello</s>world<s>", 18), "special off: <s> and </s> stay plain text");
     free(a); free(b); free(x); free(y);
+    /* whole-text decoding drops the dummy-prefix space of the first piece
+       only (llama_detokenize): after BOS it stays */
+    {
+        char dec[64];
+        a = encode(t, "Hello world", 11, 0, 0, &n1);
+        int l1 = tokenizer_detokenize(t, a, n1, dec, sizeof dec);
+        int ok1 = l1 == 11 && !memcmp(dec, "Hello world", 11);
+        free(a);
+        a = encode(t, "Hello world", 11, 1, 0, &n1);
+        int l2 = tokenizer_detokenize(t, a, n1, dec, sizeof dec);
+        free(a);
+        CHECK(ok1 && l2 == 12 && !memcmp(dec, " Hello world", 12), "detokenize: \"Hello world\", and \" Hello world\" after BOS");
+    }
     a = encode(t, "", 0, 1, 1, &n1);
     b = encode(t, "", 0, 0, 1, &n2);
     CHECK(n1 == 1 && a[0] == 1 && n2 == 0, "empty text: [BOS] with BOS, nothing without");

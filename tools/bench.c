@@ -8,6 +8,7 @@
  * model of a given shape and type first (core/synth.c).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,7 +18,9 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -37,20 +40,24 @@ enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_SVG };
 
 typedef struct opts {
     const char *model, *synth, *out, *plugin_dir;
+    const char *repacked, *ini_out, *ram; /* --tune */
     const char *formats[MAX_LIST]; /* --micro: only these formats (none = all) */
     int n_formats;
     const char *backends[MAX_LIST];
     int n_backends;
     int threads[MAX_LIST];
     int n_threads;
-    int n_prompt, n_gen, reps, format, micro, synth_exact, ctx, batch, kv_type, bw_mib, micro_mib;
+    int n_prompt, n_gen, reps, format, micro, tune, synth_exact, ctx, batch, kv_type, bw_mib, micro_mib;
     double micro_s;
+    double max_s; /* --tune: a decode run stops after this many seconds (0 = never) */
+    int decode_at; /* --tune, no prompt: decode from this position (the cache holds zeros before it) */
 } opts;
 
 static void usage(FILE *o) {
     fprintf(o,
             "usage: picolm-bench MODEL [options]\n"
             "       picolm-bench --synth SHAPE:TYPE [--out FILE] [options]\n"
+            "       picolm-bench --tune MODEL [--ram SIZE] [-c CTX] [-o FILE.ini] [--format md|json]\n"
             "Runs every requested backend in one process on the same model and reports, per backend and\n"
             "thread count: prefill tok/s, decode tok/s (mean +- stddev over reps, EOS ignored), the weight\n"
             "bandwidth decoding achieves (GB/s) and its fraction of the machine's read bandwidth (measured in\n"
@@ -67,6 +74,13 @@ static void usage(FILE *o) {
             "  --batch N         prefill tokens per forward pass (default 64, as picolm's default.ini)\n"
             "  --ignore-eos      accepted for symmetry with picolm: the bench always ignores EOS\n"
             "  --format F        md (default), csv, json or svg (a grouped bar chart)\n"
+            "  --tune            measure this machine's choices instead: every backend (and the model's lossless\n"
+            "                    Q4_K_M_R16 repack) at the most threads, the far-behind dropped; 1 to the online CPUs\n"
+            "                    threads; the prefill batch; kv_type f16 or q8_0 at the context; close calls run again.\n"
+            "                    Prints the decision table (md or json) and writes a commented INI for picolm --config\n"
+            "  -o FILE           --tune: write the INI to FILE (default stdout; the table then goes to stderr)\n"
+            "  --ram SIZE        --tune: never choose a setting whose memory plan (picolm --fit) exceeds SIZE\n"
+            "  --repacked FILE   --tune: the Q4_K_M_R16 copy to measure (made there if missing; default: a temp file)\n"
             "  --micro           kernel throughput instead: per weight format x backend, GB/s of weights\n"
             "                    through vec_dot, single thread, over a random matrix larger than L2\n"
             "  --micro-mib N     size of that matrix in MiB (default 8)\n"
@@ -311,7 +325,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     have_m = 1;
     int n_ctx = o->ctx > 0 ? o->ctx : (m.hp.n_ctx_train < 2048 ? m.hp.n_ctx_train : 2048);
     if (n_ctx > m.hp.n_ctx_train) n_ctx = m.hp.n_ctx_train;
-    if (o->n_prompt + o->n_gen > n_ctx) {
+    if (o->n_prompt + o->decode_at + o->n_gen > n_ctx) {
         snprintf(err, errlen, "-p %d + -n %d tokens exceed the context of %d (-c)", o->n_prompt, o->n_gen, n_ctx);
         goto done;
     }
@@ -334,6 +348,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
     size_t peak_anon = 0, file_kb = 0;
     double dec_time = 0; /* all decode reps, wall clock; c.prof sums their phases */
+    int n_dec = 0;       /* tokens those reps decoded */
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
         double a = pl_now();
@@ -341,16 +356,23 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
+        /* attention's time depends on the positions, not on the cached values: decode at a
+           depth without paying its prefill */
+        if (!o->n_prompt) c.n_past = o->decode_at;
         c.prof.on = 1; /* decode only */
         a = pl_now();
+        int nd = 0;
         for (int i = 0; i < o->n_gen; i++) {
             if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
             tok = argmax(c.logits, nv); /* greedy, EOS or not */
+            nd = i + 1;
+            if (o->max_s > 0 && pl_now() - a > o->max_s) break; /* --tune: already far behind */
         }
         b = pl_now();
         dec_time += b - a;
+        n_dec += nd;
         c.prof.on = 0;
-        dec[r] = o->n_gen ? o->n_gen / (b - a) : 0;
+        dec[r] = nd ? nd / (b - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
         if (anon > peak_anon) peak_anon = anon;
@@ -374,7 +396,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     if (dec_time > 0 && c.prof.matmul > 0) {
         res->matmul_frac = c.prof.matmul / dec_time;
         res->attn_frac = c.prof.attention / dec_time;
-        res->matmul_gbps = (double)o->n_gen * o->reps * bytes_tok / c.prof.matmul / 1e9;
+        res->matmul_gbps = (double)n_dec * bytes_tok / c.prof.matmul / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
@@ -645,6 +667,401 @@ static void print_results(const opts *o, const char *path, const result *r, int 
 }
 
 /* ------------------------------------------------------------------------ */
+/* --tune: measure the choices on this machine, write the INI                */
+/* ------------------------------------------------------------------------ */
+
+/* One measured (or refused) setting: a row of the decision table. */
+typedef struct tune_row {
+    const char *stage;   /* backend, threads, batch, kv_type */
+    int layout;          /* 0 = the model file as given, 1 = its repacked copy */
+    char backend[64];
+    int threads, batch, kv, reps, measured;
+    double prefill, decode, resident_mb;
+    const char *verdict; /* "", chosen, runner-up, pruned, does not fit */
+} tune_row;
+
+typedef struct tuner {
+    const opts *o;
+    pl_registry *reg;
+    const char *paths[2];
+    int n_layouts, n_ctx;
+    const llama_model *m; /* the model as given (reference dispatch): the memory plan */
+    double ram;           /* bytes; 0 = no budget */
+    tune_row *rows;
+    int n, cap;
+    int done, planned;    /* runs, for the estimate of the time left */
+    double max_s;         /* decode time cap of the backend stage (0 = none) */
+    int decode_at;        /* the KV stage decodes from this position */
+    double t0;
+} tuner;
+
+static const char *const tune_layout_name[2] = {"file", "Q4_K_M_R16"};
+#define TUNE_PRUNE 0.80   /* after the short run, a backend below 80% of the best decode is dropped */
+/* settings this close to the best are measured again before deciding: the
+   8-16 token decode runs are noisy (on a loaded 2-vCPU host 1 and 2 threads
+   swapped places between runs 11% apart), the 128-token prefills less so */
+#define TUNE_CLOSE_DECODE 0.85
+#define TUNE_CLOSE_PREFILL 0.95
+#define TUNE_KV_GAIN 1.05 /* q8_0 (lossy) only when it decodes 5% faster, or f16 does not fit */
+
+/* Prefill and decode tok/s of one setting (reps runs of run_one). */
+static int tune_run(tuner *t, int layout, const char *backend, int threads, int batch, int kv, int n_prompt, int n_gen,
+                    int reps, double *prefill, double *decode, char *err, size_t errlen) {
+    opts o = *t->o;
+    o.n_prompt = n_prompt, o.n_gen = n_gen, o.reps = reps, o.batch = batch, o.kv_type = kv, o.ctx = t->n_ctx;
+    o.decode_at = n_prompt ? 0 : t->decode_at;
+    o.max_s = t->max_s;
+    threadpool *pool = threadpool_create(threads);
+    if (!pool) return pl_fail(err, errlen, "cannot start %d threads", threads);
+    registry_set_pool(t->reg, pool);
+    result r;
+    const int rc = run_one(&o, t->paths[layout], t->reg, backend, pool, 0, &r, err, errlen);
+    registry_set_pool(t->reg, NULL);
+    threadpool_destroy(pool);
+    if (rc) return -1;
+    *prefill = r.prefill_tps, *decode = r.decode_tps;
+    t->done++;
+    const double el = pl_now() - t->t0, left = t->planned > t->done ? el / t->done * (t->planned - t->done) : 0;
+    fprintf(stderr, "picolm-bench: tune [%d/%d] %-10s %-9s %2d thr, batch %3d, kv %-4s: %s %8.2f tok/s | %.0f s, about %.0f s left\n",
+            t->done, t->planned > t->done ? t->planned : t->done, tune_layout_name[layout], backend, threads, batch,
+            kv == KV_Q8_0 ? "q8_0" : "f16", n_prompt ? "prefill" : "decode ", n_prompt ? *prefill : *decode, el, left);
+    return 0;
+}
+
+/* Add a row; measure it unless its memory plan does not fit the budget. */
+static int tune_add(tuner *t, const char *stage, int layout, const char *backend, int threads, int batch, int kv, int n_prompt,
+                    int n_gen, char *err, size_t errlen) {
+    if (t->n == t->cap) {
+        tune_row *nr = realloc(t->rows, (size_t)(t->cap = t->cap ? 2 * t->cap : 32) * sizeof *nr);
+        if (!nr) return pl_fail(err, errlen, "out of memory");
+        t->rows = nr;
+    }
+    tune_row *r = &t->rows[t->n];
+    memset(r, 0, sizeof *r);
+    r->stage = stage, r->layout = layout, r->threads = threads, r->batch = batch, r->kv = kv, r->verdict = "";
+    snprintf(r->backend, sizeof r->backend, "%s", backend);
+    r->resident_mb = generate_resident_bytes(t->m, t->n_ctx, kv, batch, threads) / (1 << 20);
+    t->n++;
+    if (t->ram > 0 && r->resident_mb * (1 << 20) > t->ram) {
+        r->verdict = "does not fit";
+        t->planned--;
+        return 0;
+    }
+    r->reps = 1, r->measured = 1;
+    return tune_run(t, layout, backend, threads, batch, kv, n_prompt, n_gen, 1, &t->rows[t->n - 1].prefill,
+                    &t->rows[t->n - 1].decode, err, errlen);
+}
+
+static double tune_metric(const tune_row *r, int use_prefill) { return use_prefill ? r->prefill : r->decode; }
+
+/* Among the measured, unpruned rows [a, b): the close calls (within
+   TUNE_CLOSE_* of the best) are run twice more, in turn (paired: the same
+   machine state for each), and keep the mean of their runs.  Marks and
+   returns the best row; *runner_up gets the second (-1 if none). */
+static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, int n_gen, int *runner_up, char *err,
+                       size_t errlen) {
+    int best = -1;
+    for (int i = a; i < b; i++)
+        if (t->rows[i].measured && !*t->rows[i].verdict && (best < 0 || tune_metric(&t->rows[i], use_prefill) > tune_metric(&t->rows[best], use_prefill))) best = i;
+    if (best < 0) return pl_fail(err, errlen, "no setting fits the RAM budget (see picolm --fit)");
+    int close[8], nc = 0;
+    const double band = use_prefill ? TUNE_CLOSE_PREFILL : TUNE_CLOSE_DECODE;
+    for (int i = a; i < b && nc < 8; i++)
+        if (t->rows[i].measured && !*t->rows[i].verdict && tune_metric(&t->rows[i], use_prefill) >= band * tune_metric(&t->rows[best], use_prefill))
+            close[nc++] = i;
+    if (nc > 1) {
+        t->planned += 2 * nc;
+        for (int round = 0; round < 2; round++)
+            for (int k = 0; k < nc; k++) {
+                tune_row *r = &t->rows[close[k]];
+                double p, d;
+                if (tune_run(t, r->layout, r->backend, r->threads, r->batch, r->kv, n_prompt, n_gen, 1, &p, &d, err, errlen)) return -1;
+                r->prefill = (r->prefill * r->reps + p) / (r->reps + 1);
+                r->decode = (r->decode * r->reps + d) / (r->reps + 1);
+                r->reps++;
+            }
+        /* the best after the repeats, among all (a repeat may fall behind a row that was not close) */
+        for (int i = a; i < b; i++)
+            if (t->rows[i].measured && !*t->rows[i].verdict && tune_metric(&t->rows[i], use_prefill) > tune_metric(&t->rows[best], use_prefill)) best = i;
+    }
+    *runner_up = -1;
+    for (int i = a; i < b; i++)
+        if (i != best && t->rows[i].measured && !*t->rows[i].verdict &&
+            (*runner_up < 0 || tune_metric(&t->rows[i], use_prefill) > tune_metric(&t->rows[*runner_up], use_prefill)))
+            *runner_up = i;
+    t->rows[best].verdict = "chosen";
+    if (*runner_up >= 0) t->rows[*runner_up].verdict = "runner-up";
+    return best;
+}
+
+/* The repacked copy: picolm-quantize (installed next to this binary) rearranges Q4_K/Q6_K rows losslessly. */
+static int tune_repack(const char *model, const char *out, const char *plugin_dir, char *err, size_t errlen) {
+    char tool[4096];
+    ssize_t len = readlink("/proc/self/exe", tool, sizeof tool - 32);
+    if (len <= 0) return pl_fail(err, errlen, "cannot find this executable's directory");
+    tool[len] = 0;
+    char *slash = strrchr(tool, '/');
+    snprintf(slash ? slash + 1 : tool, 32, "picolm-quantize");
+    fprintf(stderr, "picolm-bench: tune: repacking %s -> %s (Q4_K_M_R16, lossless)\n", model, out);
+    const pid_t pid = fork();
+    if (pid < 0) return pl_fail(err, errlen, "fork: %s", strerror(errno));
+    if (!pid) {
+        const int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        if (plugin_dir && *plugin_dir) execl(tool, tool, "--plugin-dir", plugin_dir, model, out, "Q4_K_M_R16", (char *)NULL);
+        else execl(tool, tool, model, out, "Q4_K_M_R16", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+        return pl_fail(err, errlen, "%s %s %s Q4_K_M_R16 failed (exit %d)", tool, model, out, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return 0;
+}
+
+static const char *kv_name(int kv) { return kv == KV_Q8_0 ? "q8_0" : "f16"; }
+
+static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu, int chosen[4]) {
+    const tune_row *w = &t->rows[chosen[3]];
+    if (json) {
+        fprintf(f, "{\"model\": ");
+        json_str(f, t->paths[0]);
+        fprintf(f, ", \"cpu\": ");
+        json_str(f, cpu);
+        fprintf(f, ", \"online_cpus\": %d, \"n_ctx\": %d, \"ram_mb\": %.1f,\n \"chosen\": {\"layout\": \"%s\", \"backend\": \"%s\", "
+                   "\"threads\": %d, \"batch\": %d, \"kv_type\": \"%s\", \"decode_tps\": %.6g},\n \"rows\": [\n",
+                cpu_count_online(), t->n_ctx, t->ram / (1 << 20), tune_layout_name[w->layout], w->backend, w->threads, w->batch,
+                kv_name(w->kv), w->decode);
+        for (int i = 0; i < t->n; i++) {
+            const tune_row *r = &t->rows[i];
+            fprintf(f, "  {\"stage\": \"%s\", \"layout\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"batch\": %d, \"kv_type\": \"%s\", "
+                       "\"reps\": %d, \"prefill_tps\": %.6g, \"decode_tps\": %.6g, \"resident_mb\": %.3f, \"verdict\": \"%s\"}%s\n",
+                    r->stage, tune_layout_name[r->layout], r->backend, r->threads, r->batch, kv_name(r->kv), r->reps, r->prefill,
+                    r->decode, r->resident_mb, r->verdict, i + 1 < t->n ? "," : "");
+        }
+        fprintf(f, " ]}\n");
+        return;
+    }
+    fprintf(f, "model: %s\nCPU %s, %d online; context %d", t->paths[0], cpu, cpu_count_online(), t->n_ctx);
+    if (t->ram > 0) fprintf(f, "; RAM budget %.0f MB", t->ram / (1 << 20));
+    fprintf(f, "\n\n| stage | layout | backend | threads | batch | kv | runs | prefill tok/s | decode tok/s | resident MB | verdict |\n"
+               "|---|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < t->n; i++) {
+        const tune_row *r = &t->rows[i];
+        fprintf(f, "| %s | %s | %s | %d | %d | %s | %d | ", r->stage, tune_layout_name[r->layout], r->backend, r->threads, r->batch,
+                kv_name(r->kv), r->reps);
+        if (!r->measured) fprintf(f, "- | - |");
+        else if (r->prefill > 0 && r->decode > 0) fprintf(f, "%.1f | %.2f |", r->prefill, r->decode);
+        else if (r->prefill > 0) fprintf(f, "%.1f | - |", r->prefill);
+        else fprintf(f, "- | %.2f |", r->decode);
+        fprintf(f, " %.1f | %s |\n", r->resident_mb, r->verdict);
+    }
+    fprintf(f, "\nchosen: layout %s, backend %s, threads %d, batch %d, kv_type %s (decode %.2f tok/s)\n",
+            tune_layout_name[w->layout], w->backend, w->threads, w->batch, kv_name(w->kv), w->decode);
+    fprintf(f, "\nbackend, threads: decode tok/s of short runs from position 0 (8 tokens; 16 for other thread counts; "
+               "32 when a close call is run again: runs > 1 = the mean); batch: prefill of up to 128 tokens; kv_type: "
+               "decode at position %d (half the context). Resident MB: the memory plan of picolm --fit, the mapped "
+               "weights excluded. Pruned: below %.0f%% of the best decode.\n", t->n_ctx / 2, 100 * TUNE_PRUNE);
+}
+
+/* A value's comment: the measurement behind it and the runner-up. */
+static void tune_because(FILE *f, const tuner *t, int c, int ru, int use_prefill, const char *what) {
+    const tune_row *r = &t->rows[c];
+    fprintf(f, "; %s: %s %.2f tok/s (%s, %d thr, batch %d, kv %s, %d run%s)", what, use_prefill ? "prefill" : "decode",
+            tune_metric(r, use_prefill), r->backend, r->threads, r->batch, kv_name(r->kv), r->reps, r->reps == 1 ? "" : "s");
+    if (ru >= 0) {
+        const tune_row *u = &t->rows[ru];
+        fprintf(f, "; runner-up %s/%d thr/batch %d/%s: %.2f", u->backend, u->threads, u->batch, kv_name(u->kv), tune_metric(u, use_prefill));
+    }
+    fprintf(f, "\n");
+}
+
+static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char *ram_str, const int c[4], const int ru[4],
+                           double layout_gain) {
+    const tune_row *w = &t->rows[c[3]];
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    fprintf(f, "; picolm configuration tuned by picolm-bench --tune (picolm %s), %s\n", PICOLM_VERSION, date);
+    fprintf(f, "; model: %s\n; CPU: %s, %d online CPUs; context %d", t->paths[0], cpu, cpu_count_online(), t->n_ctx);
+    if (t->ram > 0) fprintf(f, "; RAM budget %s", ram_str);
+    fprintf(f, "\n; Every value was measured on this machine with this model (tok/s, mean of the runs).\n"
+               "; Use it with  picolm --config THIS.ini MODEL.gguf\n");
+    if (t->n_layouts > 1)
+        fprintf(f, "; layout: the Q4_K_M_R16 repack of this model decodes %+.0f%% here (each at its best backend and threads)%s\n", 100 * layout_gain,
+                w->layout ? ": convert the model (lossless):\n;   picolm-quantize MODEL.gguf MODEL-Q4_K_M_R16.gguf Q4_K_M_R16"
+                          : ": keep the file as it is");
+    fprintf(f, "\n[engine]\n");
+    tune_because(f, t, c[0], ru[0], 0, "fastest backend");
+    fprintf(f, "backend = %s\n", w->backend);
+    tune_because(f, t, c[0], ru[3], 0, "fastest thread count (1 to the online CPUs)");
+    fprintf(f, "threads = %d\n", w->threads);
+    tune_because(f, t, c[1], ru[1], 1, "fastest prefill batch");
+    fprintf(f, "batch = %d\n", w->batch);
+    tune_because(f, t, c[2], ru[2], 0, w->kv == KV_F16 ? "f16 (exact; q8_0 only if 5% faster or f16 does not fit)"
+                                                         : "q8_0 (5% faster or more, or f16 does not fit)");
+    fprintf(f, "kv_type = %s\n", kv_name(w->kv));
+    fprintf(f, "; the context tuned for (-c); the memory plan (picolm --fit) needs %.1f MB resident\n", w->resident_mb);
+    fprintf(f, "context = %d\n", t->n_ctx);
+    if (t->ram > 0) fprintf(f, "; the RAM budget every chosen setting fits (--ram)\nram = %s\n", ram_str);
+}
+
+/* Every backend x layout at the most threads (short run, the far-behind
+   pruned), then every thread count for the rest, then the prefill batch and
+   the KV type at the winner.  rc as main's. */
+static int run_tune(const opts *o, pl_registry *reg, const char *path, const char *ram_str, const char *ini_path) {
+    char err[2048], cpu[96], rpath[4096] = "";
+    tuner t = {.o = o, .reg = reg, .paths = {path}, .n_layouts = 1, .t0 = pl_now()};
+    int rc = CLI_FAIL, made_tmp = 0, have_m = 0;
+    uint64_t ram = 0;
+    if (ram_str && config_parse_size(ram_str, &ram)) { fprintf(stderr, "picolm-bench: --ram: '%s' is not a size (e.g. 512M, 1G)\n", ram_str); return CLI_USAGE; }
+    t.ram = (double)ram;
+    cpu_model_name(cpu, sizeof cpu);
+    pl_dispatch *d = calloc(1, sizeof *d);
+    llama_model m;
+    if (!d || registry_dispatch(reg, "reference", d, err, sizeof err) || build_model(&m, path, d, NULL, err, sizeof err)) {
+        fprintf(stderr, "picolm-bench: %s\n", d ? err : "out of memory");
+        free(d);
+        return CLI_FAIL;
+    }
+    have_m = 1;
+    t.m = &m;
+    t.n_ctx = o->ctx > 0 ? o->ctx : 2048; /* picolm's default context, capped at the model's */
+    if (t.n_ctx > m.hp.n_ctx_train) t.n_ctx = m.hp.n_ctx_train;
+    /* short runs (decode decides backend and threads: no prompt, 8 tokens
+       decoded, 16 for the thread counts, 32 for the close calls); prefill
+       of 128 for the batch; 32 decoded halfway into the context for the KV type */
+    const int sp = 0, sn = t.n_ctx >= 64 ? 8 : t.n_ctx >= 8 ? t.n_ctx / 8 : 1;
+    FILE *ini = NULL;
+    int repackable = 0;
+    for (uint64_t i = 0; i < m.gguf.n_tensors; i++) repackable |= m.gguf.tensors[i].type == PICOLM_TYPE_Q4_K;
+    if (repackable) {
+        struct stat st;
+        if (o->repacked && !stat(o->repacked, &st)) snprintf(rpath, sizeof rpath, "%s", o->repacked);
+        else if (o->repacked) {
+            if (!tune_repack(path, o->repacked, o->plugin_dir, err, sizeof err)) snprintf(rpath, sizeof rpath, "%s", o->repacked);
+        } else {
+            const char *tmp = getenv("TMPDIR");
+            snprintf(rpath, sizeof rpath, "%s/picolm-tune-XXXXXX.gguf", tmp && *tmp ? tmp : "/tmp");
+            const int fd = mkstemps(rpath, 5);
+            if (fd >= 0) close(fd), made_tmp = 1;
+            if (fd < 0 || tune_repack(path, rpath, o->plugin_dir, err, sizeof err)) {
+                if (fd < 0) snprintf(err, sizeof err, "cannot create %s", rpath);
+                rpath[0] = 0;
+            }
+        }
+        if (rpath[0]) t.paths[t.n_layouts++] = rpath;
+        else fprintf(stderr, "picolm-bench: tune: no repacked layout measured: %s\n", err);
+    }
+    t.t0 = pl_now(); /* the estimate of the time left counts the runs, not the repack */
+    /* thread counts: the bench's list (main gives 1..online CPUs); the largest first */
+    int tmax = 0;
+    for (int i = 0; i < o->n_threads; i++) tmax = o->threads[i] > tmax ? o->threads[i] : tmax;
+    /* base batch and KV type for the backend and thread stages: the largest
+       batch up to 64 that fits the budget with f16, else with q8_0 */
+    static const int batches[] = {32, 64, 128};
+    const int n_batches = (int)(sizeof batches / sizeof batches[0]);
+    int base_batch = 0, base_kv = KV_F16;
+    for (int kv = KV_F16; kv <= KV_Q8_0 && !base_batch; kv++)
+        for (int k = n_batches - 1; k >= 0 && !base_batch; k--) {
+            const int b = batches[k] < t.n_ctx ? batches[k] : t.n_ctx;
+            if (b <= 64 && (t.ram <= 0 || generate_resident_bytes(&m, t.n_ctx, kv, b, tmax) <= t.ram)) base_batch = b, base_kv = kv;
+        }
+    if (!base_batch) {
+        fprintf(stderr, "picolm-bench: tune: nothing fits --ram %s at context %d: the smallest plan (batch %d, kv q8_0) needs "
+                "%.1f MB resident (see picolm --fit; or a smaller -c)\n", ram_str, t.n_ctx, batches[0] < t.n_ctx ? batches[0] : t.n_ctx,
+                generate_resident_bytes(&m, t.n_ctx, KV_Q8_0, batches[0] < t.n_ctx ? batches[0] : t.n_ctx, tmax) / (1 << 20));
+        goto out;
+    }
+    t.planned = t.n_layouts * o->n_backends * o->n_threads + n_batches + 2;
+    int c[4], ru[4];
+    /* 1. backends (and layouts) at tmax threads, the highest score first: a
+       run still decoding when the best would have finished twice over (the
+       slow portable code on a big model) stops there, far behind */
+    double top = 0;
+    for (int l = 0; l < t.n_layouts; l++)
+        for (int b = o->n_backends - 1; b >= 0; b--) {
+            /* the repacked layout: only the backends not already far behind on the file */
+            const tune_row *r0 = l ? &t.rows[o->n_backends - 1 - b] : NULL;
+            if (r0 && r0->measured && r0->decode < TUNE_PRUNE * top) { t.planned -= o->n_threads; continue; }
+            t.max_s = top > 0 ? 2.0 * sn / top : 0;
+            if (tune_add(&t, "backend", l, o->backends[b], tmax, base_batch, base_kv, sp, sn, err, sizeof err)) goto fail;
+            const tune_row *r = &t.rows[t.n - 1];
+            top = r->measured && r->decode > top ? r->decode : top;
+        }
+    t.max_s = 0;
+
+    const int n1 = t.n;
+    for (int i = 0; i < n1; i++)
+        if (t.rows[i].measured && t.rows[i].decode < TUNE_PRUNE * top) {
+            t.rows[i].verdict = "pruned";
+            t.planned -= o->n_threads - 1;
+        }
+    /* 2. the other thread counts for what is left */
+    for (int i = 0; i < n1; i++) {
+        if (!t.rows[i].measured || *t.rows[i].verdict) continue;
+        for (int k = 0; k < o->n_threads; k++)
+            if (o->threads[k] != tmax &&
+                tune_add(&t, "threads", t.rows[i].layout, t.rows[i].backend, o->threads[k], base_batch, base_kv, sp, 2 * sn, err, sizeof err))
+                goto fail;
+    }
+    if ((c[0] = tune_decide(&t, 0, t.n, 0, sp, 4 * sn, &ru[0], err, sizeof err)) < 0) goto fail;
+    const tune_row w = t.rows[c[0]];
+    /* layout gain: each layout's best decode (its best backend and thread count) */
+    double best_l[2] = {0, 0};
+    for (int i = 0; i < t.n; i++)
+        if (t.rows[i].measured && t.rows[i].decode > best_l[t.rows[i].layout]) best_l[t.rows[i].layout] = t.rows[i].decode;
+    const double layout_gain = best_l[0] > 0 ? best_l[1] / best_l[0] - 1 : 0;
+    /* the INI's runner-ups: the best other backend; the best other thread count of the winner */
+    int ru_b = -1, ru_t = -1;
+    for (int i = 0; i < t.n; i++) {
+        const tune_row *r = &t.rows[i];
+        if (!r->measured || i == c[0]) continue;
+        if (strcmp(r->backend, w.backend) && (ru_b < 0 || r->decode > t.rows[ru_b].decode)) ru_b = i;
+        if (!strcmp(r->backend, w.backend) && r->layout == w.layout && r->threads != w.threads && (ru_t < 0 || r->decode > t.rows[ru_t].decode)) ru_t = i;
+    }
+    /* 3. prefill batch at the winner (prefill only) */
+    const int bp = t.n_ctx < 128 ? t.n_ctx : 128, b0 = t.n;
+    for (int k = 0; k < n_batches; k++)
+        if (batches[k] <= bp) {
+            if (tune_add(&t, "batch", w.layout, w.backend, w.threads, batches[k], base_kv, bp, 0, err, sizeof err)) goto fail;
+        } else t.planned--;
+    if ((c[1] = tune_decide(&t, b0, t.n, 1, bp, 0, &ru[1], err, sizeof err)) < 0) goto fail;
+    const int batch = t.rows[c[1]].batch;
+    /* 4. KV type at the winner, decoding halfway into the context */
+    const int kp = 0, k0 = t.n;
+    t.decode_at = t.n_ctx / 2;
+    for (int kv = KV_F16; kv <= KV_Q8_0; kv++)
+        if (tune_add(&t, "kv_type", w.layout, w.backend, w.threads, batch, kv, kp, 4 * sn, err, sizeof err)) goto fail;
+    if (tune_decide(&t, k0, t.n, 0, kp, 4 * sn, &ru[2], err, sizeof err) < 0) goto fail; /* repeats a close call */
+    const tune_row *f16 = &t.rows[k0], *q8 = &t.rows[k0 + 1];
+    c[2] = f16->measured && !(q8->measured && q8->decode >= TUNE_KV_GAIN * f16->decode) ? k0 : k0 + 1;
+    ru[2] = c[2] == k0 ? k0 + 1 : k0;
+    if (!t.rows[ru[2]].measured) ru[2] = -1;
+    t.rows[c[2]].verdict = "chosen"; /* f16 preferred: the fastest is not always chosen */
+    if (ru[2] >= 0) t.rows[ru[2]].verdict = "runner-up";
+    c[3] = c[2]; /* the final setting: winner's backend, threads, layout; batch; KV type */
+    ru[0] = ru_b, ru[3] = ru_t;
+    tune_print_table(&t, ini_path ? stdout : stderr, o->format == OUT_JSON, cpu, c); /* stdout: the INI's when no -o */
+    ini = ini_path ? fopen(ini_path, "w") : stdout;
+    if (!ini) { fprintf(stderr, "picolm-bench: cannot write %s: %s\n", ini_path, strerror(errno)); goto out; }
+    if (!ini_path) fprintf(ini, "\n");
+    tune_write_ini(&t, ini, cpu, ram_str, c, ru, layout_gain);
+    if (ini_path && fclose(ini)) { fprintf(stderr, "picolm-bench: writing %s: %s\n", ini_path, strerror(errno)); ini = NULL; goto out; }
+    ini = NULL;
+    fprintf(stderr, "picolm-bench: tune: done in %.0f s%s%s\n", pl_now() - t.t0, ini_path ? "; wrote " : "", ini_path ? ini_path : "");
+    rc = CLI_OK;
+    goto out;
+fail:
+    fprintf(stderr, "picolm-bench: tune: %s\n", err);
+out:
+    if (made_tmp) unlink(rpath);
+    if (have_m) free_model(&m);
+    free(d);
+    free(t.rows);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
 
 static int split_list(char *s, const char **out, int max) {
     int n = 0;
@@ -683,6 +1100,7 @@ int main(int argc, char **argv) {
         if (common < 0) return cli_usage_error("picolm-bench", cerr);
         if (common) continue;
         if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
+        if (!strcmp(a, "--tune")) { o.tune = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) continue;
         if (!strcmp(a, "--synth-exact")) { o.synth_exact = 1; continue; }
         if (a[0] == '-' && a[1]) {
@@ -702,6 +1120,9 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--formats")) flist = strdup(v);
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
+            else if (!strcmp(a, "-o")) o.ini_out = v;
+            else if (!strcmp(a, "--ram")) o.ram = v;
+            else if (!strcmp(a, "--repacked")) o.repacked = v;
             else if (!strcmp(a, "--format")) {
                 if (!strcmp(v, "md")) o.format = OUT_MD;
                 else if (!strcmp(v, "csv")) o.format = OUT_CSV;
@@ -732,6 +1153,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
+    if (!o.tune && (o.ini_out || o.ram || o.repacked)) { fprintf(stderr, "picolm-bench: -o, --ram and --repacked go with --tune\n"); return 2; }
 
 #ifdef __GLIBC__
     /* Freed context buffers go straight back to the OS, so each backend's
@@ -780,6 +1202,10 @@ int main(int argc, char **argv) {
         if (o.n_threads <= 0) { fprintf(stderr, "picolm-bench: --threads: bad list\n"); rc = CLI_USAGE; goto out; }
         for (int i = 0; i < o.n_threads; i++)
             if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); rc = CLI_USAGE; goto out; }
+    } else if (o.tune) { /* 1 .. online CPUs (every one up to 8, then powers of two and the top three) */
+        const int n = cpu_count_online();
+        for (int k = 1; k <= n && o.n_threads < MAX_LIST; k++)
+            if (n <= 8 || !(k & (k - 1)) || k >= n - 2) o.threads[o.n_threads++] = k;
     } else {
         o.threads[o.n_threads++] = cpu_count_online();
     }
@@ -817,6 +1243,10 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (o.tune) {
+        rc = run_tune(&o, &reg, path, o.ram, o.ini_out);
+        goto out;
+    }
     res = calloc((size_t)o.n_backends * (size_t)o.n_threads, sizeof *res);
     if (!res) goto out;
     char cpu[96], desc[512];

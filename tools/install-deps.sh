@@ -6,7 +6,7 @@ export DEBIAN_FRONTEND=noninteractive
 SUDO=
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 need=""
-for p in build-essential pkg-config libinih-dev python3 python3-numpy valgrind clang libclang-rt-14-dev; do
+for p in build-essential pkg-config libinih-dev unicode-data python3 python3-numpy valgrind clang libclang-rt-14-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then

@@ -566,6 +566,98 @@ def _(m): m.getkv("llama.context_length").v = 0
 def _(m): m.kv.append(KV("llama.vocab_size", U32, m.n_vocab + 1))
 
 
+# ---- architectures (core/model.c's llama_archs table) ----
+def to_arch(m, arch, extra=()):
+    """m as architecture `arch`: its keys under arch's prefix, plus tensors
+    (name suffix, length) added to every layer as F32 ones."""
+    m.getkv("general.architecture").v = arch
+    for kv in m.kv:
+        if kv.key and kv.key.startswith("llama."):
+            kv.key = arch + kv.key[5:]
+    for name, n in extra:
+        m.tensors.append(Tensor("blk.0." + name, [n], T_F32, f32_ones(n)))
+
+
+HEAD_DIM = N_EMBD // N_HEAD
+KVD = N_HEAD_KV * HEAD_DIM
+QWEN2 = [("attn_q.bias", N_EMBD), ("attn_k.bias", KVD), ("attn_v.bias", KVD)]
+QWEN3 = [("attn_q_norm.weight", HEAD_DIM), ("attn_k_norm.weight", HEAD_DIM)]
+
+
+@case("llama_rope_freqs", "ok", "ok", "ok", "-")
+@edit
+def _(m): m.tensors.append(Tensor("rope_freqs.weight", [HEAD_DIM // 2], T_F32, f32_ones(HEAD_DIM // 2)))
+
+
+@case("rope_freqs_wrong_length", "ok", "rej", "rej", "rope_freqs.weight' has 3 elements, expected 4")
+@edit
+def _(m): m.tensors.append(Tensor("rope_freqs.weight", [3], T_F32, f32_ones(3)))
+
+
+@case("rope_scaling_yarn", "ok", "rej", "rej", "llama.rope.scaling.type' = 'yarn' is not supported")
+@edit
+def _(m): m.kv.append(KV("llama.rope.scaling.type", STR, "yarn"))
+
+
+@case("llama_attn_output_bias", "ok", "rej", "rej", "tensor 'blk.0.attn_output.bias' is not part of architecture 'llama'")
+@edit
+def _(m): m.tensors.append(Tensor("blk.0.attn_output.bias", [N_EMBD], T_F32, f32_ones(N_EMBD)))
+
+
+@case("qwen2_good", "ok", "ok", "ok", "-")
+@edit
+def _(m): to_arch(m, "qwen2", QWEN2)
+
+
+@case("qwen2_missing_bias", "ok", "rej", "rej", "missing tensor 'blk.0.attn_v.bias'")
+@edit
+def _(m): to_arch(m, "qwen2", QWEN2[:2])
+
+
+@case("qwen2_bias_wrong_length", "ok", "rej", "rej", "blk.0.attn_k.bias' has 32 elements, expected 16")
+@edit
+def _(m): to_arch(m, "qwen2", [QWEN2[0], ("attn_k.bias", N_EMBD), QWEN2[2]])
+
+
+@case("qwen2_old_keys", "ok", "rej", "rej", "missing metadata 'qwen2.embedding_length'")
+@edit
+def _(m):
+    to_arch(m, "qwen2", QWEN2)
+    m.getkv("qwen2.embedding_length").key = "llama.embedding_length"
+
+
+@case("qwen3_good", "ok", "ok", "ok", "-")
+@edit
+def _(m): to_arch(m, "qwen3", QWEN3)
+
+
+@case("qwen3_missing_k_norm", "ok", "rej", "rej", "missing tensor 'blk.0.attn_k_norm.weight'")
+@edit
+def _(m): to_arch(m, "qwen3", QWEN3[:1])
+
+
+@case("qwen3_q_norm_wrong_length", "ok", "rej", "rej", "blk.0.attn_q_norm.weight' has 32 elements, expected 8")
+@edit
+def _(m): to_arch(m, "qwen3", [("attn_q_norm.weight", N_EMBD), QWEN3[1]])
+
+
+@case("qwen3_bias", "ok", "rej", "rej", "tensor 'blk.0.attn_q.bias' is not part of architecture 'qwen3'")
+@edit
+def _(m): to_arch(m, "qwen3", QWEN3 + QWEN2[:1])
+
+
+@case("qwen3_key_length_16", "ok", "rej", "rej", "blk.0.attn_q.weight' has shape [32, 32, 1, 1], expected [32, 64]")
+@edit
+def _(m):
+    to_arch(m, "qwen3", QWEN3)
+    m.kv.append(KV("qwen3.attention.key_length", U32, 16))
+
+
+@case("value_length_differs", "ok", "rej", "rej", "llama.attention.value_length 4 differs from the key length 8")
+@edit
+def _(m): m.kv.append(KV("llama.attention.value_length", U32, 4))
+
+
 # ---- tokenizer metadata (only the CLI builds the tokenizer) ----
 @case("tokens_fewer_than_embd_rows", "ok", "any", "rej", "tokens")
 @edit
@@ -616,9 +708,28 @@ def _(m): m.getkv("tokenizer.ggml.eos_token_id").v = 0xFFFFFFFF
 def _(m): m.getkv("tokenizer.ggml.unknown_token_id").t, m.getkv("tokenizer.ggml.unknown_token_id").v = I32, -5
 
 
-@case("tokenizer_model_gpt2", "ok", "any", "rej", "unsupported tokenizer model")
+@case("tokenizer_model_gpt2", "ok", "any", "rej", "merges is missing")
 @edit
 def _(m): m.getkv("tokenizer.ggml.model").v = "gpt2"
+
+
+@case("tokenizer_model_bert", "ok", "any", "rej", "unsupported tokenizer model")
+@edit
+def _(m): m.getkv("tokenizer.ggml.model").v = "bert"
+
+
+@case("tokenizer_pre_unknown", "ok", "any", "rej", "nonsense-pre")
+@edit
+def _(m):
+    m.getkv("tokenizer.ggml.model").v = "gpt2"
+    m.kv.append(KV("tokenizer.ggml.pre", STR, "nonsense-pre"))
+
+
+@case("tokenizer_merges_not_strings", "ok", "any", "rej", "merges is not an array of strings")
+@edit
+def _(m):
+    m.getkv("tokenizer.ggml.model").v = "gpt2"
+    m.kv.append(KV("tokenizer.ggml.merges", ARR, (I32, [1, 2, 3])))
 
 
 def main():
