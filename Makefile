@@ -4,6 +4,7 @@
 #   plugins/<name>.c            -> build/plugins/sampler-<name>.so
 #   backends/<name>/plugin.c    -> descriptor, compiled with NO -m flags
 #   backends/<name>/*.c (rest)  -> kernels, compiled with ISA_<name> flags
+#                                  (by CC_<name> when set, else $(CC))
 #                                  -> build/plugins/backend-<name>.so
 #   tools/<name>.c              -> build/bin/picolm-<name>
 #   tests/test_<name>.c         -> build/tests/test_<name> (run by tests/run.sh)
@@ -33,7 +34,9 @@ LDFLAGS ?=
 # does not contract; clang does by default, where -mfma allows it, so a
 # plugin's scalar float code (attn_f16's softmax sum) rounded differently
 # from the same expression in the core and flipped a greedy near-tie.
-BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -ffp-contract=off -Iinclude -Icore -fPIC $(OPT) $(CFLAGS)
+# _FILE_OFFSET_BITS=64: on 32-bit targets (armhf), models over 2 GB and
+# readdir on filesystems with 64-bit directory offsets (plugin scan).
+BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -ffp-contract=off -Iinclude -Icore -fPIC $(OPT) $(CFLAGS)
 INIH_LIBS ?= $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 CORE_LIBS = $(INIH_LIBS) -ldl -lpthread -lm
 
@@ -42,6 +45,10 @@ ifneq (,$(findstring x86_64,$(MACHINE)))
   BACKENDS ?= scalar sse4 avx2 avx512
 else ifneq (,$(findstring aarch64,$(MACHINE)))
   BACKENDS ?= scalar neon
+else ifneq (,$(findstring arm,$(MACHINE)))
+  BACKENDS ?= scalar neon
+else ifneq (,$(findstring riscv64,$(MACHINE)))
+  BACKENDS ?= scalar rvv
 else
   BACKENDS ?= scalar
 endif
@@ -101,7 +108,7 @@ $(BUILD)/plugins/sampler-%.so: $(BUILD)/obj/plugins/%.o
 define BACKEND_RULES
 $(BUILD)/obj/backends/$(1)/%.o: backends/$(1)/%.c $(HEADERS)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(BASE_CFLAGS) $$(if $$(filter plugin.c,$$(notdir $$<)),,$$(ISA_$(1))) -c $$< -o $$@
+	$$(if $$(filter plugin.c,$$(notdir $$<)),$$(CC) $$(BASE_CFLAGS),$$(or $$(CC_$(1)),$$(CC)) $$(BASE_CFLAGS) $$(ISA_$(1))) -c $$< -o $$@
 $(BUILD)/plugins/backend-$(1).so: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/$(1)/*.c))
 	@mkdir -p $$(dir $$@)
 	$$(CC) -shared $$(LDFLAGS) $$^ -o $$@ -lm

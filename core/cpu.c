@@ -18,6 +18,12 @@
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #define CPU_ARM64 1
+#elif defined(__arm__) && defined(__linux__)
+#include <sys/auxv.h>
+#define CPU_ARM32 1
+#elif defined(__riscv) && __riscv_xlen == 64 && defined(__linux__)
+#include <sys/auxv.h>
+#define CPU_RISCV64 1
 #endif
 
 static const struct {
@@ -47,6 +53,7 @@ static const struct {
     {PICOLM_CPU_ARM_FP16, "fp16", "asimdhp"},
     {PICOLM_CPU_ARM_I8MM, "i8mm", NULL},
     {PICOLM_CPU_ARM_SVE, "sve", NULL},
+    {PICOLM_CPU_RVV, "rvv", "v"},
     {PICOLM_CPU_IMPOSSIBLE, "impossible", NULL},
 };
 #define N_FEATURES (sizeof feature_names / sizeof feature_names[0])
@@ -233,6 +240,40 @@ static uint64_t probe_hw(void) {
     if (hw2 & HWCAP2_I8MM) f |= PICOLM_CPU_ARM_I8MM;
     return cpu_apply_mask(f, 0);
 }
+#elif CPU_ARM32
+/* Linux arch/arm/include/uapi/asm/hwcap.h (AT_HWCAP of a 32-bit process,
+   also on an AArch64 kernel) */
+#define A32_HWCAP_NEON (1ul << 12)
+#define A32_HWCAP_VFPv4 (1ul << 16)
+#define A32_HWCAP_FPHP (1ul << 22)
+#define A32_HWCAP_ASIMDHP (1ul << 23)
+#define A32_HWCAP_ASIMDDP (1ul << 24)
+#define A32_HWCAP_I8MM (1ul << 27)
+static uint64_t probe_hw(void) {
+    unsigned long hw = getauxval(AT_HWCAP);
+    uint64_t f = 0;
+    /* "neon" is the level the NEON backend is built for: Advanced SIMD
+       with VFPv4's fused multiply-add and f16 conversions (Cortex-A7 and
+       later; every ARMv8 core in AArch32 state).  A Cortex-A8/A9 has NEON
+       without VFPv4 and runs the scalar backend. */
+    if ((hw & A32_HWCAP_NEON) && (hw & A32_HWCAP_VFPv4)) f |= PICOLM_CPU_NEON;
+    if (hw & A32_HWCAP_ASIMDDP) f |= PICOLM_CPU_ARM_DOTPROD;
+    if ((hw & A32_HWCAP_FPHP) && (hw & A32_HWCAP_ASIMDHP)) f |= PICOLM_CPU_ARM_FP16;
+    if (hw & A32_HWCAP_I8MM) f |= PICOLM_CPU_ARM_I8MM;
+    return cpu_apply_mask(f, 0);
+}
+#elif CPU_RISCV64
+/* AT_HWCAP holds one bit per single-letter extension ('A' = bit 0).
+   Mainline Linux sets 'V' (since 6.5, where it saves the vector state) for
+   the ratified vector extension 1.0 only: the pre-1.0 vector unit of
+   T-Head's C906/C910 (LicheeRV Nano, LicheePi 4A) is xtheadvector or not
+   reported, so there the rvv backend is not chosen and scalar runs. */
+static uint64_t probe_hw(void) {
+    unsigned long hw = getauxval(AT_HWCAP);
+    uint64_t f = 0;
+    if (hw & (1ul << ('V' - 'A'))) f |= PICOLM_CPU_RVV;
+    return f;
+}
 #else
 static uint64_t probe_hw(void) { return 0; }
 #endif
@@ -284,7 +325,7 @@ static void trim_copy(char *dst, size_t n, const char *src) {
     dst[len] = '\0';
 }
 
-#if CPU_ARM64
+#if CPU_ARM64 || CPU_ARM32
 static const char *arm_part_name(unsigned impl, unsigned part) {
     static const struct { unsigned impl, part; const char *name; } parts[] = {
         {0x41, 0xd03, "Cortex-A53"}, {0x41, 0xd04, "Cortex-A35"},
@@ -338,7 +379,7 @@ void cpu_model_name(char *buf, size_t n) {
             }
         }
         fclose(f);
-#if CPU_ARM64
+#if CPU_ARM64 || CPU_ARM32
         const char *pn = arm_part_name(impl, part);
         if (pn) {
             /* "Model" on a Pi names the board; prefer the core name */

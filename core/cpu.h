@@ -2,7 +2,9 @@
  * CPU probe: which PICOLM_CPU_* features (include/picolm/plugin.h) this
  * machine AND its OS support.  x86: CPUID leaves 1 and 7 plus XCR0 (xgetbv),
  * so AVX/AVX-512 are only reported when the OS saves the wider registers.
- * AArch64: getauxval(AT_HWCAP / AT_HWCAP2).  Built without -m flags.
+ * AArch64: getauxval(AT_HWCAP / AT_HWCAP2); 32-bit ARM: AT_HWCAP (NEON
+ * with VFPv4 counts as "neon"); RISC-V: AT_HWCAP's 'V' bit ("rvv").  Built
+ * without -m flags.
  *
  * PICOLM_CPU_MASK removes features from the probed set, to exercise
  * fallbacks: a comma/space separated list of names ("avx512f,avx2"), hex

@@ -449,6 +449,17 @@ static void load_dir(pl_registry *r, const char *dir) {
     }
 }
 
+/* The plugins a static build links in (mk/static.mk generates the
+   NULL-terminated table of their entries); weak, so that a dynamic build
+   has none. */
+extern const picolm_entry_fn picolm_builtin_plugins[] __attribute__((weak));
+
+static void load_builtins(pl_registry *r) {
+    size_t used = strlen(r->searched);
+    snprintf(r->searched + used, sizeof r->searched - used, "%sbuilt in", used ? ", " : "");
+    for (const picolm_entry_fn *e = picolm_builtin_plugins; *e; e++) registry_add_builtin(r, (*e)(), NULL);
+}
+
 static void exe_dir(char *buf, size_t n) {
     ssize_t len = readlink("/proc/self/exe", buf, n - 1);
     if (len <= 0) { snprintf(buf, n, "."); return; }
@@ -483,12 +494,18 @@ int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errl
     if (plugin_dir && plugin_dir[0]) load_path_list(r, plugin_dir);
     const char *env = getenv("PICOLM_PLUGIN_DIR");
     if (env && env[0]) load_path_list(r, env);
-    char ed[PATH_MAX], p[PATH_MAX + 32];
-    exe_dir(ed, sizeof ed);
-    snprintf(p, sizeof p, "%s/../plugins", ed);
-    load_dir(r, p);
-    snprintf(p, sizeof p, "%s/../lib/picolm", ed);
-    load_dir(r, p);
+    if (picolm_builtin_plugins) {
+        /* one file to copy onto a board: its own plugins stand in for the
+           directories next to the executable (those above still shadow them) */
+        load_builtins(r);
+    } else {
+        char ed[PATH_MAX], p[PATH_MAX + 32];
+        exe_dir(ed, sizeof ed);
+        snprintf(p, sizeof p, "%s/../plugins", ed);
+        load_dir(r, p);
+        snprintf(p, sizeof p, "%s/../lib/picolm", ed);
+        load_dir(r, p);
+    }
     int formats = 0;
     for (int i = 0; i < r->n; i++) formats += r->items[i].ok && r->items[i].kind == PICOLM_KIND_FORMAT;
     if (!formats) {
@@ -499,11 +516,10 @@ int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errl
 }
 
 void registry_free(pl_registry *r) {
-    for (int i = 0; i < r->n; i++)
-        if (r->items[i].handle) {
-            if (r->items[i].desc && r->items[i].desc->fini) r->items[i].desc->fini();
-            dlclose(r->items[i].handle);
-        }
+    for (int i = 0; i < r->n; i++) {
+        if (r->items[i].desc && r->items[i].desc->fini) r->items[i].desc->fini();
+        if (r->items[i].handle) dlclose(r->items[i].handle);
+    }
     free(r->items);
     memset(r, 0, sizeof *r);
 }

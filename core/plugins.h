@@ -26,8 +26,8 @@
 
 typedef struct pl_plugin {
     char path[1024];
-    void *handle;                 /* NULL once rejected and closed */
-    const picolm_plugin *desc;    /* valid only while handle != NULL */
+    void *handle;                 /* NULL once rejected and closed, or built in */
+    const picolm_plugin *desc;    /* NULL once rejected */
     uint32_t kind;
     char name[64];
     char version[32];

@@ -39,7 +39,7 @@ static int has_key(const char *const *keys, const char *key) {
 }
 
 static const picolm_sampler_vtable *sampler_vt(const pl_plugin *p) {
-    return p && p->ok && p->handle && p->desc && p->kind == PICOLM_KIND_SAMPLER ? p->desc->vtable : NULL;
+    return p && p->ok && p->desc && p->kind == PICOLM_KIND_SAMPLER ? p->desc->vtable : NULL;
 }
 
 static void list_samplers(const pl_registry *reg, char *buf, size_t n) {

@@ -396,7 +396,7 @@ static void test_llama_ref(const char *sh) {
         free(held);
     }
     char dummy = 'x';
-    CHECK(tokenizer_encode(t, &dummy, (size_t)1 << 40, 0, 0, NULL, 0) == -1, "absurd input length is an error, not a crash");
+    CHECK(tokenizer_encode(t, &dummy, SIZE_MAX, 0, 0, NULL, 0) == -1, "absurd input length is an error, not a crash");
     tokenizer_free(t);
     gguf_close(&gf);
 }

@@ -22,10 +22,6 @@ NEON_KERNEL_LIST(NEON_WRAP)
 /* ---- float kernels ----------------------------------------------------------
    Float partial sums are flushed into double every 128 elements: the
    reference accumulates in double, and long rows must not drift from it. */
-NEON_AI float64x2_t neon_flush_f64(float64x2_t acc, float32x4_t v) {
-    acc = vaddq_f64(acc, vcvt_f64_f32(vget_low_f32(v)));
-    return vaddq_f64(acc, vcvt_high_f64_f32(v));
-}
 NEON_AI float32x4_t neon_load_h(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 NEON_AI float32x4_t neon_load_bf(const uint16_t *p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
@@ -35,7 +31,7 @@ NEON_AI float32x4_t neon_load_bf(const uint16_t *p) {
 #define FLOAT_DOT(NAME, T, LOAD, SCALAR)                                            \
     static void NAME(int64_t n, float *s, const void *vx, const void *vy) {         \
         const T *x = vx, *y = vy;                                                   \
-        float64x2_t accd = vdupq_n_f64(0.0);                                        \
+        neon_f64acc accd = NEON_F64ACC_ZERO;                                        \
         int64_t i = 0;                                                              \
         while (i + 16 <= n) {                                                       \
             float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;             \
@@ -48,7 +44,7 @@ NEON_AI float32x4_t neon_load_bf(const uint16_t *p) {
             }                                                                       \
             accd = neon_flush_f64(accd, vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3))); \
         }                                                                           \
-        double sum = vaddvq_f64(accd);                                              \
+        double sum = neon_f64acc_sum(accd);                                         \
         for (; i < n; i++) sum += (double)(SCALAR(x[i]) * SCALAR(y[i]));            \
         *s = (float)sum;                                                            \
     }
@@ -138,7 +134,7 @@ static float neon_dot_f32(const float *a, const float *b, int n) {
 }
 
 static float neon_dot_f32_f16(const float *a, const uint16_t *b, int n) {
-    float64x2_t accd = vdupq_n_f64(0.0);
+    neon_f64acc accd = NEON_F64ACC_ZERO;
     int i = 0;
     while (i + 16 <= n) {
         float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
@@ -151,7 +147,7 @@ static float neon_dot_f32_f16(const float *a, const uint16_t *b, int n) {
         }
         accd = neon_flush_f64(accd, vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
     }
-    double sum = vaddvq_f64(accd);
+    double sum = neon_f64acc_sum(accd);
     for (; i < n; i++) sum += (double)(a[i] * neon_h2f(b[i]));
     return (float)sum;
 }

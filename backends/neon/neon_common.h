@@ -15,6 +15,29 @@
 #define NEON_AI static inline __attribute__((always_inline))
 #define NEON_HIDDEN __attribute__((visibility("hidden")))
 
+#if !defined(__aarch64__)
+#include "neon_a32.h"
+#endif
+
+/* Double-precision accumulator of the float dot products: two f64 lanes on
+   AArch64, a scalar double on AArch32 (no f64 lanes there). */
+#if defined(__aarch64__)
+typedef float64x2_t neon_f64acc;
+#define NEON_F64ACC_ZERO vdupq_n_f64(0.0)
+NEON_AI neon_f64acc neon_flush_f64(neon_f64acc acc, float32x4_t v) {
+    acc = vaddq_f64(acc, vcvt_f64_f32(vget_low_f32(v)));
+    return vaddq_f64(acc, vcvt_high_f64_f32(v));
+}
+NEON_AI double neon_f64acc_sum(neon_f64acc acc) { return vaddvq_f64(acc); }
+#else
+typedef double neon_f64acc;
+#define NEON_F64ACC_ZERO 0.0
+NEON_AI neon_f64acc neon_flush_f64(neon_f64acc acc, float32x4_t v) {
+    return acc + ((double)vgetq_lane_f32(v, 0) + vgetq_lane_f32(v, 2)) + ((double)vgetq_lane_f32(v, 1) + vgetq_lane_f32(v, 3));
+}
+NEON_AI double neon_f64acc_sum(neon_f64acc acc) { return acc; }
+#endif
+
 /* exact fp16 -> fp32: FCVT is base ARMv8 (no +fp16 needed) */
 NEON_AI float neon_h2f(uint16_t h) {
     __fp16 f;

@@ -87,11 +87,12 @@ enum picolm_type {
 #define PICOLM_CPU_AVX512BF16  (1ull << 14)
 #define PICOLM_CPU_AVXVNNI     (1ull << 15)
 #define PICOLM_CPU_POPCNT      (1ull << 16)
-#define PICOLM_CPU_NEON        (1ull << 32) /* AArch64 ASIMD */
+#define PICOLM_CPU_NEON        (1ull << 32) /* AArch64 ASIMD; AArch32: NEON + VFPv4 */
 #define PICOLM_CPU_ARM_DOTPROD (1ull << 33)
 #define PICOLM_CPU_ARM_FP16    (1ull << 34)
 #define PICOLM_CPU_ARM_I8MM    (1ull << 35)
 #define PICOLM_CPU_ARM_SVE     (1ull << 36)
+#define PICOLM_CPU_RVV         (1ull << 48) /* RISC-V V 1.0 (HWCAP 'V') */
 /* A bit no CPU has: lets tests build a plugin whose requirement is unmet. */
 #define PICOLM_CPU_IMPOSSIBLE  (1ull << 63)
 
