@@ -25,9 +25,19 @@ SUDO=
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat >"$work/trixie.sources" <<'SRC'
+# The Debian archive this machine's own apt sources name (not its security
+# archive): trixie comes from the same mirror as the system's packages.
+archive=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+          awk '$1 == "URIs:" && $2 ~ /debian/ && $2 !~ /security/ { print $2; exit }')
+[ -n "$archive" ] || archive=$(sed -e 's/\[[^]]*\]//' /etc/apt/sources.list 2>/dev/null |
+          awk '$1 == "deb" && $2 !~ /security/ && $2 ~ /debian/ { print $2; exit }')
+if [ -z "$archive" ]; then
+    echo "ci-riscv64-setup: no Debian archive in the system's apt sources" >&2
+    exit 1
+fi
+cat >"$work/trixie.sources" <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $archive
 Suites: trixie
 Components: main
 Architectures: riscv64
