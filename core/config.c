@@ -48,7 +48,7 @@ typedef struct keydef {
 static const keydef keys[] = {
     {"engine", "threads", K_INT, F(threads), 0, 1024, NULL, "worker threads, caller included; 0 = all online CPUs"},
     {"engine", "context", K_INT, F(context), 0, 1 << 24, NULL, "context tokens (capped at the model's); 0 = the model's"},
-    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon"},
+    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon, rvv (or an out-of-tree backend's name)"},
     {"engine", "kv_type", K_ENUM, F(kv_type), 0, 0, "f16|q8_0", "KV cache element type: f16 or q8_0 (half the memory)"},
     {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary"},
     {"engine", "ram", K_SIZE, F(ram_bytes), 0, 0, NULL, "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"},
