@@ -358,12 +358,12 @@ static const char *const turn_end[CHAT_N_KINDS][2] = {
     [CHAT_GLMEDGE] = {"<|user|>", "<|system|>"},
 };
 
-/* The one place that decides where a reply ends.  The markers end it as a
-   token when the vocabulary has them (end_ids, checked by generate_decode
-   beside EOS), else as text (stop strings).  Once the tokenizer knows its
-   end-of-generation set (tokenizer_is_eog), generate_decode stops at every
-   EOG token and end_ids can go; the stop strings stay for vocabularies
-   where a marker is plain text. */
+/* The one place that decides where a reply ends, beside the vocabulary's
+   own end-of-generation set (tokenizer_is_eog, which generate_decode always
+   stops at).  The template's markers end it too: as a token when the
+   vocabulary has them (end_ids: the next turn's header is no EOG token, and
+   an older file may not mark its end-of-turn token as one), else as text
+   (stop strings, for vocabularies where a marker is plain text). */
 static void setup_turn_end(chat_session *s) {
     for (int i = 0; i < 2; i++) {
         add_end_id(s, turn_end[s->kind][i]);
