@@ -64,13 +64,13 @@ CORE_LIB  = $(BUILD)/libpicolm.a
 FORMATS   = $(basename $(notdir $(wildcard formats/*.c)))
 SAMPLERS  = $(basename $(notdir $(wildcard plugins/*.c)))
 TOOLS     = $(basename $(notdir $(wildcard tools/*.c)))
-TESTS     = $(basename $(notdir $(wildcard tests/test_*.c)))
+TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
 
 FORMAT_SO  = $(FORMATS:%=$(BUILD)/plugins/format-%.so)
 SAMPLER_SO = $(SAMPLERS:%=$(BUILD)/plugins/sampler-%.so)
 BACKEND_SO = $(BACKENDS:%=$(BUILD)/plugins/backend-%.so)
 TOOL_BIN   = $(TOOLS:%=$(BUILD)/bin/picolm-%)
-TEST_BIN   = $(TESTS:%=$(BUILD)/tests/%)
+TEST_BIN   = $(TEST_PROGS:%=$(BUILD)/tests/%)
 HEADERS    = $(wildcard include/picolm/*.h core/*.h formats/*.h backends/*.h backends/*/*.h plugins/*.h)
 
 all: $(BUILD)/bin/picolm $(TOOL_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
