@@ -388,6 +388,7 @@ static int push_msg(chat_session *s, const char *role, const char *text, size_t 
 }
 
 static void drop_msgs(chat_session *s, int from, int count) {
+    if (count <= 0) return; /* msgs may still be NULL: no pointer arithmetic on it */
     for (int i = from; i < from + count; i++) free((char *)s->msgs[i].content);
     memmove(s->msgs + from, s->msgs + from + count, (size_t)(s->n_msgs - from - count) * sizeof *s->msgs);
     s->n_msgs -= count;

@@ -188,7 +188,9 @@ static const picolm_sampler_vtable bi_vt = {.struct_size = sizeof(picolm_sampler
                                             .create = bi_create, .apply = bi_apply};
 
 static void test_builtin(pl_registry *r) {
-    picolm_plugin d = {.abi_version = PICOLM_ABI_VERSION, .struct_size = sizeof(picolm_plugin), .kind = PICOLM_KIND_SAMPLER,
+    /* static: the registry keeps the descriptor of an accepted plugin until
+       registry_free (a real plugin's is a const static too) */
+    static picolm_plugin d = {.abi_version = PICOLM_ABI_VERSION, .struct_size = sizeof(picolm_plugin), .kind = PICOLM_KIND_SAMPLER,
                        .name = "p_builtin", .version = "1.0", .vtable = &bi_vt};
     int k = registry_add_builtin(r, &d, "test");
     CHECK(k >= 0 && r->items[k].ok && registry_find(r, PICOLM_KIND_SAMPLER, "p_builtin") == &r->items[k] &&
