@@ -334,15 +334,5 @@ static const picolm_format_vtable legacy_vtable = {
     sizeof legacy_formats / sizeof legacy_formats[0], legacy_formats,
 };
 
-static const picolm_plugin legacy_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_FORMAT,
-    .name = "legacy",
-    .version = "1.0",
-    .description = "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (reference code)",
-    .vtable = &legacy_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "legacy", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &legacy_plugin; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "legacy", "1.0", "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (reference code)", 0, 0,
+                     &legacy_vtable);

@@ -419,6 +419,35 @@ typedef struct picolm_elf_note {
         {PICOLM_ABI_VERSION, (kind_), sizeof(picolm_plugin), (uint32_t)(uint64_t)(cpu_required_),                 \
          (uint32_t)((uint64_t)(cpu_required_) >> 32), name_}}
 
+/* ------------------------------------------------------------------------ */
+/* One line per plugin (as SQLite's SQLITE_EXTENSION_INIT1/2): the          */
+/* descriptor, its ELF note and the entry symbol, from one set of facts, so  */
+/* the note can never disagree with the descriptor.                          */
+/*                                                                           */
+/*   PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "legacy", "1.0",               */
+/*                        "Q4_0 ... (reference code)", 0, 0, &legacy_vtable);*/
+/*                                                                           */
+/* PICOLM_DEFINE_PLUGIN_EX adds the optional init and fini hooks.            */
+/* ------------------------------------------------------------------------ */
+#define PICOLM_DEFINE_PLUGIN_EX(kind_, name_, version_, description_, cpu_required_, priority_, vtable_, init_, fini_) \
+    static const picolm_plugin picolm_plugin_descriptor = {                                                       \
+        .abi_version = PICOLM_ABI_VERSION,                                                                        \
+        .struct_size = sizeof(picolm_plugin),                                                                     \
+        .kind = (kind_),                                                                                          \
+        .name = name_,                                                                                            \
+        .version = version_,                                                                                      \
+        .description = description_,                                                                              \
+        .cpu_required = (cpu_required_),                                                                          \
+        .priority = (priority_),                                                                                  \
+        .init = init_,                                                                                            \
+        .fini = fini_,                                                                                            \
+        .vtable = (vtable_),                                                                                      \
+    };                                                                                                            \
+    PICOLM_PLUGIN_NOTE((kind_), name_, (cpu_required_));                                                          \
+    PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &picolm_plugin_descriptor; }
+#define PICOLM_DEFINE_PLUGIN(kind_, name_, version_, description_, cpu_required_, priority_, vtable_) \
+    PICOLM_DEFINE_PLUGIN_EX(kind_, name_, version_, description_, cpu_required_, priority_, vtable_, NULL, NULL)
+
 #ifdef __cplusplus
 }
 #endif
