@@ -5,6 +5,7 @@
    the file named by $PICOLM_TEST_MARK, so the test can see exactly what ran.
    The CASE_NOTE* cases and the descriptor facts of ABI, SMALL, KIND, NONAME
    and CPU are in its ELF note: refused before the file is loaded. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -79,17 +80,33 @@ static const picolm_format bad_formats[1] = {{.type_id = 1500, .name = "BADGROUP
 static const picolm_format bad_formats[1] = {{.type_id = 5000, .name = "BAD", .block_size = 1, .type_size = 4,
                                               .dequantize_row = probe_deq}};
 #endif
-__attribute__((unused)) static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), sizeof(picolm_format), 1, bad_formats};
+/* SMALL*: sizes that stop short of v1's last member, as a plugin built
+   against a header from before some members were folded into v1 */
+#ifdef CASE_SMALLFORMAT
+#define FORMAT_SIZE offsetof(picolm_format, row_group)
+#else
+#define FORMAT_SIZE sizeof(picolm_format)
+#endif
+__attribute__((unused)) static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), FORMAT_SIZE, 1, bad_formats};
+#ifdef CASE_SMALLBACKEND
+#define BACKEND_SIZE offsetof(picolm_backend_vtable, attn_f16)
+#else
+#define BACKEND_SIZE sizeof(picolm_backend_vtable)
+#endif
+#ifdef CASE_SMALLKERNEL
+#define KERNEL_SIZE offsetof(picolm_kernel, gemm)
+#else
+#define KERNEL_SIZE sizeof(picolm_kernel)
+#endif
 /* a backend table claiming 3 kernels with no array */
-__attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct_size = sizeof(picolm_backend_vtable),
-                                                 .kernel_size = sizeof(picolm_kernel), .n_kernels = 3,
-                                                 .score = probe_score};
+__attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct_size = BACKEND_SIZE, .kernel_size = KERNEL_SIZE,
+                                                                         .n_kernels = 3, .score = probe_score};
 
 #if defined(CASE_KIND)
 #define KIND 7
-#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP) || defined(CASE_SMALLFORMAT)
 #define KIND PICOLM_KIND_FORMAT
-#elif defined(CASE_BADBACKEND)
+#elif defined(CASE_BADBACKEND) || defined(CASE_SMALLBACKEND) || defined(CASE_SMALLKERNEL)
 #define KIND PICOLM_KIND_BACKEND
 #else
 #define KIND PICOLM_KIND_SAMPLER
@@ -125,9 +142,9 @@ __attribute__((unused)) static const picolm_plugin desc = {
     .fini = probe_fini,
 #if defined(CASE_NOVTABLE)
     .vtable = NULL,
-#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP) || defined(CASE_SMALLFORMAT)
     .vtable = &format_vt,
-#elif defined(CASE_BADBACKEND)
+#elif defined(CASE_BADBACKEND) || defined(CASE_SMALLBACKEND) || defined(CASE_SMALLKERNEL)
     .vtable = &backend_vt,
 #else
     .vtable = &sampler_vt,
