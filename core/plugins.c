@@ -546,6 +546,12 @@ const pl_plugin *registry_find(const pl_registry *r, uint32_t kind, const char *
 #define FOR_FORMATS(v, f, i)                                                                       \
     for (uint32_t i = 0; i < (v)->n_formats; i++)                                                  \
         for (const picolm_format *f = format_at((v), i); f; f = NULL)
+/* Every format f of every accepted format plugin p, in load order. */
+#define FOR_LOADED_FORMATS(r, p, f)                                                                \
+    for (int p##_i = 0; p##_i < (r)->n; p##_i++)                                                   \
+        for (const pl_plugin *p = &(r)->items[p##_i]; p; p = NULL)                                 \
+            if (p->ok && p->kind == PICOLM_KIND_FORMAT)                                            \
+                FOR_FORMATS((const picolm_format_vtable *)p->desc->vtable, f, p##_j)
 
 int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size) {
     const pl_dispatch *d = ctx;
@@ -587,20 +593,15 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
     if (!be && err[0]) return -1;
     d->backend = be;
     /* 1. formats: the portable reference code, first provider wins */
-    for (int i = 0; i < r->n; i++) {
-        const pl_plugin *p = &r->items[i];
-        if (!p->ok || p->kind != PICOLM_KIND_FORMAT) continue;
-        const picolm_format_vtable *v = p->desc->vtable;
-        FOR_FORMATS(v, f, j) {
-            pl_type *t = &d->types[f->type_id];
-            if (t->fmt) continue;
-            t->fmt = f;
-            t->row_group = format_row_group(f);
-            t->fmt_plugin = p->name;
-            t->vec_dot_type = f->vec_dot_type;
-            t->vec_dot = f->vec_dot;
-            t->kernel_from = "reference";
-        }
+    FOR_LOADED_FORMATS(r, p, f) {
+        pl_type *t = &d->types[f->type_id];
+        if (t->fmt) continue;
+        t->fmt = f;
+        t->row_group = format_row_group(f);
+        t->fmt_plugin = p->name;
+        t->vec_dot_type = f->vec_dot_type;
+        t->vec_dot = f->vec_dot;
+        t->kernel_from = "reference";
     }
     for (uint32_t ty = 0; ty < PL_TYPE_MAX; ty++) {
         pl_type *t = &d->types[ty];
@@ -631,24 +632,19 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
     /* 2b. a layout the backend has no kernels for runs its base type's on
        groups unpacked by the format's to_base (same values, same kernels,
        same results), rather than the layout's slow reference code */
-    for (int i = 0; i < r->n; i++) {
-        const pl_plugin *p = &r->items[i];
-        if (!p->ok || p->kind != PICOLM_KIND_FORMAT) continue;
-        const picolm_format_vtable *v = p->desc->vtable;
-        FOR_FORMATS(v, f, j) {
-            pl_type *t = &d->types[f->type_id];
-            if (t->fmt != f || !f->to_base || f->base_type >= PL_TYPE_MAX || strcmp(t->kernel_from, "reference")) continue;
-            const pl_type *b = &d->types[f->base_type];
-            if (!b->fmt || b->row_group != 1 || !strcmp(b->kernel_from, "reference") || b->fmt->block_size != f->block_size)
-                continue;
-            t->vec_dot = b->vec_dot;
-            t->vec_dot_type = b->vec_dot_type;
-            t->gemm = b->gemm;
-            t->act_quant = b->act_quant;
-            t->kernel_from = b->kernel_from;
-            t->to_base = f->to_base;
-            t->base_type = f->base_type;
-        }
+    FOR_LOADED_FORMATS(r, p, f) {
+        pl_type *t = &d->types[f->type_id];
+        if (t->fmt != f || !f->to_base || f->base_type >= PL_TYPE_MAX || strcmp(t->kernel_from, "reference")) continue;
+        const pl_type *b = &d->types[f->base_type];
+        if (!b->fmt || b->row_group != 1 || !strcmp(b->kernel_from, "reference") || b->fmt->block_size != f->block_size)
+            continue;
+        t->vec_dot = b->vec_dot;
+        t->vec_dot_type = b->vec_dot_type;
+        t->gemm = b->gemm;
+        t->act_quant = b->act_quant;
+        t->kernel_from = b->kernel_from;
+        t->to_base = f->to_base;
+        t->base_type = f->base_type;
     }
     /* 3. primitives */
 #define OVERLAY(m) \
@@ -667,12 +663,8 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
 /* ---------------- report ---------------- */
 
 const char *registry_type_name(const pl_registry *r, uint32_t type) {
-    for (int i = 0; i < r->n; i++) {
-        if (!r->items[i].ok || r->items[i].kind != PICOLM_KIND_FORMAT) continue;
-        const picolm_format_vtable *v = r->items[i].desc->vtable;
-        for (uint32_t j = 0; j < v->n_formats; j++)
-            if (format_at(v, j)->type_id == type) return format_at(v, j)->name;
-    }
+    FOR_LOADED_FORMATS(r, p, f)
+        if (f->type_id == type) return f->name;
     return gguf_type_name(type);
 }
 

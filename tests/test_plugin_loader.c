@@ -277,9 +277,9 @@ int main(void) {
         {"initfail.so", "INITFAIL", "p_initfail", "init failed: probe refuses to start", 1},
     };
     const int nc = (int)(sizeof cases / sizeof *cases);
-    int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good");
+    int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good") && build("wide.so", "WIDE", "p_wide");
     for (int i = 0; i < nc && built; i++) built = build(cases[i].file, cases[i].c, cases[i].name);
-    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 2);
+    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 3);
     if (!built) return 1;
     char p[512];
     snprintf(p, sizeof p, "%s/text.so", dir);
@@ -307,6 +307,12 @@ int main(void) {
           "good plugin accepted (%s)", gi >= 0 ? r.items[gi].why : "-");
     CHECK(registry_find(&r, PICOLM_KIND_SAMPLER, "p_good") != NULL, "registry_find finds it");
     CHECK(strstr(read_marks(), "p_good:init\n") != NULL, "good plugin's init ran");
+    /* a plugin built against a later (appended) header: larger sizes are fine */
+    snprintf(p, sizeof p, "%s/wide.so", dir);
+    int wi = registry_load_file(&r, p);
+    CHECK(wi >= 0 && r.items[wi].ok, "a plugin with wider structs than v1 is accepted (%s)", wi >= 0 ? r.items[wi].why : "-");
+    CHECK(!strcmp(registry_type_name(&r, 1500), "WIDE0") && !strcmp(registry_type_name(&r, 1501), "WIDE1"),
+          "its format table is stepped by its own entry size: %s, %s", registry_type_name(&r, 1500), registry_type_name(&r, 1501));
 
     for (int i = 0; i < nc; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, cases[i].file);
@@ -340,12 +346,13 @@ int main(void) {
     CHECK(strstr(out, "shadowed by ") && strstr(out, "p_good") && strstr(out, "skipped (no picolm note this picolm can use):") && strstr(out, "libcopy.so"),
           "--list-plugins says shadowed (by which file) and lists the skipped files with why");
 
-    /* only the good plugin's code, the failing init and the constructors of
+    /* only the accepted plugins' code, the failing init and the constructors of
        loaded (descriptor-checked) plugins may have run */
     const char *m = read_marks();
     int stray = 0;
     for (const char *line = m; *line; line = strchr(line, '\n') + 1) {
         int allowed = !strncmp(line, "p_good:init\n", 12) || !strncmp(line, "p_good:constructor\n", 19) ||
+                      !strncmp(line, "p_wide:init\n", 12) || !strncmp(line, "p_wide:constructor\n", 19) ||
                       !strncmp(line, "p_initfail:init\n", 16);
         for (int i = 0; i < nc && !allowed; i++) {
             size_t l = strlen(cases[i].name);
@@ -371,7 +378,7 @@ int main(void) {
     for (int i = 0; i < r2.n; i++) {
         if (!strncmp(r2.items[i].path, dir, strlen(dir))) { ok += r2.items[i].ok; rejected += !r2.items[i].ok; }
     }
-    CHECK(ok == 1 && rejected == nc + 3, "directory scan: 1 accepted, %d refused (got %d, %d)", nc + 3, ok, rejected);
+    CHECK(ok == 2 && rejected == nc + 3, "directory scan: 2 accepted (good, wide), %d refused (got %d, %d)", nc + 3, ok, rejected);
     if (rc == 0) {
         int formats = 0;
         for (int i = 0; i < r2.n; i++) formats += r2.items[i].ok && r2.items[i].kind == PICOLM_KIND_FORMAT;

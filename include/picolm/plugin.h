@@ -6,8 +6,9 @@
  * `picolm_plugin` descriptor, and carrying the descriptor's facts in an ELF
  * note (PICOLM_PLUGIN_NOTE, at the end of this header).  The core checks the
  * note by reading the file before loading it, so a plugin the CPU cannot run,
- * of another ABI, or shadowed by another is never loaded.  The entry function
- * must do nothing but return the descriptor, and keep it (and any ELF
+ * of another ABI, or shadowed by another is never loaded.  One line,
+ * PICOLM_DEFINE_PLUGIN (at the end of this header), writes the descriptor,
+ * the note and the entry function.  Keep that line (and any ELF
  * constructor) in a translation unit compiled without -m flags; put ISA
  * kernels elsewhere.
  *
