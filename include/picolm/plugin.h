@@ -225,7 +225,8 @@ typedef struct picolm_format_vtable {
 } picolm_format_vtable;
 
 /* The vtable of a format plugin whose formats are the array arr. */
-#define PICOLM_FORMAT_VTABLE(arr) {sizeof(picolm_format_vtable), sizeof(picolm_format), sizeof(arr) / sizeof((arr)[0]), (arr)}
+#define PICOLM_FORMAT_VTABLE(arr) \
+    {sizeof(picolm_format_vtable), sizeof(picolm_format), sizeof(arr) / sizeof((arr)[0]), (arr)}
 
 /* ------------------------------------------------------------------------ */
 /* BACKEND plugins: fast kernels for one instruction set.  Anything missing  */
