@@ -21,6 +21,7 @@
 #include "check.h"
 #include "cpu.h"
 #include "picolm/plugin.h"
+#include "picolm/blocks.h"
 #include "picolm/fp16.h"
 
 #include <dirent.h>
