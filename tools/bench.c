@@ -5,7 +5,7 @@
  * against the machine's read bandwidth measured in the same run (the memory
  * roofline of decode), and RssAnon during generation.  --micro times each
  * format x backend vec_dot kernel alone.  --synth makes a random-weight
- * model of a given shape and type first (core/synth.c).
+ * model of a given shape and type first (tools/common/synth.c).
  */
 #include <errno.h>
 #include <fcntl.h>
