@@ -179,5 +179,3 @@ clean:
 .SECONDARY:
 -include mk/*.mk
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-# (until sampling stops reading the front end config: next commit)
-$(BUILD)/obj/core/sampling.o: BASE_CFLAGS += -Itools/cli

@@ -1,5 +1,6 @@
 /* Chat templates and multi-turn sessions: see chat.h. */
 #include "chat.h"
+#include "cli.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -417,7 +418,7 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     if (start_conversation(s)) { pl_fail(err, errlen, "out of memory"); goto bad; }
     if (generate_check_memory(e, cfg, err, errlen)) goto bad;
     if (build_ctx(&s->c, &e->model, generate_n_ctx(e, cfg), cfg->batch, kv, e->pool, err, errlen)) goto bad;
-    if (sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
+    if (cli_sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
     s->hist = malloc((size_t)s->c.n_ctx * sizeof *s->hist);
     if (!s->hist) { pl_fail(err, errlen, "out of memory"); goto bad; }
     return 0;

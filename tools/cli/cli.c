@@ -3,6 +3,7 @@
 #include "cpu.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,4 +83,85 @@ int cli_close_stdout(const char *tool) {
     if (!bad || e == EPIPE) return CLI_OK;
     fprintf(stderr, "%s: cannot write the output: %s\n", tool, e ? strerror(e) : "write error");
     return CLI_FAIL;
+}
+
+/* ---- the sampler chain from the configuration ---- */
+
+
+static int penalties_active(const picolm_config *c) {
+    return c->penalty_last_n != 0 && (c->repeat_penalty != 1.0f || c->freq_penalty != 0.0f || c->presence_penalty != 0.0f);
+}
+
+static void add_name(char *chain, size_t n, const char *name) {
+    const size_t used = strlen(chain);
+    snprintf(chain + used, n - used, "%s%s", used ? "," : "", name);
+}
+
+/* c->sampler_chain, or for "auto" ("" too) the stages the settings make
+   active; --json puts json first unless the chain names it. */
+static void chain_from_config(const picolm_config *c, char *chain, size_t n) {
+    char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + 8] = "";
+    snprintf(buf, sizeof buf, "%s", c->sampler_chain);
+    int has_json = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*tok)) tok++;
+        char *e = tok + strlen(tok);
+        while (e > tok && isspace((unsigned char)e[-1])) *--e = 0;
+        if (!*tok || !strcmp(tok, "auto")) continue;
+        add_name(names, sizeof names, tok);
+        has_json |= !strcmp(tok, "json");
+    }
+    chain[0] = 0;
+    if (c->json_mode && !has_json) add_name(chain, n, "json");
+    if (names[0]) {
+        add_name(chain, n, names);
+        return;
+    }
+    if (penalties_active(c)) add_name(chain, n, "penalties");
+    if (c->temperature <= 0) {
+        add_name(chain, n, "greedy");
+        return;
+    }
+    if (c->top_k > 0) add_name(chain, n, "top_k");
+    add_name(chain, n, "temperature");
+    if (c->top_p < 1.0f) add_name(chain, n, "top_p");
+    if (c->min_p > 0) add_name(chain, n, "min_p");
+    add_name(chain, n, "dist");
+}
+
+int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *c, const picolm_vocab *vocab,
+                       char *err, size_t errlen) {
+    /* The typed keys go last with their parsed values (so a flag and an INI
+       line that spell one number differently give the samplers the same
+       bits); the other [sampler] keys as written. */
+    static const char *const typed_keys[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty",
+                                             "freq_penalty", "presence_penalty", "penalty_last_n"};
+    enum { N_TYPED = sizeof typed_keys / sizeof typed_keys[0] };
+    char typed[N_TYPED][32], where[PICOLM_MAX_PARAMS][300], chain[sizeof c->sampler_chain + 16];
+    snprintf(typed[0], 32, "%.9g", (double)c->temperature);
+    snprintf(typed[1], 32, "%.9g", (double)c->top_p);
+    snprintf(typed[2], 32, "%d", c->top_k);
+    snprintf(typed[3], 32, "%.9g", (double)c->min_p);
+    snprintf(typed[4], 32, "%.9g", (double)c->repeat_penalty);
+    snprintf(typed[5], 32, "%.9g", (double)c->freq_penalty);
+    snprintf(typed[6], 32, "%.9g", (double)c->presence_penalty);
+    snprintf(typed[7], 32, "%d", c->penalty_last_n);
+    sampling_param p[PICOLM_MAX_PARAMS + N_TYPED];
+    int np = 0;
+    for (int i = 0; i < c->n_params && i < PICOLM_MAX_PARAMS; i++) {
+        int dup = !strcmp(c->params[i].key, "chain"); /* the chain itself, not a sampler's */
+        for (int k = 0; k < N_TYPED; k++) dup |= !strcmp(c->params[i].key, typed_keys[k]);
+        if (dup) continue;
+        config_param_where(&c->params[i], where[np], sizeof where[np]);
+        p[np] = (sampling_param){c->params[i].key, c->params[i].value, where[np]};
+        np++;
+    }
+    char twhere[N_TYPED][300];
+    for (int k = 0; k < N_TYPED; k++) {
+        config_where(c, "sampler", typed_keys[k], twhere[k], sizeof twhere[k]);
+        p[np++] = (sampling_param){typed_keys[k], typed[k], twhere[k]};
+    }
+    chain_from_config(c, chain, sizeof chain);
+    const sampling_settings set = {.chain = chain, .params = p, .n_params = np, .seed = c->seed};
+    return sampling_build(out, reg, &set, vocab, err, errlen);
 }

@@ -1,4 +1,5 @@
 #include "generate.h"
+#include "cli.h"
 #include "util.h"
 
 #include <errno.h>
@@ -290,7 +291,7 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     }
     if (generate_check_memory(e, cfg, err, errlen)) goto done;
     if (build_ctx(&c, m, n_ctx, cfg->batch, kv, e->pool, err, errlen)) goto done;
-    if (sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
+    if (cli_sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
     if (cfg->verbose) {
         char desc[512];
         sampling_describe(smp, desc, sizeof desc);

@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
     }
     /* a sampler name, key or value the plugins refuse is the user's to fix */
     sampling *probe;
-    if (sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
+    if (cli_sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
         char where[1200] = "";
         /* a name in the chain (the keys' messages carry their own place) */
         if (strstr(err, "in chain") || !strncmp(err, "sampler '", 9)) cli_where(&cfg, "sampler", "chain", "--sampler", where, sizeof where);
