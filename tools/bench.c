@@ -1138,7 +1138,7 @@ int main(int argc, char **argv) {
     }
     if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
     o.plugin_dir = cfg.plugin_dir;
-    o.kv_type = generate_kv_type(cfg.kv_type);
+    o.kv_type = cfg.kv_type;
     /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
     char ini_val[64];
     if (!tlist && cfg.threads > 0 && config_is_set(&cfg, "engine", "threads")) {

@@ -409,8 +409,7 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     if (chat_kind_resolve(cfg->chat_template, &e->model.gguf, &s->kind, note, sizeof note, err, errlen)) return -1;
     if (note[0]) fprintf(stderr, "picolm: chat: %s\n", note);
     else if (cfg->verbose) fprintf(stderr, "picolm: chat: template %s\n", chat_kind_name(s->kind));
-    const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
+    const int kv = cfg->kv_type;
     s->cfg = malloc(sizeof *s->cfg);
     if (!s->cfg) return pl_fail(err, errlen, "out of memory");
     *s->cfg = *cfg;

@@ -120,8 +120,7 @@ int main(int argc, char **argv) {
     }
     cfg.context = cli_context(&cfg, "picolm", e->model.hp.n_ctx_train);
     if (cfg.fit) {
-        int fit = generate_fit(e, &cfg, stdout, err, sizeof err);
-        if (fit < 0) fprintf(stderr, "picolm: %s\n", err);
+        const int fit = generate_fit(e, &cfg, stdout);
         free_engine(e);
         rc = cli_close_stdout("picolm");
         return fit || rc ? CLI_FAIL : CLI_OK; /* fit > 0: the verdict is DOES NOT FIT */
