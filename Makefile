@@ -39,10 +39,9 @@ OPT     ?= -O2 -g
 CFLAGS  ?=
 LDFLAGS ?=
 # The core is built with no -m flags: it probes the CPU and must run anywhere.
-# -ffp-contract=off: no implicit a*b+c -> fma.  GCC in ISO C mode already
-# does not contract; clang does by default, where -mfma allows it, so a
-# plugin's scalar float code (attn_f16's softmax sum) rounded differently
-# from the same expression in the core and flipped a greedy near-tie.
+# -ffp-contract=off: no implicit a*b+c -> fma, so a plugin's scalar float
+# code rounds as the same expression in the core does, under gcc and clang
+# alike (greedy near-ties hinge on the last bit; docs/perf.md, "Build flags").
 # _FILE_OFFSET_BITS=64: on 32-bit targets (armhf), models over 2 GB and
 # readdir on filesystems with 64-bit directory offsets (plugin scan).
 BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -ffp-contract=off -Iinclude -Icore -fPIC -MMD -MP $(OPT) $(CFLAGS)
