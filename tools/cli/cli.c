@@ -165,3 +165,30 @@ int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_conf
     const sampling_settings set = {.chain = chain, .params = p, .n_params = np, .seed = c->seed};
     return sampling_build(out, reg, &set, vocab, err, errlen);
 }
+
+void cli_print_sampler_keys(const picolm_config *c, FILE *out, int as_ini) {
+    pl_registry reg;
+    char err[512];
+    memset(&reg, 0, sizeof reg);
+    if (registry_load(&reg, c->plugin_dir, err, sizeof err)) {
+        registry_free(&reg);
+        return;
+    }
+    int first = 1;
+    for (int i = 0; i < reg.n; i++) {
+        const pl_plugin *p = &reg.items[i];
+        if (!p->ok || p->kind != PICOLM_KIND_SAMPLER) continue;
+        const picolm_sampler_vtable *vt = p->desc->vtable;
+        for (const picolm_param_desc *d = vt->params; d && d->key; d++) {
+            if (first)
+                fprintf(out, as_ini ? "; the keys of the loaded sampler plugins (sampler: key = default, range)\n"
+                                    : "\n[sampler] keys of the loaded sampler plugins (INI [sampler], or --param KEY=VALUE):\n");
+            first = 0;
+            const char *ty = d->type == PICOLM_PARAM_INT ? "integer" : "number";
+            if (as_ini) fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", p->name, d->key, d->def, ty, d->lo, d->hi);
+            else fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", p->name, ty, d->lo,
+                         d->hi, d->def);
+        }
+    }
+    registry_free(&reg);
+}

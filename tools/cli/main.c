@@ -84,9 +84,17 @@ int main(int argc, char **argv) {
     const char *ini = config_find_ini(argc, argv);
     if (ini && config_load_ini(&cfg, ini, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return CLI_USAGE; }
     if (config_parse_args(&cfg, argc, argv, err, sizeof err)) return cli_usage_error("picolm", err);
-    if (cfg.show_help) { config_usage(argv[0], stdout); return cli_close_stdout("picolm"); }
+    if (cfg.show_help) {
+        config_usage(argv[0], stdout);
+        cli_print_sampler_keys(&cfg, stdout, 0);
+        return cli_close_stdout("picolm");
+    }
     if (cfg.show_version) { printf("picolm %s (plugin ABI %u)\n", PICOLM_VERSION, PICOLM_ABI_VERSION); return cli_close_stdout("picolm"); }
-    if (cfg.dump_config) { config_dump(&cfg, stdout); return cli_close_stdout("picolm"); }
+    if (cfg.dump_config) {
+        config_dump(&cfg, stdout);
+        cli_print_sampler_keys(&cfg, stdout, 1);
+        return cli_close_stdout("picolm");
+    }
 
     if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
         char where[1200];
