@@ -85,7 +85,7 @@ static int start_conversation(chat_session *s) {
     return *sys ? push_msg(s, "system", sys, strlen(sys)) : 0;
 }
 
-int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, size_t errlen) {
+int chat_session_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->e = e;
     char note[256];
@@ -105,11 +105,11 @@ int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, s
     if (!s->hist) { pl_fail(err, errlen, "out of memory"); goto bad; }
     return 0;
 bad:
-    chat_close(s);
+    chat_session_close(s);
     return -1;
 }
 
-void chat_close(chat_session *s) {
+void chat_session_close(chat_session *s) {
     sampling_free(s->smp);
     free_ctx(&s->c);
     drop_msgs(s, 0, s->n_msgs);
@@ -119,7 +119,7 @@ void chat_close(chat_session *s) {
     memset(s, 0, sizeof *s);
 }
 
-void chat_reset(chat_session *s) {
+void chat_session_reset(chat_session *s) {
     s->c.n_past = 0;
     s->n_hist = 0;
     s->turns = 0;
@@ -177,7 +177,7 @@ static ssize_t tee_write(void *cookie, const char *buf, size_t n) {
     return w == n && !t->copy.oom ? (ssize_t)n : -1;
 }
 
-int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *err, size_t errlen) {
+int chat_session_turn(chat_session *s, const char *user, size_t len, FILE *out, char *err, size_t errlen) {
     const engine *e = s->e;
     const int n_msgs0 = s->n_msgs;
     if (push_msg(s, "user", user, len)) return pl_fail(err, errlen, "out of memory");
@@ -275,7 +275,7 @@ static char *read_message(FILE *in, FILE *msg, size_t *len) {
     }
 }
 
-int chat_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg) {
+int chat_session_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg) {
     char err[1024];
     fprintf(msg, "picolm: chat (%s template, context %d). Type a message and Enter; a line ending in \\ continues.\n"
                  "        /reset starts over, /exit or Ctrl-D quits.\n",
@@ -288,13 +288,13 @@ int chat_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg) {
         if (!m) { fputc('\n', msg); return 0; }
         if (!strcmp(m, "/exit") || !strcmp(m, "/quit")) { free(m); return 0; }
         if (!strcmp(m, "/reset")) {
-            chat_reset(s);
+            chat_session_reset(s);
             fprintf(msg, "picolm: conversation cleared\n");
             free(m);
             continue;
         }
         if (len == 0) { free(m); continue; }
-        int rc = chat_turn(s, m, len, out, err, sizeof err);
+        int rc = chat_session_turn(s, m, len, out, err, sizeof err);
         free(m);
         if (rc < 0) { fprintf(msg, "picolm: %s\n", err); return -1; }
         if (rc == 1) {

@@ -33,10 +33,10 @@ typedef struct chat_session {
 } chat_session;
 
 /* 0, or -1 with a message (unknown template, no memory...). */
-int chat_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, size_t errlen);
-void chat_close(chat_session *s);
+int chat_session_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, size_t errlen);
+void chat_session_close(chat_session *s);
 /* Forget the conversation (KV cache, messages and sampler history). */
-void chat_reset(chat_session *s);
+void chat_session_reset(chat_session *s);
 
 /* One exchange: add the user's message, render the whole conversation,
    prefill what the KV cache does not hold yet, stream the reply to out
@@ -45,11 +45,11 @@ void chat_reset(chat_session *s);
    Returns 0; 1 when the conversation does not fit in the context (nothing
    changed, a message in err; with cfg->truncate the oldest turns are
    dropped, then the oldest tokens, instead); -1 on an error. */
-int chat_turn(chat_session *s, const char *user, size_t len, FILE *out, char *err, size_t errlen);
+int chat_session_turn(chat_session *s, const char *user, size_t len, FILE *out, char *err, size_t errlen);
 
 /* The interactive loop: a "> " prompt on msg, one line per message from in
    (a line ending in '\' continues on the next), replies on out.  Commands:
    /reset, /exit (or EOF).  Returns 0, or -1 after an error. */
-int chat_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg);
+int chat_session_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg);
 
 #endif

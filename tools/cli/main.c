@@ -43,14 +43,14 @@ static char *read_all(FILE *f, size_t *len) {
 static int run_chat(engine *e, const picolm_config *cfg, int interactive, const char *msg, size_t len, double load_s) {
     char err[2048];
     chat_session s;
-    if (chat_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
+    if (chat_session_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
     int rc;
     if (interactive) {
-        rc = chat_interactive(&s, stdin, stdout, stderr) ? CLI_FAIL : CLI_OK;
+        rc = chat_session_interactive(&s, stdin, stdout, stderr) ? CLI_FAIL : CLI_OK;
     } else {
         /* a trailing newline of piped input is not part of the message */
         while (len && (msg[len - 1] == '\n' || msg[len - 1] == '\r')) len--;
-        int r = chat_turn(&s, msg, len, stdout, err, sizeof err);
+        int r = chat_session_turn(&s, msg, len, stdout, err, sizeof err);
         if (r) fprintf(stderr, "picolm: %s\n", err);
         rc = r ? CLI_FAIL : CLI_OK;
         if (!r) {
@@ -62,7 +62,7 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
             generate_print_stats(e, cfg, &s.st, s.c.n_ctx);
         }
     }
-    chat_close(&s);
+    chat_session_close(&s);
     return rc;
 }
 
