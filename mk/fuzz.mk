@@ -27,7 +27,7 @@ $(FUZZ_DIR)/obj/%.o: %.c
 $(FUZZ_DIR)/obj/fuzz/json.o: plugins/json.c
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/fuzz/%.o $(FUZZ_CORE)
-	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ $(FRONT_LIBS)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ $(if $(filter ini,$*),$(INIH_LIBS)) $(CORE_LIBS)
 
 fuzz-build: $(FUZZ_BINS)
 
