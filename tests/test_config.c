@@ -3,6 +3,7 @@
    errors, --dump-config round trip, every conf/ INI loads. */
 #include "check.h"
 #include "config.h"
+#include "gguf.h"
 #include "model.h"
 
 #include <glob.h>
@@ -76,6 +77,11 @@ static void test_defaults(void) {
     CHECK(cfg.n_params == 8 && t && !strcmp(t, "0.8") && line == 0 && !cfg.params[0].file[0],
           "params[] seeded with the 8 common sampler keys (n=%d)", cfg.n_params);
     CHECK(param(&cfg, "chain", NULL) == NULL, "chain is not a plugin param");
+    /* the table writes the engine's guards out as text: they must not drift */
+    const gguf_limits *g = &gguf_default_limits;
+    CHECK(cfg.max_tensors == g->max_tensors && cfg.max_metadata == g->max_kv && cfg.max_string == g->max_string &&
+          cfg.max_array == g->max_array && cfg.max_dim == (uint64_t)g->max_dim,
+          "[limits] defaults are gguf_default_limits");
 }
 
 static void test_good_ini(void) {

@@ -20,7 +20,7 @@
 #include <ini.h>
 
 /* ------------------------------------------------------------------------ */
-/* Key table                                                                 */
+/* The table: one row per key and per command-line option                    */
 /* ------------------------------------------------------------------------ */
 enum ktype {
     K_INT,    /* int in [lo, hi] */
@@ -36,67 +36,157 @@ enum ktype {
     K_CHAIN   /* "auto" or name,name,... */
 };
 
+enum opt_action {
+    A_KEY,     /* set section.key from the value */
+    A_TRUE,    /* boolean key = true (or =VALUE) */
+    A_FALSE,   /* boolean key = false */
+    A_PROMPT, A_PROMPT_FILE, A_CONFIG, A_PARAM, A_LIST, A_DUMP, A_HELP, A_VERSION, A_VERBOSE, A_FIT
+};
+
+/* A row is an INI key (section != NULL), a flag (lng != NULL) or both.  A
+   row that repeats an earlier row's section and key is another flag for it
+   (an alias, or --no-special); the first row of a key is its definition. */
 typedef struct keydef {
     const char *section, *key;
     enum ktype type;
     size_t off, size;
     double lo, hi;
     const char *enums;
-    const char *help;
+    const char *def;     /* built-in default, as INI text; NULL = zero / "" */
+    const char *help;    /* "" = an alias, not listed in --help */
+    const char *lng;     /* flag without "--"; NULL = INI only */
+    char shrt;           /* 0 = none */
+    const char *metavar; /* NULL = the flag takes no value */
+    enum opt_action act;
+    int common;          /* shared by every tool that runs a model (config_common_arg) */
 } keydef;
 
 #define F(field) offsetof(picolm_config, field), sizeof(((picolm_config *)0)->field)
+#define KEY(sec, name, type, field, lo, hi, def, help) sec, name, type, F(field), lo, hi, NULL, def, help
+#define ENUMKEY(sec, name, field, enums, def, help) sec, name, K_ENUM, F(field), 0, 0, enums, def, help
+#define NOKEY(help) NULL, NULL, K_STR, 0, 0, 0, 0, NULL, NULL, help
+#define ALIAS(sec, name, help) sec, name, K_STR, 0, 0, 0, 0, NULL, NULL, help
+#define OPT(lng, shrt, meta, act) lng, shrt, meta, act, 0
+#define SHARED(lng, shrt, meta, act) lng, shrt, meta, act, 1
+#define NOFLAG NULL, 0, NULL, A_KEY, 0
 static const keydef keys[] = {
-    {"engine", "threads", K_INT, F(threads), 0, 1024, NULL, "worker threads, caller included; 0 = all online CPUs"},
-    {"engine", "context", K_INT, F(context), 0, 1 << 24, NULL, "context tokens (capped at the model's); 0 = the model's"},
-    {"engine", "backend", K_NAME, F(backend), 0, 0, NULL, "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon, rvv (or an out-of-tree backend's name)"},
-    {"engine", "kv_type", K_ENUM, F(kv_type), 0, 0, "f16|q8_0", "KV cache element type: f16 or q8_0 (half the memory)"},
-    {"engine", "plugin_dir", K_STR, F(plugin_dir), 0, 0, NULL, "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary"},
-    {"engine", "ram", K_SIZE, F(ram_bytes), 0, 0, NULL, "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"},
-    {"engine", "batch", K_INT, F(batch), 1, 65536, NULL, "prompt tokens processed per forward step (prefill chunk)"},
-    {"limits", "max_tensors", K_U64, F(max_tensors), 0, 0, NULL, "most tensors a model file may declare"},
-    {"limits", "max_metadata", K_U64, F(max_metadata), 0, 0, NULL, "most metadata key/value pairs a model file may declare"},
-    {"limits", "max_string", K_U64, F(max_string), 0, 0, NULL, "longest string in a model file (bytes)"},
-    {"limits", "max_array", K_U64, F(max_array), 0, 0, NULL, "most elements in one metadata array (e.g. the vocabulary)"},
-    {"limits", "max_dim", K_U64, F(max_dim), 0, 0, NULL, "largest single tensor dimension"},
-    {"generate", "max_tokens", K_INT, F(max_tokens), -1, 1 << 30, NULL, "tokens to generate; -1 = until EOS or the context is full"},
-    {"generate", "seed", K_U64, F(seed), 0, 0, NULL, "random seed"},
-    {"generate", "ignore_eos", K_BOOL, F(ignore_eos), 0, 0, NULL, "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)"},
-    {"generate", "json", K_BOOL, F(json_mode), 0, 0, NULL, "constrain the output to valid JSON"},
-    {"generate", "cache", K_STR, F(cache_path), 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"},
-    {"generate", "special", K_TRI, F(special), 0, 0, NULL, "parse special tokens (<s>, <|im_start|>...) in the prompt: auto/true/false"},
-    {"generate", "chat", K_BOOL, F(chat), 0, 0, NULL, "chat mode: apply the chat template; interactive on a terminal, one reply when piped or with -p"},
-    {"generate", "chat_template", K_NAME, F(chat_template), 0, 0, NULL, "chat template: auto (the model's) or chatml, llama2, llama2-sys(-bos, -strip), mistral-v7, phi3, zephyr, gemma, llama3, glmedge; implies --chat"},
-    {"generate", "system", K_STR, F(system_prompt), 0, 0, NULL, "system prompt for chat; implies --chat"},
-    {"generate", "truncate", K_BOOL, F(truncate), 0, 0, NULL, "over-long prompt: keep its last tokens instead of failing"},
-    {"generate", "stop", K_STOP, 0, 0, 0, 0, NULL, "stop when this text is generated (repeatable)"},
-    {"sampler", "chain", K_CHAIN, F(sampler_chain), 0, 0, NULL, "sampler chain: auto or comma-separated plugin names in order"},
-    {"sampler", "temperature", K_FLOAT, F(temperature), 0, 100, NULL, "sampling temperature; 0 = greedy"},
-    {"sampler", "top_p", K_FLOAT, F(top_p), 0, 1, NULL, "nucleus sampling probability mass; 1 = off"},
-    {"sampler", "top_k", K_INT, F(top_k), 0, 1 << 24, NULL, "keep the k most likely tokens; 0 = off"},
-    {"sampler", "min_p", K_FLOAT, F(min_p), 0, 1, NULL, "drop tokens below min_p x the top probability; 0 = off"},
-    {"sampler", "repeat_penalty", K_FLOAT, F(repeat_penalty), 0.01, 100, NULL, "divide logits of recent tokens by this; 1 = off"},
-    {"sampler", "freq_penalty", K_FLOAT, F(freq_penalty), -100, 100, NULL, "subtract this x count of each recent token; 0 = off"},
-    {"sampler", "presence_penalty", K_FLOAT, F(presence_penalty), -100, 100, NULL, "subtract this from every recent token; 0 = off"},
-    {"sampler", "penalty_last_n", K_INT, F(penalty_last_n), -1, 1 << 24, NULL, "recent tokens the penalties look at; -1 = whole context, 0 = none"},
+    {NOKEY("prompt text (default: read stdin)"), OPT("prompt", 'p', "TEXT", A_PROMPT)},
+    {NOKEY("read the prompt from FILE (all of it, as stdin would be)"), OPT("file", 'f', "FILE", A_PROMPT_FILE)},
+    {NOKEY("INI file read before the flags (default: $PICOLM_CONFIG)"), SHARED("config", 0, "FILE", A_CONFIG)},
+    /* [engine] */
+    {KEY("engine", "threads", K_INT, threads, 0, 1024, "0", "worker threads, caller included; 0 = all online CPUs"),
+     SHARED("threads", 'j', "N", A_KEY)},
+    {KEY("engine", "context", K_INT, context, 0, 1 << 24, "2048", "context tokens (capped at the model's); 0 = the model's"),
+     SHARED("context", 'c', "N", A_KEY)},
+    {KEY("engine", "backend", K_NAME, backend, 0, 0, "auto",
+         "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon, rvv (or an out-of-tree backend's name)"),
+     SHARED("backend", 0, "NAME", A_KEY)},
+    {ENUMKEY("engine", "kv_type", kv_type, "f16|q8_0", "f16", "KV cache element type: f16 or q8_0 (half the memory)"),
+     SHARED("kv-type", 0, "T", A_KEY)},
+    {KEY("engine", "plugin_dir", K_STR, plugin_dir, 0, 0, NULL, "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary"),
+     SHARED("plugin-dir", 0, "DIR", A_KEY)},
+    {KEY("engine", "ram", K_SIZE, ram_bytes, 0, 0, "0", "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"),
+     OPT("ram", 0, "SIZE", A_KEY)},
+    {KEY("engine", "batch", K_INT, batch, 1, 65536, "64", "prompt tokens processed per forward step (prefill chunk)"),
+     OPT("batch", 0, "N", A_KEY)},
+    /* [limits]: the defaults are gguf_default_limits' (test_config checks) */
+    {KEY("limits", "max_tensors", K_U64, max_tensors, 0, 0, "65536", "most tensors a model file may declare"), NOFLAG},
+    {KEY("limits", "max_metadata", K_U64, max_metadata, 0, 0, "1048576", "most metadata key/value pairs a model file may declare"), NOFLAG},
+    {KEY("limits", "max_string", K_U64, max_string, 0, 0, "16777216", "longest string in a model file (bytes)"), NOFLAG},
+    {KEY("limits", "max_array", K_U64, max_array, 0, 0, "33554432", "most elements in one metadata array (e.g. the vocabulary)"), NOFLAG},
+    {KEY("limits", "max_dim", K_U64, max_dim, 0, 0, "4294967296", "largest single tensor dimension"), NOFLAG},
+    /* [generate] */
+    {KEY("generate", "max_tokens", K_INT, max_tokens, -1, 1 << 30, "256", "tokens to generate; -1 = until EOS or the context is full"),
+     OPT("max-tokens", 'n', "N", A_KEY)},
+    {KEY("generate", "seed", K_U64, seed, 0, 0, "42", "random seed"), OPT("seed", 's', "N", A_KEY)},
+    {KEY("generate", "ignore_eos", K_BOOL, ignore_eos, 0, 0, "false",
+         "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)"),
+     OPT("ignore-eos", 0, NULL, A_TRUE)},
+    {KEY("generate", "json", K_BOOL, json_mode, 0, 0, "false", "constrain the output to valid JSON"), OPT("json", 0, NULL, A_TRUE)},
+    {KEY("generate", "cache", K_STR, cache_path, 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"),
+     OPT("cache", 0, "FILE", A_KEY)},
+    {KEY("generate", "special", K_TRI, special, 0, 0, "auto", "parse special tokens in the prompt"), OPT("special", 0, NULL, A_TRUE)},
+    {ALIAS("generate", "special", "treat special-token text in the prompt as plain text"), OPT("no-special", 0, NULL, A_FALSE)},
+    {KEY("generate", "chat", K_BOOL, chat, 0, 0, "false",
+         "chat mode: apply the chat template; interactive on a terminal, one reply when piped or with -p"),
+     OPT("chat", 0, NULL, A_TRUE)},
+    {KEY("generate", "chat_template", K_NAME, chat_template, 0, 0, "auto",
+         "chat template: auto (the model's) or chatml, llama2, llama2-sys(-bos, -strip), mistral-v7, phi3, zephyr, gemma, llama3, "
+         "glmedge; implies --chat"),
+     OPT("chat-template", 0, "NAME", A_KEY)},
+    {KEY("generate", "system", K_STR, system_prompt, 0, 0, NULL, "system prompt for chat; implies --chat"),
+     OPT("system", 0, "TEXT", A_KEY)},
+    {KEY("generate", "truncate", K_BOOL, truncate, 0, 0, "false", "over-long prompt: keep its last tokens instead of failing"),
+     OPT("truncate", 0, NULL, A_TRUE)},
+    {KEY("generate", "stop", K_STOP, stops, 0, 0, NULL, "stop at STR (repeatable; replaces the INI's list)"),
+     OPT("stop", 0, "STR", A_KEY)},
+    /* [sampler]: the keys the front end knows by name; sampler plugins own more */
+    {KEY("sampler", "chain", K_CHAIN, sampler_chain, 0, 0, "auto", "sampler chain: auto or comma-separated plugin names in order"),
+     OPT("sampler", 0, "CHAIN", A_KEY)},
+    {KEY("sampler", "temperature", K_FLOAT, temperature, 0, 100, "0.8", "sampling temperature; 0 = greedy"),
+     OPT("temperature", 't', "X", A_KEY)},
+    {KEY("sampler", "top_p", K_FLOAT, top_p, 0, 1, "0.9", "nucleus sampling probability mass; 1 = off"), OPT("top-p", 'k', "X", A_KEY)},
+    {KEY("sampler", "top_k", K_INT, top_k, 0, 1 << 24, "0", "keep the k most likely tokens; 0 = off"), OPT("top-k", 0, "N", A_KEY)},
+    {KEY("sampler", "min_p", K_FLOAT, min_p, 0, 1, "0", "drop tokens below min_p x the top probability; 0 = off"),
+     OPT("min-p", 0, "X", A_KEY)},
+    {KEY("sampler", "repeat_penalty", K_FLOAT, repeat_penalty, 0.01, 100, "1", "divide logits of recent tokens by this; 1 = off"),
+     OPT("repeat-penalty", 0, "X", A_KEY)},
+    {KEY("sampler", "freq_penalty", K_FLOAT, freq_penalty, -100, 100, "0", "subtract this x count of each recent token; 0 = off"),
+     OPT("freq-penalty", 0, "X", A_KEY)},
+    {KEY("sampler", "presence_penalty", K_FLOAT, presence_penalty, -100, 100, "0", "subtract this from every recent token; 0 = off"),
+     OPT("presence-penalty", 0, "X", A_KEY)},
+    {KEY("sampler", "penalty_last_n", K_INT, penalty_last_n, -1, 1 << 24, "64",
+         "recent tokens the penalties look at; -1 = whole context, 0 = none"),
+     OPT("penalty-last-n", 0, "N", A_KEY)},
+    {NOKEY("set any [sampler] key (e.g. one a sampler plugin owns)"), OPT("param", 0, "KEY=VAL", A_PARAM)},
+    /* actions */
+    {NOKEY("print the memory plan for the model and exit"), OPT("fit", 0, NULL, A_FIT)},
+    {NOKEY("list plugin candidates, scores and choices, then exit"), OPT("list-plugins", 0, NULL, A_LIST)},
+    {NOKEY("print the effective configuration as INI and exit"), OPT("dump-config", 0, NULL, A_DUMP)},
+    {NOKEY("more logging on stderr (repeat for more: -vv)"), SHARED("verbose", 'v', NULL, A_VERBOSE)},
+    {NOKEY("print the version and exit"), OPT("version", 0, NULL, A_VERSION)},
+    {NOKEY("this help"), OPT("help", 'h', NULL, A_HELP)},
+    /* aliases (llama.cpp's spellings) */
+    {ALIAS("sampler", "temperature", ""), OPT("temp", 0, "X", A_KEY)},
+    {ALIAS("engine", "context", ""), OPT("ctx-size", 0, "N", A_KEY)},
+    {ALIAS("generate", "max_tokens", ""), OPT("n-predict", 0, "N", A_KEY)},
 };
 #undef F
+#undef KEY
+#undef ENUMKEY
+#undef NOKEY
+#undef ALIAS
+#undef OPT
+#undef SHARED
+#undef NOFLAG
 #define N_KEYS (sizeof keys / sizeof keys[0])
 _Static_assert(N_KEYS <= PICOLM_MAX_KEYS, "raise PICOLM_MAX_KEYS");
 _Static_assert(KV_F16 == 0 && KV_Q8_0 == 1, "kv_type's enums list the KV types in order");
 
-/* [sampler] keys seeded into params[] by config_defaults */
-static const struct { const char *key, *value; } sampler_defaults[] = {
-    {"temperature", "0.8"}, {"top_p", "0.9"}, {"top_k", "0"}, {"min_p", "0"},
-    {"repeat_penalty", "1"}, {"freq_penalty", "0"}, {"presence_penalty", "0"},
-    {"penalty_last_n", "64"},
-};
+/* The INI's sections, in --dump-config order. */
+static const char *const sections[] = {"engine", "limits", "generate", "sampler"};
+#define N_SECTIONS (sizeof sections / sizeof sections[0])
 
+/* "[engine], [limits], [generate] or [sampler]", for messages */
+static const char *section_list(void) {
+    static char buf[128];
+    if (!buf[0]) {
+        for (size_t i = 0; i < N_SECTIONS; i++) {
+            const size_t u = strlen(buf);
+            snprintf(buf + u, sizeof buf - u, "%s[%s]", !i ? "" : i + 1 < N_SECTIONS ? ", " : " or ", sections[i]);
+        }
+    }
+    return buf;
+}
+
+/* The row that defines section.key (the first that names it), or NULL. */
 static const keydef *find_key(const char *section, const char *key) {
     for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcasecmp(keys[i].section, section) && !strcasecmp(keys[i].key, key)) return &keys[i];
+        if (keys[i].section && !strcasecmp(keys[i].section, section) && !strcasecmp(keys[i].key, key)) return &keys[i];
     return NULL;
 }
+
+static int is_definition(const keydef *k) { return k->section && find_key(k->section, k->key) == k; }
 
 /* Record where k was set (see picolm_config.key_line). */
 static void mark_set(picolm_config *c, const keydef *k, int line) {
@@ -116,7 +206,9 @@ int config_is_set(const picolm_config *c, const char *section, const char *key) 
 }
 
 static int known_section(const char *s) {
-    return !strcasecmp(s, "engine") || !strcasecmp(s, "limits") || !strcasecmp(s, "generate") || !strcasecmp(s, "sampler");
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        if (!strcasecmp(s, sections[i])) return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -339,24 +431,13 @@ void config_param_where(const picolm_config_param *p, char *buf, size_t n) {
 /* ------------------------------------------------------------------------ */
 void config_defaults(picolm_config *c) {
     memset(c, 0, sizeof *c);
-    c->threads = 0;
-    c->context = 2048;
-    snprintf(c->backend, sizeof c->backend, "auto");
-    c->kv_type = KV_F16;
-    c->ram_bytes = 0;
-    c->batch = 64;
-    c->max_tensors = gguf_default_limits.max_tensors;
-    c->max_metadata = gguf_default_limits.max_kv;
-    c->max_string = gguf_default_limits.max_string;
-    c->max_array = gguf_default_limits.max_array;
-    c->max_dim = (uint64_t)gguf_default_limits.max_dim;
-    c->max_tokens = 256;
-    c->seed = 42;
-    c->special = -1;
-    snprintf(c->chat_template, sizeof c->chat_template, "auto");
-    snprintf(c->sampler_chain, sizeof c->sampler_chain, "auto");
-    for (size_t i = 0; i < sizeof sampler_defaults / sizeof sampler_defaults[0]; i++)
-        set_param(c, sampler_defaults[i].key, sampler_defaults[i].value, "", 0, NULL, 0);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const keydef *k = &keys[i];
+        if (!k->def || !is_definition(k)) continue;
+        /* [sampler] keys also go to params[], as the plugins see them */
+        if (!strcmp(k->section, "sampler")) set_param(c, k->key, k->def, "", 0, NULL, 0);
+        else set_typed(c, k, k->def, NULL, NULL, 0);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -430,7 +511,7 @@ static char *cfg_reader(char *str, int num, void *stream) {
             name[nl] = '\0';
             strip_value(name);
             if (!known_section(name))
-                ini_error(x, x->lineno, "unknown section [%s] (expected [engine], [limits], [generate] or [sampler])", name);
+                ini_error(x, x->lineno, "unknown section [%s] (expected %s)", name, section_list());
         }
     }
     if (l + 3 > (size_t)num) {
@@ -503,7 +584,7 @@ static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen)
 static int cfg_handler(void *user, const char *section, const char *name, const char *value) {
     ini_ctx *x = user;
     const int line = x->lineno;
-    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under [engine], [limits], [generate] or [sampler])", name); return 0; }
+    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under %s)", name, section_list()); return 0; }
     if (!known_section(section)) return 1; /* reported at the [section] line */
     if (!strcmp(value, LONG_MARK) && x->stash && x->stash_line == line) value = x->stash;
 
@@ -553,80 +634,10 @@ int config_load_ini(picolm_config *c, const char *path, char *err, size_t errlen
 /* ------------------------------------------------------------------------ */
 /* Command line                                                              */
 /* ------------------------------------------------------------------------ */
-enum opt_action {
-    A_KEY,     /* set section.key from the value */
-    A_TRUE,    /* boolean key = true (or =VALUE) */
-    A_FALSE,   /* boolean key = false */
-    A_PROMPT, A_PROMPT_FILE, A_CONFIG, A_PARAM, A_LIST, A_DUMP, A_HELP, A_VERSION, A_VERBOSE, A_FIT
-};
-
-typedef struct cli_opt {
-    const char *lng;     /* without "--" */
-    char shrt;           /* 0 = none */
-    enum opt_action act;
-    const char *section, *key;
-    const char *metavar; /* NULL = takes no value */
-    const char *help;    /* NULL = from the key table */
-} cli_opt;
-
-static const cli_opt opts[] = {
-    {"prompt", 'p', A_PROMPT, NULL, NULL, "TEXT", "prompt text (default: read stdin)"},
-    {"file", 'f', A_PROMPT_FILE, NULL, NULL, "FILE", "read the prompt from FILE (all of it, as stdin would be)"},
-    {"max-tokens", 'n', A_KEY, "generate", "max_tokens", "N", NULL},
-    {"temperature", 't', A_KEY, "sampler", "temperature", "X", NULL},
-    {"top-p", 'k', A_KEY, "sampler", "top_p", "X", NULL},
-    {"seed", 's', A_KEY, "generate", "seed", "N", NULL},
-    {"context", 'c', A_KEY, "engine", "context", "N", NULL},
-    {"threads", 'j', A_KEY, "engine", "threads", "N", NULL},
-    {"json", 0, A_TRUE, "generate", "json", NULL, NULL},
-    {"cache", 0, A_KEY, "generate", "cache", "FILE", NULL},
-    {"config", 0, A_CONFIG, NULL, NULL, "FILE", "INI file read before the flags (default: $PICOLM_CONFIG)"},
-    {"backend", 0, A_KEY, "engine", "backend", "NAME", NULL},
-    {"kv-type", 0, A_KEY, "engine", "kv_type", "T", NULL},
-    {"plugin-dir", 0, A_KEY, "engine", "plugin_dir", "DIR", NULL},
-    {"batch", 0, A_KEY, "engine", "batch", "N", NULL},
-    {"ram", 0, A_KEY, "engine", "ram", "SIZE", NULL},
-    {"top-k", 0, A_KEY, "sampler", "top_k", "N", NULL},
-    {"min-p", 0, A_KEY, "sampler", "min_p", "X", NULL},
-    {"repeat-penalty", 0, A_KEY, "sampler", "repeat_penalty", "X", NULL},
-    {"freq-penalty", 0, A_KEY, "sampler", "freq_penalty", "X", NULL},
-    {"presence-penalty", 0, A_KEY, "sampler", "presence_penalty", "X", NULL},
-    {"penalty-last-n", 0, A_KEY, "sampler", "penalty_last_n", "N", NULL},
-    {"sampler", 0, A_KEY, "sampler", "chain", "CHAIN", NULL},
-    {"param", 0, A_PARAM, NULL, NULL, "KEY=VAL", "set any [sampler] key (e.g. one a sampler plugin owns)"},
-    {"ignore-eos", 0, A_TRUE, "generate", "ignore_eos", NULL, NULL},
-    {"chat", 0, A_TRUE, "generate", "chat", NULL, NULL},
-    {"chat-template", 0, A_KEY, "generate", "chat_template", "NAME", NULL},
-    {"system", 0, A_KEY, "generate", "system", "TEXT", NULL},
-    {"special", 0, A_TRUE, "generate", "special", NULL, "parse special tokens in the prompt"},
-    {"no-special", 0, A_FALSE, "generate", "special", NULL, "treat special-token text in the prompt as plain text"},
-    {"stop", 0, A_KEY, "generate", "stop", "STR", "stop at STR (repeatable; replaces the INI's list)"},
-    {"truncate", 0, A_TRUE, "generate", "truncate", NULL, NULL},
-    {"fit", 0, A_FIT, NULL, NULL, NULL, "print the memory plan for the model and exit"},
-    {"list-plugins", 0, A_LIST, NULL, NULL, NULL, "list plugin candidates, scores and choices, then exit"},
-    {"dump-config", 0, A_DUMP, NULL, NULL, NULL, "print the effective configuration as INI and exit"},
-    {"verbose", 'v', A_VERBOSE, NULL, NULL, NULL, "more logging on stderr (repeat for more: -vv)"},
-    {"version", 0, A_VERSION, NULL, NULL, NULL, "print the version and exit"},
-    {"help", 'h', A_HELP, NULL, NULL, NULL, "this help"},
-    /* aliases, not listed in --help */
-    {"temp", 0, A_KEY, "sampler", "temperature", "X", ""},
-    {"ctx-size", 0, A_KEY, "engine", "context", "N", ""},
-    {"n-predict", 0, A_KEY, "generate", "max_tokens", "N", ""},
-};
-#define N_OPTS (sizeof opts / sizeof opts[0])
-
-/* The options every tool that runs a model shares (config_common_arg). */
-static int is_common(const cli_opt *o) {
-    static const char *const names[] = {"threads", "context", "backend", "kv-type", "plugin-dir", "config", "verbose"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(o->lng, names[i])) return 1;
-    return 0;
-}
-
 /* Identify argv[*i]: returns the option (or NULL: positional / unknown in
    *unknown), and its value (advancing *i when the value is the next arg). */
 typedef struct {
-    const cli_opt *o;
+    const keydef *o;
     const char *value; /* NULL when the option has none */
     int unknown, missing, positional, end_of_opts;
     int repeat;        /* -vv: the flag given this many times */
@@ -645,13 +656,13 @@ static parsed_arg next_arg(int argc, char **argv, int *i, int opts_done) {
         const char *nm = a + 2, *eq = strchr(nm, '=');
         size_t nl = eq ? (size_t)(eq - nm) : strlen(nm);
         snprintf(r.name, sizeof r.name, "--%.*s", (int)nl, nm);
-        for (size_t k = 0; k < N_OPTS; k++)
-            if (strlen(opts[k].lng) == nl && !strncmp(opts[k].lng, nm, nl)) { r.o = &opts[k]; break; }
+        for (size_t k = 0; k < N_KEYS; k++)
+            if (keys[k].lng && strlen(keys[k].lng) == nl && !strncmp(keys[k].lng, nm, nl)) { r.o = &keys[k]; break; }
         if (eq) attached = eq + 1;
     } else {
         snprintf(r.name, sizeof r.name, "-%c", a[1]);
-        for (size_t k = 0; k < N_OPTS; k++)
-            if (opts[k].shrt && opts[k].shrt == a[1]) { r.o = &opts[k]; break; }
+        for (size_t k = 0; k < N_KEYS; k++)
+            if (keys[k].shrt && keys[k].shrt == a[1]) { r.o = &keys[k]; break; }
         if (a[2]) attached = a + 2 + (a[2] == '='); /* -n5 or -n=5 */
         if (r.o && !r.o->metavar && a[2]) {
             /* -vv counts twice; -vx is not a thing */
@@ -687,7 +698,7 @@ const char *config_find_ini(int argc, char **argv) {
    it).  0 ok, else -1 with a message in err. */
 static int apply_opt(picolm_config *c, const parsed_arg *p, int *stops_reset, char *err, size_t errlen) {
     char msg[640];
-    const cli_opt *o = p->o;
+    const keydef *o = p->o;
     if (p->missing) return pl_fail(err, errlen, "option %s needs a value (%s)", p->name, o->metavar);
     if (p->value && !o->metavar && o->act != A_TRUE) return pl_fail(err, errlen, "option %s takes no value", p->name);
     switch (o->act) {
@@ -759,7 +770,7 @@ int config_tool_init(picolm_config *c, int argc, char **argv, char *err, size_t 
 int config_common_arg(picolm_config *c, int argc, char **argv, int *i, char *err, size_t errlen) {
     int j = *i;
     parsed_arg p = next_arg(argc, argv, &j, 0);
-    if (!p.o || !is_common(p.o)) return 0;
+    if (!p.o || !p.o->common) return 0;
     *i = j;
     return apply_opt(c, &p, NULL, err, errlen) ? -1 : 1;
 }
@@ -821,27 +832,27 @@ void config_dump(const picolm_config *c, void *FILE_stream) {
     char v[8192];
     fprintf(f, "; picolm effective configuration (--dump-config)\n");
     if (c->config_path[0]) fprintf(f, "; read from %s\n", c->config_path);
-    const char *sec = "";
-    for (size_t i = 0; i < N_KEYS; i++) {
-        const keydef *k = &keys[i];
-        if (strcmp(sec, k->section)) {
-            sec = k->section;
-            fprintf(f, "\n[%s]\n", sec);
-        }
-        if (k->type == K_STOP) {
-            if (!c->n_stops) fprintf(f, "; stop = (none)\n");
-            for (int s = 0; s < c->n_stops; s++) {
-                fprintf(f, "stop = ");
-                put_value(f, c->stops[s]);
-                fputc('\n', f);
+    for (size_t s = 0; s < N_SECTIONS; s++) {
+        const char *sec = sections[s];
+        fprintf(f, "\n[%s]\n", sec);
+        for (size_t i = 0; i < N_KEYS; i++) {
+            const keydef *k = &keys[i];
+            if (!is_definition(k) || strcmp(k->section, sec)) continue;
+            if (k->type == K_STOP) {
+                if (!c->n_stops) fprintf(f, "; stop = (none)\n");
+                for (int n = 0; n < c->n_stops; n++) {
+                    fprintf(f, "stop = ");
+                    put_value(f, c->stops[n]);
+                    fputc('\n', f);
+                }
+                continue;
             }
-            continue;
+            if (!strcmp(sec, "sampler") && k->type != K_CHAIN) continue; /* from params[] below */
+            value_str(c, k, v, sizeof v);
+            fprintf(f, "%s = ", k->key);
+            put_value(f, v);
+            fputc('\n', f);
         }
-        if (!strcmp(sec, "sampler") && k->type != K_CHAIN) continue; /* from params[] below */
-        value_str(c, k, v, sizeof v);
-        fprintf(f, "%s = ", k->key);
-        put_value(f, v);
-        fputc('\n', f);
     }
     for (int i = 0; i < c->n_params; i++) {
         fprintf(f, "%s = ", c->params[i].key);
@@ -850,10 +861,10 @@ void config_dump(const picolm_config *c, void *FILE_stream) {
     }
 }
 
-static int o_is_alias(const cli_opt *o) { return o->help && !o->help[0]; }
+static int o_is_alias(const keydef *o) { return !o->help[0]; }
 
 /* One option's --help lines: flags and help, then its default and INI key. */
-static void print_opt(FILE *f, const cli_opt *o, const picolm_config *d) {
+static void print_opt(FILE *f, const keydef *o, const picolm_config *d) {
     char v[512], left[64];
     const keydef *k = o->section ? find_key(o->section, o->key) : NULL;
     if (o->shrt) snprintf(left, sizeof left, "-%c, --%s%s%s", o->shrt, o->lng, o->metavar ? " " : "", o->metavar ? o->metavar : "");
@@ -883,8 +894,8 @@ void config_usage(const char *argv0, void *FILE_stream) {
             "built-in defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then\n"
             "these flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",
             argv0 ? argv0 : "picolm");
-    for (size_t i = 0; i < N_OPTS; i++)
-        if (!o_is_alias(&opts[i])) print_opt(f, &opts[i], &d);
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (keys[i].lng && !o_is_alias(&keys[i])) print_opt(f, &keys[i], &d);
     fprintf(f,
             "\nDefaults: threads 0 = every online CPU; context 2048 (never more than the\n"
             "model's); temperature 0 = greedy.  Any [sampler] key can also be set with\n"
@@ -903,8 +914,8 @@ void config_common_usage(void *FILE_stream) {
     picolm_config d;
     config_defaults(&d);
     d.context = 0; /* as config_tool_init */
-    for (size_t i = 0; i < N_OPTS; i++)
-        if (is_common(&opts[i])) print_opt(FILE_stream, &opts[i], &d);
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (keys[i].common) print_opt(FILE_stream, &keys[i], &d);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -913,6 +924,7 @@ void config_common_usage(void *FILE_stream) {
 int config_numeric_key_at(size_t i, config_numeric_key *out) {
     for (size_t k = 0; k < N_KEYS; k++) {
         const keydef *d = &keys[k];
+        if (!is_definition(d)) continue;
         if (d->type != K_INT && d->type != K_FLOAT && d->type != K_U64 && d->type != K_SIZE) continue;
         if (i--) continue;
         memset(out, 0, sizeof *out);
@@ -923,10 +935,7 @@ int config_numeric_key_at(size_t i, config_numeric_key *out) {
         out->lo = d->type == K_INT || d->type == K_FLOAT ? d->lo : 0;
         out->hi = d->type == K_INT || d->type == K_FLOAT ? d->hi : 18446744073709551615.0;
         out->off = d->off;
-        for (size_t o = 0; o < N_OPTS && !out->flag; o++)
-            if (opts[o].act == A_KEY && !(opts[o].help && !opts[o].help[0]) && !strcmp(opts[o].section, d->section) &&
-                !strcmp(opts[o].key, d->key))
-                out->flag = opts[o].lng;
+        out->flag = d->act == A_KEY ? d->lng : NULL;
         return 1;
     }
     return 0;

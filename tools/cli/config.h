@@ -10,7 +10,7 @@
 
 #define PICOLM_MAX_PARAMS 64
 #define PICOLM_MAX_STOPS 16
-#define PICOLM_MAX_KEYS 48      /* room for config.c's key table */
+#define PICOLM_MAX_KEYS 64      /* room for config.c's table (keys and flags) */
 
 /* A raw key = value of the [sampler] section (or a sampler CLI flag), handed
    to sampler plugins as picolm_param.  Known keys are also parsed into the
