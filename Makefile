@@ -64,6 +64,10 @@ CORE_LIB  = $(BUILD)/libpicolm.a
 FORMATS   = $(basename $(notdir $(wildcard formats/*.c)))
 SAMPLERS  = $(basename $(notdir $(wildcard plugins/*.c)))
 TOOLS     = $(basename $(notdir $(wildcard tools/*.c)))
+# picolm-server: tools/server/*.c, with libmicrohttpd and json-c (README says why)
+SERVER_SRC = $(wildcard tools/server/*.c)
+SERVER_OBJ = $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/server/page_html.o
+SERVER_LIBS ?= $(shell pkg-config --libs libmicrohttpd json-c 2>/dev/null || echo -lmicrohttpd -ljson-c)
 TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
 
 FORMAT_SO  = $(FORMATS:%=$(BUILD)/plugins/format-%.so)
@@ -73,7 +77,7 @@ TOOL_BIN   = $(TOOLS:%=$(BUILD)/bin/picolm-%)
 TEST_BIN   = $(TEST_PROGS:%=$(BUILD)/tests/%)
 HEADERS    = $(wildcard include/picolm/*.h core/*.h formats/*.h backends/*.h backends/*/*.h plugins/*.h)
 
-all: $(BUILD)/bin/picolm $(TOOL_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
+all: $(BUILD)/bin/picolm $(TOOL_BIN) $(BUILD)/bin/picolm-server $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -90,6 +94,17 @@ $(BUILD)/bin/picolm: $(BUILD)/obj/core/main.o $(CORE_LIB)
 $(BUILD)/bin/picolm-%: $(BUILD)/obj/tools/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+
+$(BUILD)/obj/tools/server/%.o: BASE_CFLAGS += -Itools/server
+$(BUILD)/gen/page_html.c: tools/server/page.html mk/page.awk
+	@mkdir -p $(dir $@)
+	awk -f mk/page.awk $< >$@
+$(BUILD)/obj/tools/server/page_html.o: $(BUILD)/gen/page_html.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -c $< -o $@
+$(BUILD)/bin/picolm-server: $(SERVER_OBJ) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SERVER_LIBS) $(CORE_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
