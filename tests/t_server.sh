@@ -44,7 +44,7 @@ start_server() {
 }
 start_server "$tmp/main.log" || { echo "FAIL: t_server: the server did not start: $(tail -3 "$tmp/main.log")"; exit 1; }
 BASE=$URL MAIN_PID=$PID
-start_server "$tmp/limited.log" --max-connections 2 --queue 1 --max-body 4096 ||
+start_server "$tmp/limited.log" --max-connections 2 --queue 1 --max-body 4096 --slots 1 ||
     { echo "FAIL: t_server: the limited server did not start: $(tail -3 "$tmp/limited.log")"; exit 1; }
 LIMITED=$URL
 

@@ -2,7 +2,7 @@
 // official openai SDK, and Debian's chromium through playwright-core.
 // Run by tests/t_server.sh, which starts the servers and passes:
 //   BASE       http://127.0.0.1:PORT of the main server (API key KEY, -t 0)
-//   LIMITED    a second server with --max-connections 2 --queue 1 --max-body 4096
+//   LIMITED    a second server with --max-connections 2 --queue 1 --max-body 4096 --slots 1
 //   KEY        the API key of both
 //   CLI_TEXT   a file with `picolm MODEL -t 0 -n 24` on PROMPT ("Hello")
 //   CLI_PROMPT_TOKENS   how many tokens the CLI's prefill counted

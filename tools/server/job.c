@@ -270,6 +270,13 @@ int jq_depth(job_queue *q) {
     return n;
 }
 
+int jq_closing(job_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    int c = q->closing;
+    pthread_mutex_unlock(&q->mu);
+    return c;
+}
+
 void jq_close(job_queue *q) {
     pthread_mutex_lock(&q->mu);
     q->closing = 1;

@@ -95,6 +95,7 @@ int jq_push(job_queue *q, job *j);
    the queue is empty; NULL when empty (or closing). */
 job *jq_pop(job_queue *q, int wait);
 int jq_depth(job_queue *q);
+int jq_closing(job_queue *q);
 void jq_close(job_queue *q);
 
 double mono_now(void);

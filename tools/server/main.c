@@ -18,9 +18,9 @@ static void usage(FILE *o) {
             "usage: picolm-server MODEL [options]\n"
             "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions and\n"
             "/v1/completions (streamed with \"stream\": true), GET /v1/models, /health,\n"
-            "/metrics (Prometheus) and a chat page at /.  Requests are answered one\n"
-            "sequence at a time, in arrival order; a request's output does not depend on\n"
-            "the others.  Stops on SIGINT / SIGTERM.\n"
+            "/metrics (Prometheus) and a chat page at /.  Up to --slots requests are\n"
+            "generated at once, each step advancing every one of them; a request's output\n"
+            "does not depend on the others.  Stops on SIGINT / SIGTERM.\n"
             "options:\n"
             "  --host H              address to bind (default 127.0.0.1: this machine only;\n"
             "                        0.0.0.0 or :: to serve the network)\n"
@@ -32,6 +32,10 @@ static void usage(FILE *o) {
             "  --queue N             requests waiting for the model; more get 503 (default 16)\n"
             "  --idle-timeout S      close a connection silent for S seconds (default 60)\n"
             "  --max-prompt-tokens N longer prompts get a 400 (default: the context)\n"
+            "  --slots N             sequences generated at once, each with a KV cache of\n"
+            "                        the context (-c) (default 4)\n"
+            "  --prefill-chunk N     prompt tokens per sequence per step, so that a long\n"
+            "                        prompt does not stall the others' replies (default 64)\n"
             "  -n N                  max_tokens when a request gives none (default 256;\n"
             "                        -1: until the context is full)\n"
             "  -h, --help            this text\n"
@@ -72,7 +76,7 @@ int main(int argc, char **argv) {
     const char *model = NULL;
     http_opts ho = {.host = "127.0.0.1", .port = 8080, .api_key = getenv("PICOLM_API_KEY"), .max_body = 1 << 20,
                     .max_connections = 32, .idle_timeout = 60};
-    long queue = 16, max_prompt = 0, n_max = 256;
+    long queue = 16, max_prompt = 0, n_max = 256, slots = 4, chunk = 64;
     if (config_tool_init(&cfg, argc, argv, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", T, err);
         return CLI_USAGE;
@@ -89,7 +93,8 @@ int main(int argc, char **argv) {
         if (a[0] == '-' && a[1]) {
             static const struct { const char *flag; long lo, hi; } nums[] = {
                 {"--port", 1, 65535}, {"--max-body", 1, 1L << 30}, {"--max-connections", 1, 4096}, {"--queue", 1, 65536},
-                {"--idle-timeout", 1, 86400}, {"--max-prompt-tokens", 1, 1L << 24}, {"-n", -1, 1L << 24}};
+                {"--idle-timeout", 1, 86400}, {"--max-prompt-tokens", 1, 1L << 24}, {"--slots", 1, 256},
+                {"--prefill-chunk", 1, 4096}, {"-n", -1, 1L << 24}};
             if (!strcmp(a, "--host") || !strcmp(a, "--api-key")) {
                 if (i + 1 >= argc) {
                     snprintf(err, sizeof err, "option %s needs a value", a);
@@ -118,6 +123,8 @@ int main(int argc, char **argv) {
             case 3: queue = v; break;
             case 4: ho.idle_timeout = (int)v; break;
             case 5: max_prompt = v; break;
+            case 6: slots = v; break;
+            case 7: chunk = v; break;
             default: n_max = v; break;
             }
             continue;
@@ -138,7 +145,8 @@ int main(int argc, char **argv) {
     engine *e = cli_build_engine(&cfg, T, model, 1, &rc);
     if (!e) return rc;
     const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
-    runner_opts ro = {.cfg = &cfg, .n_ctx = n_ctx, .max_prompt_tokens = (int)max_prompt};
+    runner_opts ro = {.cfg = &cfg, .n_ctx = n_ctx, .max_prompt_tokens = (int)max_prompt, .n_slots = (int)slots,
+                      .prefill_chunk = (int)chunk};
     runner *r = runner_new(e, &ro, err, sizeof err);
     if (!r) {
         fprintf(stderr, "%s: %s\n", T, err);

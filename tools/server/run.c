@@ -12,15 +12,28 @@
 #include "tokenizer.h"
 #include "util.h"
 
+/* One sequence being served: its KV cache outlives its request, so the
+   next request that shares the beginning of its prompt reuses it. */
+typedef struct slot {
+    job *j;                  /* NULL: free */
+    llama_ctx c;
+    int32_t *cached;         /* tokens whose K/V the cache holds, in order */
+    int n_cached;
+    int32_t *prompt;         /* the request's prompt ... */
+    int n_prompt, n_fed;     /* ... and how much of it is evaluated */
+    sampling *smp;
+    picolm_config *cfg;      /* the request's settings */
+    int n_gen, budget;
+    int32_t last;            /* the last generated token, fed at the next step */
+    int has_last;
+} slot;
+
 struct runner {
     engine *e;
     runner_opts o;
-    picolm_config *base;     /* the defaults, copied per request */
-    picolm_config *cfg;      /* this request's settings */
     int chat_kind;
-    llama_ctx c;             /* one sequence; its cache outlives the request */
-    int32_t *cached;         /* tokens whose K/V the cache holds, in order */
-    int n_cached;
+    slot *slots;
+    int n_slots;
     float *lp;               /* log-softmax of the logits (logprobs) */
 };
 
@@ -29,20 +42,30 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     if (!r) return pl_fail(err, errlen, "out of memory"), NULL;
     r->e = e;
     r->o = *o;
-    r->base = malloc(sizeof *r->base);
-    r->cfg = malloc(sizeof *r->cfg);
-    r->cached = malloc((size_t)o->n_ctx * sizeof *r->cached);
+    r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
+    r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
     r->lp = malloc((size_t)e->model.hp.n_vocab * sizeof *r->lp);
-    if (!r->base || !r->cfg || !r->cached || !r->lp) {
+    if (!r->slots || !r->lp) {
         runner_free(r);
         return pl_fail(err, errlen, "out of memory"), NULL;
     }
-    *r->base = *o->cfg;
     char note[256] = "";
-    if (chat_kind_resolve(o->cfg->chat_template, &e->model.gguf, &r->chat_kind, note, sizeof note, err, errlen) ||
-        build_ctx(&r->c, &e->model, o->n_ctx, o->cfg->batch, generate_kv_type(o->cfg->kv_type), e->pool, err, errlen)) {
+    if (chat_kind_resolve(o->cfg->chat_template, &e->model.gguf, &r->chat_kind, note, sizeof note, err, errlen)) {
         runner_free(r);
         return NULL;
+    }
+    for (int i = 0; i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        s->cached = malloc((size_t)o->n_ctx * sizeof *s->cached);
+        s->cfg = malloc(sizeof *s->cfg);
+        if (!s->cached || !s->cfg) {
+            runner_free(r);
+            return pl_fail(err, errlen, "out of memory"), NULL;
+        }
+        if (build_ctx(&s->c, &e->model, o->n_ctx, o->cfg->batch, generate_kv_type(o->cfg->kv_type), e->pool, err, errlen)) {
+            runner_free(r);
+            return NULL;
+        }
     }
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
     return r;
@@ -50,18 +73,23 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
 
 void runner_free(runner *r) {
     if (!r) return;
-    free_ctx(&r->c);
-    free(r->base);
-    free(r->cfg);
-    free(r->cached);
+    for (int i = 0; r->slots && i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        free_ctx(&s->c);
+        free(s->cached);
+        free(s->cfg);
+        free(s->prompt);
+        sampling_free(s->smp);
+    }
+    free(r->slots);
     free(r->lp);
     free(r);
 }
 
 /* The request's settings: the server's, with what the request sets. */
-static int settings(runner *r, const api_request *q, api_error *ae) {
+static int settings(runner *r, picolm_config *cfg, const api_request *q, api_error *ae) {
     char v[64], err[512];
-    *r->cfg = *r->base;
+    *cfg = *r->o.cfg;
     struct { unsigned bit; const char *key; double val; int is_int; } keys[] = {
         {API_SET_TEMPERATURE, "temperature", q->temperature, 0}, {API_SET_TOP_P, "top_p", q->top_p, 0},
         {API_SET_TOP_K, "top_k", q->top_k, 1},                   {API_SET_MIN_P, "min_p", q->min_p, 0},
@@ -72,12 +100,12 @@ static int settings(runner *r, const api_request *q, api_error *ae) {
         if (!(q->set & keys[i].bit)) continue;
         if (keys[i].is_int) snprintf(v, sizeof v, "%d", (int)keys[i].val);
         else snprintf(v, sizeof v, "%.9g", keys[i].val);
-        if (config_set_param(r->cfg, keys[i].key, v, "request", 0, err, sizeof err))
+        if (config_set_param(cfg, keys[i].key, v, "request", 0, err, sizeof err))
             return api_fail(ae, 400, "invalid_request_error", keys[i].key, NULL, "%s", err);
     }
-    if (q->set & API_SET_SEED) r->cfg->seed = q->seed;
-    if (q->set & API_SET_MAX_TOKENS) r->cfg->max_tokens = q->max_tokens;
-    r->cfg->json_mode = q->json_object;
+    if (q->set & API_SET_SEED) cfg->seed = q->seed;
+    if (q->set & API_SET_MAX_TOKENS) cfg->max_tokens = q->max_tokens;
+    cfg->json_mode = q->json_object;
     return 0;
 }
 
@@ -103,34 +131,91 @@ static int prompt_tokens(runner *r, const api_request *q, int32_t **toks, int *n
     int rc = generate_tokenize(r->e, text, len, tokenizer_add_bos(r->e->tok), 1, toks, n, err, sizeof err);
     if (q->chat) free(text);
     if (rc) return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL, "%s", err);
-    int limit = r->o.max_prompt_tokens > 0 && r->o.max_prompt_tokens < r->c.n_ctx ? r->o.max_prompt_tokens : r->c.n_ctx - 1;
+    int limit = r->o.max_prompt_tokens > 0 && r->o.max_prompt_tokens < r->o.n_ctx ? r->o.max_prompt_tokens : r->o.n_ctx - 1;
     if (*n == 0) return api_fail(ae, 400, "invalid_request_error", "prompt", NULL, "the prompt is empty");
     if (*n > limit)
         return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", "context_length_exceeded",
                         "the prompt is %d tokens; this server takes at most %d (%s)", *n, limit,
-                        limit == r->c.n_ctx - 1 ? "its context, leaving room for one generated token" : "max_prompt_tokens");
+                        limit == r->o.n_ctx - 1 ? "its context, leaving room for one generated token" : "max_prompt_tokens");
     return 0;
 }
 
-/* Evaluate the prompt, reusing the longest prefix the cache already holds
-   (at least the last token is evaluated, so its logits exist). */
-static int prefill(runner *r, const int32_t *toks, int n, char *err, size_t errlen) {
+/* How many leading tokens of toks[0..n) slot s's cache can keep (at least
+   the last prompt token is evaluated again, so its logits exist). */
+static int reusable(const slot *s, const int32_t *toks, int n) {
     int keep = 0;
-    while (keep < r->n_cached && keep < n - 1 && r->cached[keep] == toks[keep]) keep++;
-    r->c.n_past = keep;
-    r->n_cached = keep;
-    if (generate_prefill_plain(&r->c, toks + keep, n - keep, err, errlen)) {
-        r->n_cached = 0;
-        return -1;
+    while (keep < s->n_cached && keep < n - 1 && s->cached[keep] == toks[keep]) keep++;
+    return keep;
+}
+
+/* The free slot for a prompt: the one whose cache shares the longest
+   beginning with it (a prefix cache), else the least filled one. */
+static slot *pick_slot(runner *r, const int32_t *toks, int n) {
+    slot *best = NULL;
+    int best_keep = -1;
+    for (int i = 0; i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        if (s->j) continue;
+        const int keep = reusable(s, toks, n);
+        if (keep > best_keep || (keep == best_keep && s->n_cached < best->n_cached)) best = s, best_keep = keep;
     }
-    memcpy(r->cached + keep, toks + keep, (size_t)(n - keep) * sizeof *toks);
-    r->n_cached = n;
+    return best;
+}
+
+/* Give job j a free slot: 0, or -1 after failing the job. */
+static int admit(runner *r, job *j) {
+    api_error ae = {0};
+    char err[1024];
+    int32_t *toks = NULL;
+    int n = 0;
+    sampling *smp = NULL;
+    picolm_config *cfg = malloc(sizeof *cfg);
+    const api_request *q = &j->req;
+    if (!cfg) {
+        api_fail(&ae, 500, "server_error", NULL, NULL, "out of memory");
+        goto failed;
+    }
+    if (settings(r, cfg, q, &ae) || prompt_tokens(r, q, &toks, &n, &ae)) goto failed;
+    if (sampling_build(&smp, &r->e->reg, cfg, tokenizer_vocab(r->e->tok), err, sizeof err)) {
+        api_fail(&ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
+        goto failed;
+    }
+    for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
+    slot *s = pick_slot(r, toks, n);
+    free(s->cfg);
+    s->cfg = cfg;
+    s->smp = smp;
+    s->j = j;
+    s->prompt = toks;
+    s->n_prompt = n;
+    s->n_fed = s->n_cached = reusable(s, toks, n);
+    s->c.n_past = s->n_fed;
+    s->n_gen = 0;
+    s->has_last = 0;
+    /* the request's max_tokens, else the server's -n (< 0: until the
+       context is full, as OpenAI's default) */
+    s->budget = cfg->max_tokens >= 0 ? cfg->max_tokens : 1 << 30;
+    job_start(j, n);
     return 0;
+failed:
+    job_fail(j, &ae);
+    sampling_free(smp);
+    free(cfg);
+    free(toks);
+    return -1;
+}
+
+static void release(slot *s) {
+    sampling_free(s->smp);
+    s->smp = NULL;
+    free(s->prompt);
+    s->prompt = NULL;
+    job_unref(s->j);
+    s->j = NULL;
 }
 
 /* log-softmax of the logits, and the k most likely tokens (for logprobs). */
-static void logprobs(runner *r, int k, api_alt *top, int *n_top) {
-    const float *x = r->c.logits;
+static void logprobs(runner *r, const float *x, int k, api_alt *top, int *n_top) {
     const int nv = r->e->model.hp.n_vocab;
     float mx = -INFINITY;
     for (int i = 0; i < nv; i++) mx = x[i] > mx ? x[i] : mx;
@@ -138,7 +223,7 @@ static void logprobs(runner *r, int k, api_alt *top, int *n_top) {
     for (int i = 0; i < nv; i++) sum += exp((double)x[i] - mx);
     const float lse = (float)(mx + log(sum));
     for (int i = 0; i < nv; i++) r->lp[i] = x[i] - lse;
-    int32_t ids[32];
+    int32_t ids[API_MAX_TOP_LOGPROBS];
     *n_top = 0;
     for (int i = 0; i < nv && k > 0; i++) {
         int pos = *n_top;
@@ -154,80 +239,117 @@ static void logprobs(runner *r, int k, api_alt *top, int *n_top) {
     }
 }
 
-/* Generate j's reply; the job is started or failed on return. */
-static void run_job(runner *r, job *j, http_server *h) {
-    api_error ae = {0};
-    char err[1024];
-    int32_t *toks = NULL;
-    int n = 0;
-    sampling *smp = NULL;
+/* Sample the next token from s's logits and hand it to the client.
+   Returns 1 when the reply is complete (the job is finished). */
+static int emit(runner *r, slot *s) {
+    job *j = s->j;
     const api_request *q = &j->req;
-    if (settings(r, q, &ae) || prompt_tokens(r, q, &toks, &n, &ae)) goto failed;
-    if (sampling_build(&smp, &r->e->reg, r->cfg, tokenizer_vocab(r->e->tok), err, sizeof err)) {
-        api_fail(&ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
-        goto failed;
-    }
-    if (prefill(r, toks, n, err, sizeof err)) {
-        api_fail(&ae, 500, "server_error", NULL, NULL, "%s", err);
-        goto failed;
-    }
-    for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
-    job_start(j, n);
-    http_note_kv(h, r->n_cached, r->c.n_ctx, 1);
-
-    /* the request's max_tokens, else the server's -n (< 0: until the
-       context is full, as OpenAI's default) */
-    const int budget = r->cfg->max_tokens >= 0 ? r->cfg->max_tokens : 1 << 30;
-    const char *finish = "length";
+    char err[512];
+    const int32_t room = s->c.n_ctx - s->c.n_past + 1, want = s->budget - s->n_gen;
+    const int32_t left = want < room ? want : room;
     api_alt top[API_MAX_TOP_LOGPROBS];
-    for (int i = 0; i < budget && !j->cancelled; i++) {
-        int32_t tok;
-        const int32_t room = r->c.n_ctx - r->c.n_past + 1;
-        const int32_t left = budget - i < room ? budget - i : room;
-        int n_top = 0;
-        if (q->logprobs) logprobs(r, q->top_logprobs, top, &n_top);
-        if (sampling_sample(smp, r->c.logits, left, &tok, err, sizeof err)) {
-            fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
-            break;
-        }
-        if (tokenizer_is_eog(r->e->tok, tok)) {
-            finish = "stop";
-            break;
-        }
-        sampling_accept(smp, tok);
-        size_t pl;
-        const char *piece = tokenizer_piece(r->e->tok, tok, &pl);
-        if (job_token(j, piece, pl, q->logprobs ? r->lp[tok] : 0, top, n_top, mono_now())) {
-            finish = "stop";
-            break;
-        }
-        if (r->c.n_past >= r->c.n_ctx) break;
-        if (i + 1 < budget) {
-            if (llama_forward(&r->c, &tok, 1, NULL, err, sizeof err)) {
-                fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
-                r->n_cached = 0;
-                break;
-            }
-            r->cached[r->n_cached++] = tok;
-        }
+    int n_top = 0;
+    int32_t tok;
+    if (q->logprobs) logprobs(r, s->c.logits, q->top_logprobs, top, &n_top);
+    if (sampling_sample(s->smp, s->c.logits, left, &tok, err, sizeof err)) {
+        fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
+        job_finish(j, "length");
+        return 1;
     }
-    job_finish(j, finish);
-    http_note_done(h, j);
-    http_note_kv(h, r->n_cached, r->c.n_ctx, 0);
-    sampling_free(smp);
-    free(toks);
-    return;
-failed:
-    job_fail(j, &ae);
-    sampling_free(smp);
-    free(toks);
+    if (tokenizer_is_eog(r->e->tok, tok)) {
+        job_finish(j, "stop");
+        return 1;
+    }
+    sampling_accept(s->smp, tok);
+    s->n_gen++;
+    size_t pl;
+    const char *piece = tokenizer_piece(r->e->tok, tok, &pl);
+    if (job_token(j, piece, pl, q->logprobs ? r->lp[tok] : 0, top, n_top, mono_now())) {
+        job_finish(j, "stop");
+        return 1;
+    }
+    if (s->n_gen >= s->budget || s->c.n_past >= s->c.n_ctx) {
+        job_finish(j, "length");
+        return 1;
+    }
+    s->last = tok;
+    s->has_last = 1;
+    return 0;
+}
+
+/* One step of slot s: a chunk of its prompt, or its last token; then,
+   once the prompt is in, the next token.  Returns 1 when s is done. */
+static int step(runner *r, slot *s) {
+    char err[512];
+    int n;
+    const int32_t *toks;
+    if (s->n_fed < s->n_prompt) {
+        /* chunked prefill: a long prompt does not stall the others */
+        n = s->n_prompt - s->n_fed;
+        if (n > r->o.prefill_chunk) n = r->o.prefill_chunk;
+        if (n > s->c.n_batch) n = s->c.n_batch;
+        toks = s->prompt + s->n_fed;
+    } else {
+        n = 1;
+        toks = &s->last;
+    }
+    if (llama_forward(&s->c, toks, n, NULL, err, sizeof err)) {
+        fprintf(stderr, "picolm-server: %s: %s\n", s->j->id, err);
+        s->n_cached = 0;
+        job_finish(s->j, "length");
+        return 1;
+    }
+    memcpy(s->cached + s->n_cached, toks, (size_t)n * sizeof *toks);
+    s->n_cached += n;
+    if (s->n_fed < s->n_prompt) {
+        s->n_fed += n;
+        if (s->n_fed < s->n_prompt) return 0;
+    }
+    return emit(r, s);
+}
+
+static void report(runner *r, http_server *h) {
+    int used = 0, running = 0;
+    for (int i = 0; i < r->n_slots; i++) {
+        used += r->slots[i].n_cached;
+        running += r->slots[i].j != NULL;
+    }
+    http_note_kv(h, used, r->n_slots * r->o.n_ctx, running);
 }
 
 void runner_loop(runner *r, job_queue *q, http_server *h) {
-    http_note_kv(h, 0, r->c.n_ctx, 0);
-    for (job *j; (j = jq_pop(q, 1));) {
-        if (!j->cancelled) run_job(r, j, h);
-        else job_fail(j, &(api_error){.status = 499, .message = "cancelled"});
-        job_unref(j);
+    report(r, h);
+    for (;;) {
+        int active = 0, closed = 0;
+        for (int i = 0; i < r->n_slots; i++) active += r->slots[i].j != NULL;
+        /* new requests join at the next step while a slot is free */
+        while (active < r->n_slots) {
+            job *j = jq_pop(q, active == 0);
+            if (!j) {
+                closed = active == 0;
+                break;
+            }
+            if (j->cancelled) job_fail(j, &(api_error){.status = 499, .message = "cancelled"});
+            else if (!admit(r, j)) {
+                active++;
+                report(r, h);
+                continue;
+            }
+            job_unref(j);
+        }
+        if (closed) break;
+        /* one step for every active sequence, in slot order; stopping
+           ends the running replies where they are */
+        const int stopping = jq_closing(q);
+        for (int i = 0; i < r->n_slots; i++) {
+            slot *s = &r->slots[i];
+            if (!s->j) continue;
+            if (stopping) job_finish(s->j, "length");
+            if (stopping || s->j->cancelled || step(r, s)) {
+                http_note_done(h, s->j);
+                release(s);
+            }
+        }
+        report(r, h);
     }
 }

@@ -1,9 +1,11 @@
 /*
  * The scheduler's side of picolm-server: it owns the engine and turns
- * queued jobs into tokens.  One sequence is generated at a time, in arrival
- * order; the KV cache keeps the previous sequence, so a request that shares
- * its prompt's beginning (a system prompt, an agent's preamble) with the
- * one before reuses that prefix instead of evaluating it again.
+ * queued jobs into tokens.  Up to n_slots sequences are served at once:
+ * every step advances each of them (a chunk of its prompt, or one token),
+ * new requests join at the next step and finished ones leave.  A slot's KV
+ * cache outlives its request, so a request that shares its prompt's
+ * beginning (a system prompt, an agent's preamble) with the slot's last one
+ * reuses that prefix instead of evaluating it again.
  */
 #ifndef PICOLM_SERVER_RUN_H
 #define PICOLM_SERVER_RUN_H
@@ -18,6 +20,8 @@ typedef struct runner_opts {
     const picolm_config *cfg;   /* defaults for what a request leaves out */
     int n_ctx;                  /* context of the sequence */
     int max_prompt_tokens;      /* longer prompts get a 400 (0: the context) */
+    int n_slots;                /* sequences served at once */
+    int prefill_chunk;          /* prompt tokens per sequence per step */
 } runner_opts;
 
 /* NULL + err on failure (template, memory, ...). */
