@@ -34,6 +34,11 @@ struct runner {
     int chat_kind;
     slot *slots;
     int n_slots;
+    llama_ctx step;          /* the activations of one step over every slot */
+    llama_ctx **who;         /* per token of the step: its slot's cache */
+    int32_t *toks;
+    uint8_t *want;
+    float *logits;           /* one row per slot that wants logits */
     float *lp;               /* log-softmax of the logits (logprobs) */
 };
 
@@ -43,9 +48,15 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     r->e = e;
     r->o = *o;
     r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
+    if (r->o.prefill_chunk < 1) r->o.prefill_chunk = 1;
+    const int cap = r->n_slots * r->o.prefill_chunk, nv = e->model.hp.n_vocab;
     r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
-    r->lp = malloc((size_t)e->model.hp.n_vocab * sizeof *r->lp);
-    if (!r->slots || !r->lp) {
+    r->lp = malloc((size_t)nv * sizeof *r->lp);
+    r->who = malloc((size_t)cap * sizeof *r->who);
+    r->toks = malloc((size_t)cap * sizeof *r->toks);
+    r->want = malloc((size_t)cap);
+    r->logits = malloc((size_t)r->n_slots * nv * sizeof *r->logits);
+    if (!r->slots || !r->lp || !r->who || !r->toks || !r->want || !r->logits) {
         runner_free(r);
         return pl_fail(err, errlen, "out of memory"), NULL;
     }
@@ -62,10 +73,15 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
             runner_free(r);
             return pl_fail(err, errlen, "out of memory"), NULL;
         }
-        if (build_ctx(&s->c, &e->model, o->n_ctx, o->cfg->batch, generate_kv_type(o->cfg->kv_type), e->pool, err, errlen)) {
+        /* a slot holds a KV cache; the step's context does the work */
+        if (build_ctx(&s->c, &e->model, o->n_ctx, 1, generate_kv_type(o->cfg->kv_type), e->pool, err, errlen)) {
             runner_free(r);
             return NULL;
         }
+    }
+    if (build_ctx(&r->step, &e->model, cap, cap, generate_kv_type(o->cfg->kv_type), e->pool, err, errlen)) {
+        runner_free(r);
+        return NULL;
     }
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
     return r;
@@ -81,7 +97,12 @@ void runner_free(runner *r) {
         free(s->prompt);
         sampling_free(s->smp);
     }
+    free_ctx(&r->step);
     free(r->slots);
+    free(r->who);
+    free(r->toks);
+    free(r->want);
+    free(r->logits);
     free(r->lp);
     free(r);
 }
@@ -277,35 +298,52 @@ static int emit(runner *r, slot *s) {
     return 0;
 }
 
-/* One step of slot s: a chunk of its prompt, or its last token; then,
-   once the prompt is in, the next token.  Returns 1 when s is done. */
-static int step(runner *r, slot *s) {
+/* One step for every active slot, in one forward pass: a chunk of the
+   prompt of each slot still in its prompt (chunked prefill: a long prompt
+   does not stall the others), the last token of each one decoding; then a
+   token for each slot whose logits are ready.  A slot that is done is
+   released (and reported). */
+static void step_all(runner *r, http_server *h) {
     char err[512];
-    int n;
-    const int32_t *toks;
-    if (s->n_fed < s->n_prompt) {
-        /* chunked prefill: a long prompt does not stall the others */
-        n = s->n_prompt - s->n_fed;
-        if (n > r->o.prefill_chunk) n = r->o.prefill_chunk;
-        if (n > s->c.n_batch) n = s->c.n_batch;
-        toks = s->prompt + s->n_fed;
-    } else {
-        n = 1;
-        toks = &s->last;
+    int n = 0, first[r->n_slots], count[r->n_slots];
+    for (int i = 0; i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        first[i] = n, count[i] = 0;
+        if (!s->j) continue;
+        const int32_t *src = &s->last;
+        int k = 1;
+        if (s->n_fed < s->n_prompt) {
+            k = s->n_prompt - s->n_fed < r->o.prefill_chunk ? s->n_prompt - s->n_fed : r->o.prefill_chunk;
+            src = s->prompt + s->n_fed;
+            s->n_fed += k;
+        }
+        for (int t = 0; t < k; t++) r->who[n] = &s->c, r->toks[n] = src[t], r->want[n++] = 0;
+        if (s->n_fed == s->n_prompt) r->want[n - 1] = 1;
+        count[i] = k;
     }
-    if (llama_forward(&s->c, toks, n, NULL, err, sizeof err)) {
-        fprintf(stderr, "picolm-server: %s: %s\n", s->j->id, err);
-        s->n_cached = 0;
-        job_finish(s->j, "length");
-        return 1;
+    if (!n) return;
+    const int failed = llama_forward_seqs(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
+    if (failed) fprintf(stderr, "picolm-server: a step failed: %s\n", err);
+    for (int i = 0, row = 0; i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        if (!count[i]) continue;
+        memcpy(s->cached + s->n_cached, r->toks + first[i], (size_t)count[i] * sizeof *r->toks);
+        s->n_cached += count[i];
+        int done = 0;
+        if (failed) {
+            s->n_cached = s->c.n_past = 0; /* what the cache holds is unknown */
+            job_finish(s->j, "length");
+            done = 1;
+        } else if (r->want[first[i] + count[i] - 1]) {
+            memcpy(s->c.logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
+                   (size_t)r->e->model.hp.n_vocab * sizeof(float));
+            done = emit(r, s);
+        }
+        if (done) {
+            http_note_done(h, s->j);
+            release(s);
+        }
     }
-    memcpy(s->cached + s->n_cached, toks, (size_t)n * sizeof *toks);
-    s->n_cached += n;
-    if (s->n_fed < s->n_prompt) {
-        s->n_fed += n;
-        if (s->n_fed < s->n_prompt) return 0;
-    }
-    return emit(r, s);
 }
 
 static void report(runner *r, http_server *h) {
@@ -338,18 +376,16 @@ void runner_loop(runner *r, job_queue *q, http_server *h) {
             job_unref(j);
         }
         if (closed) break;
-        /* one step for every active sequence, in slot order; stopping
-           ends the running replies where they are */
+        /* a client gone, or the server stopping, ends a reply where it is */
         const int stopping = jq_closing(q);
         for (int i = 0; i < r->n_slots; i++) {
             slot *s = &r->slots[i];
-            if (!s->j) continue;
-            if (stopping) job_finish(s->j, "length");
-            if (stopping || s->j->cancelled || step(r, s)) {
-                http_note_done(h, s->j);
-                release(s);
-            }
+            if (!s->j || !(stopping || s->j->cancelled)) continue;
+            job_finish(s->j, "length");
+            http_note_done(h, s->j);
+            release(s);
         }
+        step_all(r, h);
         report(r, h);
     }
 }
