@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "kvpool.h"
 #include "matmul.h"
 #include "threadpool.h"
 #include "util.h"
@@ -368,6 +369,11 @@ size_t llama_scratch_bytes(const llama_model *m, int n_batch, int n_threads) {
 }
 
 int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, char *err, size_t errlen) {
+    return build_ctx_kv(c, m, n_ctx, n_batch, kv_type, pool, 1, err, errlen);
+}
+
+int build_ctx_kv(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, int own_kv,
+                 char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     const llama_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
@@ -383,13 +389,13 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->n_batch = n_batch;
     c->kv_type = kv_type;
     c->kv_row_bytes = kv_type == KV_Q8_0 ? (size_t)kvd / 32 * 34 : (size_t)kvd * 2;
-    const size_t kv = c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer;
+    const size_t kv = own_kv ? c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer : 0;
     size_t sz[N_BUF];
     const size_t nthr = (size_t)threadpool_size(pool); /* 1 without a pool */
     scratch_sizes(m, (size_t)n_batch, nthr, sz);
     c->act_q_bytes = sz[BUF_ACTQ];
-    c->k_cache = xalloc(c, kv);
-    c->v_cache = xalloc(c, kv);
+    c->k_cache = own_kv ? xalloc(c, kv) : NULL;
+    c->v_cache = own_kv ? xalloc(c, kv) : NULL;
     c->rope_cos = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
     c->rope_sin = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
     c->x = xalloc(c, sz[BUF_X]);
@@ -408,7 +414,7 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->tok_seq = xalloc(c, (size_t)n_batch * sizeof *c->tok_seq);
     c->tok_pos = xalloc(c, (size_t)n_batch * sizeof *c->tok_pos);
     c->out_rows = xalloc(c, (size_t)n_batch * sizeof *c->out_rows);
-    if (!c->tok_seq || !c->tok_pos || !c->out_rows || (c->unpack_stride && !c->unpack) || !c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
+    if (!c->tok_seq || !c->tok_pos || !c->out_rows || (c->unpack_stride && !c->unpack) || (own_kv && (!c->k_cache || !c->v_cache)) || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
         !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q || !c->mm_parts) {
         free_ctx(c);
         return pl_fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
@@ -433,6 +439,8 @@ void free_ctx(llama_ctx *c) {
                     c->v, c->att, c->hb, c->hb2, c->logits, c->act_q, c->unpack, c->mm_parts,
                     c->tok_seq, c->tok_pos, c->out_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    if (c->kv_pool) llama_seq_truncate(c, 0);
+    free(c->blocks);
     memset(c, 0, sizeof *c);
 }
 
@@ -544,6 +552,7 @@ static int forward(llama_ctx *c, const int32_t *tokens, int n, int n_out, float 
 int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
     if (n <= 0 || n > c->n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
     if (c->n_past + n > c->n_ctx) return pl_fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
+    if (llama_seq_reserve(c, n)) return pl_fail(err, errlen, "the KV pool has no free block for %d more tokens", n);
     for (int b = 0; b < n; b++) c->tok_seq[b] = c, c->tok_pos[b] = c->n_past + b;
     /* every token's logits, or just the last one's */
     const int first = all_logits ? 0 : n - 1;
@@ -564,6 +573,11 @@ int llama_forward_seqs(llama_ctx *c, llama_ctx *const *seq, const int32_t *token
         int pos = sq->n_past;
         for (int e = 0; e < b; e++) pos += seq[e] == sq;
         if (pos >= sq->n_ctx) return pl_fail(err, errlen, "context full: a sequence's context of %d is used up", sq->n_ctx);
+        if (pos == sq->n_past) { /* its first token here: its blocks for all of them */
+            int k = 0;
+            for (int e = b; e < n; e++) k += seq[e] == sq;
+            if (llama_seq_reserve(sq, k)) return pl_fail(err, errlen, "the KV pool has no free block for %d more tokens", k);
+        }
         c->tok_seq[b] = sq;
         c->tok_pos[b] = pos;
         if (want && want[b]) c->out_rows[n_out++] = b;

@@ -88,7 +88,9 @@ typedef struct llama_ctx {
     int kv_type;
     int n_past;                 /* tokens in the KV cache */
     size_t kv_row_bytes;        /* bytes of one K (or V) row of kv_dim values */
-    uint8_t *k_cache, *v_cache; /* [layer][pos][kv_dim] */
+    uint8_t *k_cache, *v_cache; /* [layer][pos][kv_dim]; NULL when paged: */
+    struct kv_pool *kv_pool;    /* the pool of a paged cache (kvpool.h) */
+    int32_t *blocks;            /* its block table: n_ctx / block_size entries, -1 = none */
     float *rope_cos, *rope_sin; /* [n_ctx][rope_dim/2] */
     /* activations for a batch of up to n_batch tokens */
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
@@ -110,6 +112,10 @@ void free_model(llama_model *m);
 
 int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool,
               char *err, size_t errlen);
+/* build_ctx, with (own_kv) or without a KV cache of its own (paged
+   sequences and a batch's activations: kvpool.h). */
+int build_ctx_kv(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, int own_kv,
+                 char *err, size_t errlen);
 void free_ctx(llama_ctx *c);
 
 /* Evaluate n tokens at positions n_past.. (n <= n_batch; the caller chunks).

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "engine.h"
+#include "kvpool.h"
 
 #define NSEQ 3
 #define NGEN 6
@@ -51,7 +52,7 @@ static int solo(engine *e, int kv, int s, float *rows, char *err, size_t errlen)
 /* Together: every step takes a chunk of up to 3 prompt tokens from each
    sequence still in its prompt and the next token of each one decoding
    (sequence 2 joins late, at step 2), all in one llama_forward_seqs. */
-static int together(engine *e, int kv, float *rows[NSEQ], char *err, size_t errlen) {
+static int together(engine *e, int kv, kv_pool *pool, float *rows[NSEQ], char *err, size_t errlen) {
     const int nv = e->model.hp.n_vocab;
     llama_ctx step, seq[NSEQ];
     int32_t prompt[NSEQ][16], next[NSEQ];
@@ -59,7 +60,9 @@ static int together(engine *e, int kv, float *rows[NSEQ], char *err, size_t errl
     if (build_ctx(&step, &e->model, 64, 32, kv, e->pool, err, errlen)) return -1;
     for (int s = 0; s < NSEQ; s++) {
         prompt_of(s, nv, prompt[s]);
-        if (build_ctx(&seq[s], &e->model, 64, 1, kv, e->pool, err, errlen)) return -1;
+        if (pool ? build_ctx_paged(&seq[s], &e->model, 64, 1, pool, e->pool, err, errlen)
+                 : build_ctx(&seq[s], &e->model, 64, 1, kv, e->pool, err, errlen))
+            return -1;
     }
     float *logits = malloc((size_t)NSEQ * nv * sizeof(float));
     for (int it = 0; !rc; it++) {
@@ -111,18 +114,71 @@ static void run(const char *path, const char *name) {
             mixed[s] = calloc((size_t)(NGEN + 1) * nv, sizeof(float));
             ok &= !solo(e, kv, s, alone[s], err, sizeof err);
         }
-        ok = ok && !together(e, kv, mixed, err, sizeof err);
-        CHECK(ok, "%s kv %s: sequences evaluate alone and together (%s)", name, kv ? "q8_0" : "f16", ok ? "ok" : err);
-        for (int s = 0; s < NSEQ && ok; s++)
-            CHECK(!memcmp(alone[s], mixed[s], (size_t)(NGEN + 1) * nv * sizeof(float)),
-                  "%s kv %s: sequence %d (prompt %d tokens, %d generated): logits together == alone, bit for bit", name,
-                  kv ? "q8_0" : "f16", s, PLEN[s], NGEN);
+        /* own caches, then a paged pool of 4-position blocks (runs cut
+           inside prompts and replies) */
+        for (int paged = 0; paged < 2 && ok; paged++) {
+            kv_pool pool;
+            if (paged && build_kv_pool(&pool, &e->model, kv, 16, 4, err, sizeof err)) { CHECK(0, "pool: %s", err); break; }
+            ok = !together(e, kv, paged ? &pool : NULL, mixed, err, sizeof err);
+            const char *how = paged ? "paged (blocks of 4)" : "own caches";
+            CHECK(ok, "%s kv %s %s: sequences evaluate alone and together (%s)", name, kv ? "q8_0" : "f16", how, ok ? "ok" : err);
+            for (int s = 0; s < NSEQ && ok; s++)
+                CHECK(!memcmp(alone[s], mixed[s], (size_t)(NGEN + 1) * nv * sizeof(float)),
+                      "%s kv %s %s: sequence %d (prompt %d tokens, %d generated): logits together == alone, bit for bit", name,
+                      kv ? "q8_0" : "f16", how, s, PLEN[s], NGEN);
+            if (paged) {
+                CHECK(pool.n_free == pool.n_blocks, "%s: every block back in the pool after the sequences (%d of %d)", name,
+                      pool.n_free, pool.n_blocks);
+                free_kv_pool(&pool);
+            }
+        }
         for (int s = 0; s < NSEQ; s++) free(alone[s]), free(mixed[s]);
     }
     free_engine(e);
 }
 
+/* Copy on write: B shares A's first two blocks (8 positions), then both
+   go on with different tokens; each equals its own contiguous run. */
+static void sharing(const char *path) {
+    char err[512];
+    engine_opts o = {.model_path = path, .threads = 2};
+    engine *e = build_engine(&o, err, sizeof err);
+    if (!e) { CHECK(0, "loads: %s", err); return; }
+    const int nv = e->model.hp.n_vocab;
+    int32_t a[12] = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45}, b[12] = {1, 5, 9, 13, 17, 21, 25, 29, 60, 70, 80, 90};
+    kv_pool pool;
+    llama_ctx pa, pb, ca, cb;
+    build_kv_pool(&pool, &e->model, KV_F16, 8, 4, err, sizeof err);
+    build_ctx_paged(&pa, &e->model, 32, 16, &pool, e->pool, err, sizeof err);
+    build_ctx_paged(&pb, &e->model, 32, 16, &pool, e->pool, err, sizeof err);
+    build_ctx(&ca, &e->model, 32, 16, KV_F16, e->pool, err, sizeof err);
+    build_ctx(&cb, &e->model, 32, 16, KV_F16, e->pool, err, sizeof err);
+    float *la = malloc((size_t)nv * 4 * sizeof(float)), *lb = malloc((size_t)nv * 4 * sizeof(float));
+    int ok = !llama_forward(&pa, a, 10, NULL, err, sizeof err);     /* A: 10 positions, blocks 0-2 */
+    llama_seq_share(&pb, &pa, 2, 8);                                  /* B: A's first 8 */
+    CHECK(pool.ref[pa.blocks[0]] == 2 && pool.ref[pa.blocks[1]] == 2, "shared blocks are referenced twice");
+    ok = ok && !llama_forward(&pb, b + 8, 4, lb, err, sizeof err);  /* B writes block 2: its own */
+    ok = ok && !llama_forward(&pa, a + 10, 2, la, err, sizeof err); /* A continues in its block 2 */
+    float *ra = malloc((size_t)nv * 12 * sizeof(float)), *rb = malloc((size_t)nv * 12 * sizeof(float));
+    ok = ok && !llama_forward(&ca, a, 12, ra, err, sizeof err) && !llama_forward(&cb, b, 12, rb, err, sizeof err);
+    CHECK(ok, "shared prefix: evaluations run (%s)", ok ? "ok" : err);
+    CHECK(ok && !memcmp(lb, rb + (size_t)8 * nv, (size_t)4 * nv * sizeof(float)), "B after a shared prefix == B alone, bit for bit");
+    CHECK(ok && !memcmp(la, ra + (size_t)10 * nv, (size_t)2 * nv * sizeof(float)), "A after B wrote beside it == A alone, bit for bit");
+    /* a full pool is an error for the caller to handle, never a crash */
+    llama_ctx pc;
+    build_ctx_paged(&pc, &e->model, 32, 32, &pool, e->pool, err, sizeof err);
+    int32_t many[32] = {0};
+    CHECK(llama_forward(&pc, many, 32, NULL, err, sizeof err) != 0, "a pool with too few free blocks is refused: %s", err);
+    free_ctx(&pc);
+    free_ctx(&pa), free_ctx(&pb), free_ctx(&ca), free_ctx(&cb);
+    CHECK(pool.n_free == pool.n_blocks, "every block is free again (%d of %d)", pool.n_free, pool.n_blocks);
+    free_kv_pool(&pool);
+    free(la), free(lb), free(ra), free(rb);
+    free_engine(e);
+}
+
 int main(void) {
+    sharing("models/tiny-shakespeare-q8_0.gguf");
     run("models/tiny-shakespeare-q8_0.gguf", "tiny-shakespeare-q8_0");
     const char *shared = shared_dir("test_batch: rand-qwen3, rand-llama3");
     if (shared) {
