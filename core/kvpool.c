@@ -9,7 +9,7 @@
 size_t kv_pool_block_bytes(const llama_model *m, int kv_type, int block_size) {
     const size_t kvd = (size_t)m->hp.n_head_kv * m->hp.head_dim;
     const size_t rb = kv_type == KV_Q8_0 ? kvd / 32 * 34 : kvd * 2;
-    return (size_t)m->hp.n_layer * (size_t)block_size * rb;
+    return 2 * (size_t)m->hp.n_layer * (size_t)block_size * rb; /* K and V */
 }
 
 int build_kv_pool(kv_pool *p, const llama_model *m, int kv_type, int n_blocks, int block_size, char *err, size_t errlen) {
@@ -22,7 +22,7 @@ int build_kv_pool(kv_pool *p, const llama_model *m, int kv_type, int n_blocks, i
     p->n_layer = m->hp.n_layer;
     p->kv_type = kv_type;
     p->row_bytes = kv_type == KV_Q8_0 ? kvd / 32 * 34 : kvd * 2;
-    p->block_bytes = kv_pool_block_bytes(m, kv_type, block_size);
+    p->block_bytes = kv_pool_block_bytes(m, kv_type, block_size) / 2; /* each of K and V */
     const size_t total = p->block_bytes * (size_t)n_blocks;
     if (total / (size_t)n_blocks != p->block_bytes) return pl_fail(err, errlen, "KV pool too large");
     p->k = malloc(total);

@@ -21,7 +21,7 @@ typedef struct kv_pool {
     int n_layer;
     int kv_type;
     size_t row_bytes;        /* one K (or V) row of kv_dim values */
-    size_t block_bytes;      /* n_layer * block_size * row_bytes */
+    size_t block_bytes;      /* n_layer * block_size * row_bytes (K, and as much V) */
     uint8_t *k, *v;          /* [block][layer][block_size][row_bytes] */
     int *ref;                /* references per block; 0 = free */
     int *free_ids;           /* stack of free blocks */

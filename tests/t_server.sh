@@ -47,12 +47,15 @@ BASE=$URL MAIN_PID=$PID
 start_server "$tmp/limited.log" --max-connections 2 --queue 1 --max-body 4096 --slots 1 ||
     { echo "FAIL: t_server: the limited server did not start: $(tail -3 "$tmp/limited.log")"; exit 1; }
 LIMITED=$URL
+start_server "$tmp/pressure.log" --slots 4 --kv-blocks 12 ||
+    { echo "FAIL: t_server: the pressure server did not start: $(tail -3 "$tmp/pressure.log")"; exit 1; }
+PRESSURE=$URL
 
 # what the CLI generates for the same prompt, and its prompt token count
 printf 'Hello' | "$CLI" "$MODEL" -t 0 -n 24 -j 1 -c 512 >"$tmp/cli.txt" 2>"$tmp/cli.err"
 CLI_PROMPT_TOKENS=$(sed -n 's/.*prefill \([0-9]*\) token.*/\1/p' "$tmp/cli.err")
 
-BASE=$BASE LIMITED=$LIMITED KEY=$KEY CLI_TEXT=$tmp/cli.txt CLI_PROMPT_TOKENS=$CLI_PROMPT_TOKENS \
+BASE=$BASE LIMITED=$LIMITED PRESSURE=$PRESSURE KEY=$KEY CLI_TEXT=$tmp/cli.txt CLI_PROMPT_TOKENS=$CLI_PROMPT_TOKENS \
     CHAT_REF=$SHARED/reference/chat/chatml.txt CONV=$SHARED/reference/chat/conversation.txt CHROMIUM=$CHROMIUM \
     node tests/server/server.test.mjs
 rc=$?

@@ -2,7 +2,7 @@
 // picolm-server under concurrent streams: for each concurrency C, C clients
 // stream a completion of N tokens each at the same time; reports aggregate
 // generated tokens/s, time to first token p50/p99 (from the request to its
-// first token, as the client sees it), and the KV cells the server reported
+// first token, as the client sees it), and the KV blocks the server reported
 // in use (peak, sampled from /metrics).  Each concurrency runs REPS times
 // and the best aggregate counts (a busy machine only makes runs slower).
 //
@@ -18,7 +18,7 @@ import net from "node:net";
 function usage(code) {
   console.log(`usage: node tools/bench-serve.mjs MODEL [--streams 1,2,4,8] [-n 64] [-p 32] [--reps 2]
        [--format md|json] [-- SERVER-OPTIONS...]
-Aggregate decode tokens/s, time to first token p50/p99 and peak KV cells in use of
+Aggregate decode tokens/s, time to first token p50/p99 and peak KV blocks in use of
 picolm-server with 1, 2, 4 and 8 concurrent streams (each -n tokens after a prompt
 of -p tokens' worth of text; distinct prompts).`);
   process.exit(code);
@@ -94,7 +94,7 @@ for (const c of streams) {
   let best = null;
   for (let r = 0; r < reps; r++) {
     let peak = 0, sampling = true;
-    const sampler = (async () => { while (sampling) { peak = Math.max(peak, await metric("picolm_kv_cells_used")); await new Promise(res => setTimeout(res, 50)); } })();
+    const sampler = (async () => { while (sampling) { peak = Math.max(peak, await metric("picolm_kv_blocks_used")); await new Promise(res => setTimeout(res, 50)); } })();
     const t0 = performance.now();
     const res = await Promise.all(Array.from({ length: c }, (_, i) => client(i + 100 * r)));
     const secs = (performance.now() - t0) / 1000;
@@ -102,7 +102,7 @@ for (const c of streams) {
     await sampler;
     const tokens = res.reduce((a, x) => a + x.tokens, 0);
     const row = { streams: c, tokens, seconds: secs, tok_s: tokens / secs, ttft_p50_ms: pct(res.map(x => x.ttft), 0.5),
-                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), kv_cells_peak: peak };
+                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), kv_blocks_peak: peak };
     if (!best || row.tok_s > best.tok_s) best = row;
   }
   rows.push(best);
@@ -112,10 +112,10 @@ const one = rows.find(x => x.streams === 1);
 for (const r of rows) r.vs_one = one ? r.tok_s / one.tok_s : NaN;
 if (format === "json") console.log(JSON.stringify({ model, n, p, reps, server_options: extra, rows }, null, 1));
 else {
-  console.log(`| streams | aggregate tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | KV cells peak |`);
+  console.log(`| streams | aggregate tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | KV blocks peak |`);
   console.log(`|---:|---:|---:|---:|---:|---:|`);
   for (const r of rows)
-    console.log(`| ${r.streams} | ${r.tok_s.toFixed(1)} | ${r.vs_one.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_cells_peak} |`);
+    console.log(`| ${r.streams} | ${r.tok_s.toFixed(1)} | ${r.vs_one.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} |`);
   console.log(`\n${model}: ${n} tokens per stream after ~${p} prompt tokens, best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
 }
 process.exit(0);

@@ -3,6 +3,7 @@
 // Run by tests/t_server.sh, which starts the servers and passes:
 //   BASE       http://127.0.0.1:PORT of the main server (API key KEY, -t 0)
 //   LIMITED    a second server with --max-connections 2 --queue 1 --max-body 4096 --slots 1
+//   PRESSURE   a third with --slots 4 --kv-blocks 12 (blocks of 16: 192 positions for 4)
 //   KEY        the API key of both
 //   CLI_TEXT   a file with `picolm MODEL -t 0 -n 24` on PROMPT ("Hello")
 //   CLI_PROMPT_TOKENS   how many tokens the CLI's prefill counted
@@ -14,7 +15,7 @@ import fs from "node:fs";
 import OpenAI from "openai";
 
 const env = process.env;
-const BASE = env.BASE, LIMITED = env.LIMITED, KEY = env.KEY;
+const BASE = env.BASE, LIMITED = env.LIMITED, PRESSURE = env.PRESSURE, KEY = env.KEY;
 const auth = { Authorization: `Bearer ${KEY}`, "Content-Type": "application/json" };
 let failed = 0;
 
@@ -89,7 +90,8 @@ await check("completion: greedy text and usage equal the CLI's (picolm -t 0 -n 2
   const c = r.json.choices[0];
   eq(c.text, fs.readFileSync(env.CLI_TEXT, "utf8"), "text");
   eq(r.json.object, "text_completion", "object");
-  eq(r.json.usage, { prompt_tokens: Number(env.CLI_PROMPT_TOKENS), completion_tokens: 24, total_tokens: Number(env.CLI_PROMPT_TOKENS) + 24 }, "usage");
+  const u = r.json.usage;
+  eq([u.prompt_tokens, u.completion_tokens, u.total_tokens], [Number(env.CLI_PROMPT_TOKENS), 24, Number(env.CLI_PROMPT_TOKENS) + 24], "usage");
   eq(c.finish_reason, "length", "finish_reason");
   greedy = c.text;
 });
@@ -111,7 +113,7 @@ await check("chat: the messages are rendered as llama.cpp renders them (reply = 
   eq(r.status, 200, r.text);
   const ref = await post("/v1/completions", { prompt: fs.readFileSync(env.CHAT_REF, "utf8"), max_tokens: 16, temperature: 0 });
   eq(r.json.choices[0].message, { role: "assistant", content: ref.json.choices[0].text }, "reply");
-  eq(r.json.usage, ref.json.usage, "usage");
+  eq([r.json.usage.prompt_tokens, r.json.usage.completion_tokens], [ref.json.usage.prompt_tokens, ref.json.usage.completion_tokens], "usage");
   eq(r.json.object, "chat.completion", "object");
   chatText = r.json.choices[0].message.content;
 });
@@ -171,8 +173,8 @@ await check("8 concurrent clients get exactly their solo outputs", async () => {
   eq(together, solo, "outputs");
 });
 
-async function metric(name) {
-  const t = await (await fetch(BASE + "/metrics", { headers: auth })).text();
+async function metric(name, base = BASE) {
+  const t = await (await fetch(base + "/metrics", { headers: auth })).text();
   const m = t.match(new RegExp(`^${name} (\\S+)$`, "m"));
   assert(m, `no ${name} in /metrics`);
   return Number(m[1]);
@@ -180,7 +182,7 @@ async function metric(name) {
 await check("GET /metrics: Prometheus text with requests, tokens, queue, KV, time to first token", async () => {
   const t = await (await fetch(BASE + "/metrics", { headers: auth })).text();
   for (const n of ["picolm_requests_total{status=\"2xx\"}", "picolm_completion_tokens_total", "picolm_queue_depth",
-                   "picolm_kv_cells_used", "picolm_time_to_first_token_seconds_count"])
+                   "picolm_kv_blocks_used", "picolm_time_to_first_token_seconds_count"])
     assert(t.includes(n + " "), `missing ${n}`);
   assert(/# TYPE picolm_time_to_first_token_seconds histogram/.test(t), "ttft is not a histogram");
 });
@@ -199,6 +201,32 @@ await check("a client that disconnects mid-stream frees its sequence (generation
   const used = (await metric("picolm_completion_tokens_total")) - before - 1;
   assert(used < 300, `the disconnected stream still generated ${used} of 400 tokens`);
   return console.log(`# disconnect: ${used} tokens generated before the server noticed; next answered in ${Date.now() - t0} ms`);
+});
+
+// ---- paged KV: prefix reuse, memory pressure ----
+await check("a prompt that begins like the previous one reuses its KV blocks (usage.prompt_tokens_details.cached_tokens)", async () => {
+  const pre = "You are a helpful assistant who answers in one line. ".repeat(12);
+  const a = await post("/v1/completions", { prompt: pre + "First question?", max_tokens: 4, temperature: 0 });
+  const before = await metric("picolm_prompt_tokens_cached_total");
+  const b = await post("/v1/completions", { prompt: pre + "Second one?", max_tokens: 4, temperature: 0 });
+  const cached = b.json.usage.prompt_tokens_details.cached_tokens;
+  assert(a.json.usage.prompt_tokens > 100, `prompt only ${a.json.usage.prompt_tokens} tokens`);
+  assert(cached >= a.json.usage.prompt_tokens - 40 && cached < b.json.usage.prompt_tokens, `cached ${cached} of ${b.json.usage.prompt_tokens}`);
+  eq((await metric("picolm_prompt_tokens_cached_total")) - before, cached, "metric");
+});
+await check("memory pressure: 4 streams in a pool for fewer are preempted and resumed, each reply = its solo run", async () => {
+  const bodies = Array.from({ length: 4 }, (_, i) => ({ prompt: `Pressure ${i}: go`, max_tokens: 60, temperature: 0 }));
+  const solo = [];
+  for (const b of bodies) solo.push((await post("/v1/completions", b)).json.choices[0].text);
+  const before = await metric("picolm_preemptions_total", PRESSURE);
+  const got = await Promise.all(bodies.map((b, i) => i % 2
+    ? streamEvents("/v1/completions", b, PRESSURE).then(evs => deltas(evs).map(x => x.choices[0].text).join(""))
+    : post("/v1/completions", b, { base: PRESSURE }).then(r => r.json.choices[0].text)));
+  eq(got, solo, "replies");
+  const pre = (await metric("picolm_preemptions_total", PRESSURE)) - before;
+  assert(pre > 0, "no sequence was preempted: the pool was not short");
+  eq(await metric("picolm_kv_blocks_total", PRESSURE), 12, "pool size");
+  return console.log(`# pressure: ${pre} preemptions for 4 streams of 60 tokens in 12 blocks of 16`);
 });
 
 // ---- bad requests: 400 with an OpenAI error object, and the server keeps serving ----

@@ -471,6 +471,9 @@ static json_object *usage_json(const api_usage *u) {
     json_object_object_add(o, "prompt_tokens", json_object_new_int(u->prompt_tokens));
     json_object_object_add(o, "completion_tokens", json_object_new_int(u->completion_tokens));
     json_object_object_add(o, "total_tokens", json_object_new_int(u->prompt_tokens + u->completion_tokens));
+    json_object *details = json_object_new_object();
+    json_object_object_add(details, "cached_tokens", json_object_new_int(u->cached_tokens));
+    json_object_object_add(o, "prompt_tokens_details", details);
     return o;
 }
 

@@ -92,6 +92,7 @@ typedef struct api_token {
 
 typedef struct api_usage {
     int prompt_tokens, completion_tokens;
+    int cached_tokens;       /* prompt tokens whose K/V were reused */
 } api_usage;
 
 /* Identity of one response: "chatcmpl-..."/"cmpl-..." id, creation time, model. */

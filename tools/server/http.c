@@ -154,6 +154,12 @@ static enum MHD_Result metrics(http_server *s, struct MHD_Connection *c) {
     for (int i = 0; i < 6; i++) OUT("picolm_requests_total{status=\"%s\"} %llu\n", classes[i], m.requests[i]);
     OUT("# HELP picolm_prompt_tokens_total Prompt tokens of finished requests.\n# TYPE picolm_prompt_tokens_total counter\n");
     OUT("picolm_prompt_tokens_total %llu\n", m.prompt_tokens);
+    OUT("# HELP picolm_prompt_tokens_cached_total Prompt tokens whose K/V were reused (shared or cached prefixes).\n"
+        "# TYPE picolm_prompt_tokens_cached_total counter\n");
+    OUT("picolm_prompt_tokens_cached_total %llu\n", m.cached_tokens);
+    OUT("# HELP picolm_preemptions_total Sequences preempted when the KV pool ran out (evaluated again later).\n"
+        "# TYPE picolm_preemptions_total counter\n");
+    OUT("picolm_preemptions_total %llu\n", m.preempted);
     OUT("# HELP picolm_completion_tokens_total Generated tokens of finished requests.\n"
         "# TYPE picolm_completion_tokens_total counter\n");
     OUT("picolm_completion_tokens_total %llu\n", m.completion_tokens);
@@ -163,10 +169,11 @@ static enum MHD_Result metrics(http_server *s, struct MHD_Connection *c) {
     OUT("picolm_requests_in_flight %d\n", in_flight);
     OUT("# HELP picolm_sequences_running Sequences being generated.\n# TYPE picolm_sequences_running gauge\n");
     OUT("picolm_sequences_running %d\n", m.running);
-    OUT("# HELP picolm_kv_cells_used KV-cache cells in use.\n# TYPE picolm_kv_cells_used gauge\n");
-    OUT("picolm_kv_cells_used %d\n", m.kv_used);
-    OUT("# HELP picolm_kv_cells_total KV-cache cells in the pool.\n# TYPE picolm_kv_cells_total gauge\n");
-    OUT("picolm_kv_cells_total %d\n", m.kv_total);
+    OUT("# HELP picolm_kv_blocks_used KV-cache blocks in use (sequences and the prefix cache).\n"
+        "# TYPE picolm_kv_blocks_used gauge\n");
+    OUT("picolm_kv_blocks_used %d\n", m.kv_used);
+    OUT("# HELP picolm_kv_blocks_total KV-cache blocks in the pool.\n# TYPE picolm_kv_blocks_total gauge\n");
+    OUT("picolm_kv_blocks_total %d\n", m.kv_total);
     OUT("# HELP picolm_time_to_first_token_seconds From arrival to the first generated token.\n"
         "# TYPE picolm_time_to_first_token_seconds histogram\n");
     for (int i = 0; i < 8; i++)
@@ -300,6 +307,7 @@ void http_note_done(http_server *s, const job *j) {
     pthread_mutex_lock(&s->mu);
     s->m.prompt_tokens += (unsigned long long)j->usage.prompt_tokens;
     s->m.completion_tokens += (unsigned long long)j->usage.completion_tokens;
+    s->m.cached_tokens += (unsigned long long)j->usage.cached_tokens;
     if (j->usage.completion_tokens) {
         double t = j->t_first - j->t_queued;
         s->m.ttft_count++;
@@ -309,8 +317,9 @@ void http_note_done(http_server *s, const job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void http_note_kv(http_server *s, int used, int total, int running) {
+void http_note_kv(http_server *s, int used, int total, int running, unsigned long long preempted) {
     pthread_mutex_lock(&s->mu);
+    s->m.preempted = preempted;
     s->m.kv_used = used;
     s->m.kv_total = total;
     s->m.running = running;

@@ -25,8 +25,10 @@ typedef struct http_metrics {
     unsigned long long ttft_count;
     double ttft_sum;
     double ttft_buckets[8];           /* cumulative counts per bucket bound */
-    int kv_used, kv_total;            /* KV cells (or blocks) in use / in the pool */
+    int kv_used, kv_total;            /* KV blocks in use / in the pool */
     int running;                      /* sequences being generated */
+    unsigned long long preempted;     /* sequences preempted for KV blocks */
+    unsigned long long cached_tokens; /* prompt tokens whose K/V were reused */
 } http_metrics;
 
 typedef struct http_server http_server;
@@ -37,5 +39,5 @@ void http_stop(http_server *s);
 
 /* The scheduler reports what /metrics shows. */
 void http_note_done(http_server *s, const job *j);
-void http_note_kv(http_server *s, int used, int total, int running);
+void http_note_kv(http_server *s, int used, int total, int running, unsigned long long preempted);
 #endif

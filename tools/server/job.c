@@ -53,11 +53,12 @@ void job_unref(job *j) {
 
 static api_meta meta(const job *j) { return (api_meta){j->id, j->created, j->model}; }
 
-void job_start(job *j, int prompt_tokens) {
+void job_start(job *j, int prompt_tokens, int cached_tokens) {
     pthread_mutex_lock(&j->mu);
     j->state = JOB_RUNNING;
     j->started = 1;
     j->usage.prompt_tokens = prompt_tokens;
+    j->usage.cached_tokens = cached_tokens;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }

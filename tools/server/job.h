@@ -61,7 +61,7 @@ void job_ref(job *j);
 void job_unref(job *j);
 
 /* scheduler side (each takes the job's lock) */
-void job_start(job *j, int prompt_tokens);                /* admitted: headers can go */
+void job_start(job *j, int prompt_tokens, int cached_tokens); /* admitted: headers can go */
 void job_fail(job *j, const api_error *e);                /* before start: an error status */
 /* One generated token: its bytes, logprob and alternatives (alts may be
    NULL when the request did not ask for logprobs).  Streams what is

@@ -32,8 +32,14 @@ static void usage(FILE *o) {
             "  --queue N             requests waiting for the model; more get 503 (default 16)\n"
             "  --idle-timeout S      close a connection silent for S seconds (default 60)\n"
             "  --max-prompt-tokens N longer prompts get a 400 (default: the context)\n"
-            "  --slots N             sequences generated at once, each with a KV cache of\n"
-            "                        the context (-c) (default 4)\n"
+            "  --slots N             sequences generated at once (default 4), each up to\n"
+            "                        the context (-c)\n"
+            "  --kv-ram BYTES        the KV-cache pool, shared by every sequence in blocks\n"
+            "                        (K/M/G suffixes; default: --slots full contexts).  When\n"
+            "                        it runs out, cached prefixes go first, then the newest\n"
+            "                        sequence waits (and is evaluated again later)\n"
+            "  --kv-block N          positions per KV block (default 16)\n"
+            "  --kv-blocks N         the pool in blocks instead of bytes\n"
             "  --prefill-chunk N     prompt tokens per sequence per step, so that a long\n"
             "                        prompt does not stall the others' replies (default 64)\n"
             "  -n N                  max_tokens when a request gives none (default 256;\n"
@@ -53,6 +59,7 @@ static int parse_num(const char *v, long lo, long hi, long *out) {
     if (!*v || errno || x < lo || x > hi) return -1;
     if (*end == 'K' || *end == 'k') x *= 1024, end++;
     else if (*end == 'M' || *end == 'm') x *= 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') x *= 1024L * 1024 * 1024, end++;
     if (*end || x > hi) return -1;
     *out = x;
     return 0;
@@ -76,7 +83,7 @@ int main(int argc, char **argv) {
     const char *model = NULL;
     http_opts ho = {.host = "127.0.0.1", .port = 8080, .api_key = getenv("PICOLM_API_KEY"), .max_body = 1 << 20,
                     .max_connections = 32, .idle_timeout = 60};
-    long queue = 16, max_prompt = 0, n_max = 256, slots = 4, chunk = 64;
+    long queue = 16, max_prompt = 0, n_max = 256, slots = 4, chunk = 64, kv_ram = 0, block = 16, kv_blocks = 0;
     if (config_tool_init(&cfg, argc, argv, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", T, err);
         return CLI_USAGE;
@@ -94,7 +101,8 @@ int main(int argc, char **argv) {
             static const struct { const char *flag; long lo, hi; } nums[] = {
                 {"--port", 1, 65535}, {"--max-body", 1, 1L << 30}, {"--max-connections", 1, 4096}, {"--queue", 1, 65536},
                 {"--idle-timeout", 1, 86400}, {"--max-prompt-tokens", 1, 1L << 24}, {"--slots", 1, 256},
-                {"--prefill-chunk", 1, 4096}, {"-n", -1, 1L << 24}};
+                {"--prefill-chunk", 1, 4096}, {"--kv-ram", 1, 1L << 40}, {"--kv-block", 1, 4096}, {"--kv-blocks", 1, 1L << 30},
+                {"-n", -1, 1L << 24}};
             if (!strcmp(a, "--host") || !strcmp(a, "--api-key")) {
                 if (i + 1 >= argc) {
                     snprintf(err, sizeof err, "option %s needs a value", a);
@@ -125,6 +133,9 @@ int main(int argc, char **argv) {
             case 5: max_prompt = v; break;
             case 6: slots = v; break;
             case 7: chunk = v; break;
+            case 8: kv_ram = v; break;
+            case 9: block = v; break;
+            case 10: kv_blocks = v; break;
             default: n_max = v; break;
             }
             continue;
@@ -146,7 +157,8 @@ int main(int argc, char **argv) {
     if (!e) return rc;
     const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
     runner_opts ro = {.cfg = &cfg, .n_ctx = n_ctx, .max_prompt_tokens = (int)max_prompt, .n_slots = (int)slots,
-                      .prefill_chunk = (int)chunk};
+                      .prefill_chunk = (int)chunk, .kv_ram = (size_t)kv_ram, .block_size = (int)block,
+                      .kv_blocks = (int)kv_blocks};
     runner *r = runner_new(e, &ro, err, sizeof err);
     if (!r) {
         fprintf(stderr, "%s: %s\n", T, err);

@@ -1,11 +1,15 @@
 /*
  * The scheduler's side of picolm-server: it owns the engine and turns
  * queued jobs into tokens.  Up to n_slots sequences are served at once:
- * every step advances each of them (a chunk of its prompt, or one token),
- * new requests join at the next step and finished ones leave.  A slot's KV
- * cache outlives its request, so a request that shares its prompt's
- * beginning (a system prompt, an agent's preamble) with the slot's last one
- * reuses that prefix instead of evaluating it again.
+ * every step advances each of them in one forward pass (a chunk of its
+ * prompt, or one token), new requests join at the next step and finished
+ * ones leave.  Their KV caches are block tables over one pool (kvpool.h):
+ * a request whose prompt begins like another sequence's shares those
+ * blocks (copy on write), and a finished sequence's blocks stay as a
+ * prefix cache until the pool needs them.  When the pool runs out, idle
+ * caches go first (least recently used), then the newest sequence is
+ * preempted: its blocks are freed and it is evaluated again later, with
+ * the same bits, so its reply does not change.
  */
 #ifndef PICOLM_SERVER_RUN_H
 #define PICOLM_SERVER_RUN_H
@@ -22,6 +26,9 @@ typedef struct runner_opts {
     int max_prompt_tokens;      /* longer prompts get a 400 (0: the context) */
     int n_slots;                /* sequences served at once */
     int prefill_chunk;          /* prompt tokens per sequence per step */
+    size_t kv_ram;              /* bytes of the KV pool (0: every slot's full context) */
+    int block_size;             /* positions per KV block (0: 16) */
+    int kv_blocks;              /* the pool in blocks (overrides kv_ram) */
 } runner_opts;
 
 /* NULL + err on failure (template, memory, ...). */
