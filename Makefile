@@ -3,9 +3,10 @@
 #   formats/<name>.c            -> build/plugins/format-<name>.so
 #   plugins/<name>.c            -> build/plugins/sampler-<name>.so
 #   backends/<name>/plugin.c    -> descriptor, compiled with NO -m flags
-#   backends/<name>/*.c (rest)  -> kernels, compiled with ISA_<name> flags
-#                                  (by CC_<name> when set, else $(CC))
-#                                  -> build/plugins/backend-<name>.so
+#   backends/<name>/*.c (rest)  -> kernels of level <name>, compiled with
+#                                  ISA_<name> flags (by CC_<name> when set)
+#                                  -> build/plugins/backend-<name>.so, with
+#                                  the lower levels' objects (LEVELS_<name>)
 #   tools/<name>.c              -> build/bin/picolm-<name>
 #   tests/test_<name>.c         -> build/tests/test_<name> (run by tests/run.sh)
 
@@ -52,11 +53,28 @@ else ifneq (,$(findstring riscv64,$(MACHINE)))
 else
   BACKENDS ?= scalar
 endif
+# Kernel levels (backends/level.h, docs/backends.md).  ISA_<level>: each
+# compiler flag of the level with the PICOLM_CPU_* bits it needs (flag/BIT+BIT,
+# or flag/ for none).  The flags compile backends/<level>/*.c; the bits are
+# the plugin's cpu_required (PK_CPU in plugin.c): one list for both.
 ISA_scalar =
-ISA_sse4   = -msse4.1 -mssse3 -mpopcnt
-ISA_avx2   = -mavx2 -mfma -mf16c
-ISA_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
-ISA_neon   = -march=armv8.2-a+dotprod+fp16
+ISA_sse4   = -msse4.1/SSE2+SSE3+SSE41 -mssse3/SSSE3 -mpopcnt/POPCNT
+ISA_avx2   = -mavx2/AVX+AVX2 -mfma/FMA -mf16c/F16C
+ISA_avx512 = $(ISA_avx2) -mavx512f/AVX512F -mavx512bw/AVX512BW -mavx512vl/AVX512VL -mavx512dq/AVX512DQ -mavx512vnni/AVX512VNNI
+ISA_neon   = -march=armv8.2-a+dotprod+fp16/NEON
+# LEVELS_<plugin>: the levels linked into backend-<plugin>.so, lowest first
+# (backends/<plugin>/plugin.c lists the same in PK_CHAIN).  A plugin runs
+# nothing above its own level: `backend = avx2` never touches AVX-512.
+LEVELS_scalar = scalar
+LEVELS_sse4   = scalar sse4
+LEVELS_avx2   = scalar sse4 avx2
+LEVELS_avx512 = scalar sse4 avx2 avx512
+LEVELS_neon   = scalar neon
+LEVELS_rvv    = scalar rvv
+empty :=
+space := $(empty) $(empty)
+isa_flags = $(foreach e,$(1),$(firstword $(subst /, ,$(e))))
+isa_cpu   = $(or $(subst $(space),|,$(strip $(foreach e,$(1),$(addprefix PICOLM_CPU_,$(subst +, ,$(word 2,$(subst /, ,$(e)))))))),0)
 
 CORE_SRC  = $(filter-out core/main.c,$(wildcard core/*.c))
 CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -119,15 +137,22 @@ $(BUILD)/plugins/sampler-%.so: $(BUILD)/obj/plugins/%.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) $^ -o $@ -lm
 
-# Backends: plugin.c without ISA flags, every other file with them.
-define BACKEND_RULES
+# Backends: plugin.c without ISA flags (and -DPK_CPU, its cpu_required), every
+# other file of backends/<level>/ with the level's flags; backend-<p>.so links
+# plugin.o of <p> and the level objects of LEVELS_<p>.
+level_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %/plugin.c,$(wildcard backends/$(1)/*.c)))
+define LEVEL_RULES
 $(BUILD)/obj/backends/$(1)/%.o: backends/$(1)/%.c $(HEADERS)
 	@mkdir -p $$(dir $$@)
-	$$(if $$(filter plugin.c,$$(notdir $$<)),$$(CC) $$(BASE_CFLAGS),$$(or $$(CC_$(1)),$$(CC)) $$(BASE_CFLAGS) $$(ISA_$(1))) -c $$< -o $$@
-$(BUILD)/plugins/backend-$(1).so: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/$(1)/*.c))
+	$$(if $$(filter plugin.c,$$(notdir $$<)),$$(CC) $$(BASE_CFLAGS) '-DPK_CPU=($$(call isa_cpu,$$(ISA_$(1))))',$$(or $$(CC_$(1)),$$(CC)) $$(BASE_CFLAGS) $$(call isa_flags,$$(ISA_$(1)))) -c $$< -o $$@
+endef
+BACKEND_OBJS = $(BUILD)/obj/backends/$(1)/plugin.o $(foreach l,$(LEVELS_$(1)),$(call level_objs,$(l)))
+define BACKEND_RULES
+$(BUILD)/plugins/backend-$(1).so: $(call BACKEND_OBJS,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CC) -shared $$(LDFLAGS) $$^ -o $$@ -lm
 endef
+$(foreach l,$(notdir $(wildcard backends/*)),$(if $(wildcard backends/$(l)/*.c),$(eval $(call LEVEL_RULES,$(l)))))
 $(foreach b,$(BACKENDS),$(eval $(call BACKEND_RULES,$(b))))
 
 test: all

@@ -369,6 +369,8 @@ static int accept_desc(pl_registry *r, pl_plugin *p, const picolm_note *n, const
     if (d->init) {
         char e[256] = "";
         if (d->init(&r->host, e, sizeof e)) { reject(p, "init failed: %s", e[0] ? e : "(no message)"); return -1; }
+        /* an init may fill the tables (backends/level.h): check them again */
+        if (!vtable_ok(d, why, sizeof why)) { reject(p, "after init: %s", why); return -1; }
     }
     p->desc = d;
     p->ok = 1;

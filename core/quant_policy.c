@@ -27,7 +27,7 @@ const qp_mix qp_mixes[] = {
     /* picolm's own: Q4_K_M's per-tensor rule, Q4_K tensors stored as Q4_K_R
        (same values, scales pre-unpacked for the kernels; needs format-repack) */
     {"Q4_K_M_R", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K stored as Q4_K_R (picolm only, faster kernels)",
-     {{PICOLM_TYPE_Q4_K, QP_TYPE_Q4_K_R}}},
+     {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R}}},
     /* ... and with 16 rows interleaved (Q4_K_R16 / Q6_K_R16: integer GEMM
        tiles for prefill); token_embd and odd row counts keep Q4_K / Q6_K */
     {"Q4_K_M_R16", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K/Q6_K stored 16 rows interleaved (picolm only, fast prefill)",

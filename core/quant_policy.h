@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "picolm/blocks.h" /* picolm's own type ids (PICOLM_TYPE_Q4_K_R ...) */
 #include "plugins.h"
 
 /* llama.cpp's LLAMA_FTYPE_* numbers for the types and mixes offered. */
@@ -39,8 +40,6 @@ typedef struct qp_mix {
     qp_store store[QP_MAX_STORE]; /* repacked mixes (Q4_K_M_R, ...); else zero */
 } qp_mix;
 
-/* formats/repack.c: picolm ids, no llama.cpp equivalent */
-#define QP_TYPE_Q4_K_R 1012u /* Q4_K with pre-unpacked scales */
 
 /* Whether m stores some types repacked (picolm only: no llama.cpp file type). */
 int qp_mix_repacked(const qp_mix *m);

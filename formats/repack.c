@@ -3,8 +3,8 @@
  * ggml format in the order a fast kernel wants, written by picolm-quantize
  * and mapped by the loader like any other format (no load-time copy).
  *
- * Q4_K_R (id 1012): Q4_K with its 6-bit scales and mins pre-unpacked to one
- * byte each.  One block = one superblock of 256 elements of one row:
+ * Q4_K_R (PICOLM_TYPE_Q4_K_R, blocks.h): Q4_K with its 6-bit scales and mins
+ * pre-unpacked to one byte each.  One block = one superblock of 256 elements of one row:
  *
  *   fp16 d, fp16 dmin, u8 scale[8], u8 min[8], u8 qs[128]  (148 bytes)
  *
@@ -25,15 +25,6 @@
  */
 #define PICOLM_KQUANTS_NO_PLUGIN /* its code only: one descriptor, note and entry per file */
 #include "kquants.c"
-
-#define PICOLM_TYPE_Q4_K_R 1012u
-
-typedef struct {
-    picolm_half d, dmin;
-    uint8_t sc[QK_K / 32], m[QK_K / 32];
-    uint8_t qs[QK_K / 2];
-} block_q4_K_r;
-PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
 
 /* One Q4_K superblock -> Q4_K_R (exact). */
 static void q4_K_r_from_q4_K(const block_q4_K *s, block_q4_K_r *d) {

@@ -4,15 +4,15 @@
 # libinih-dev:arm64).  Included from the end of the Makefile.
 
 # NEON kernels are baseline ARMv8-A (ASIMD is mandatory there), so they run
-# on a Cortex-A53 (Pi Zero 2 W, Pi 3); only neon_dot.c gets dotprod, and
-# kernels.c calls it only when the probed CPU has it (HWCAP asimddp).
+# on a Cortex-A53 (Pi Zero 2 W, Pi 3); only neon_dot.c gets dotprod: its
+# level (pk_level_dotprod) is used only when the probed CPU has it (HWCAP asimddp).
 # (32-bit ARM: mk/cross.mk.)
 ifneq (,$(findstring aarch64,$(MACHINE)))
-ISA_neon = -march=armv8-a
+ISA_neon = -march=armv8-a/NEON
 $(BUILD)/obj/backends/neon/neon_dot.o: ISA_neon = -march=armv8.2-a+dotprod
 endif
 # the backend's private headers are not in $(HEADERS)
-$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/neon/*.c)): $(wildcard backends/neon/*.h)
+$(call level_objs,neon): $(wildcard backends/neon/*.h)
 
 AARCH64_CC      ?= aarch64-linux-gnu-gcc
 AARCH64_BUILD   ?= build-aarch64

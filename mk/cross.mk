@@ -9,12 +9,12 @@
 # the NEON kernels need ARMv7-A NEON + VFPv4 (fused multiply-add, f16
 # conversions), which the probe reports as "neon" (core/cpu.c).  The AArch64
 # intrinsics they use have short equivalents in backends/neon/neon_a32.h.
-# neon_dot.c gets ARMv8.2-A dotprod (AArch32 VSDOT), called only when the
-# probed CPU has it (HWCAP asimddp).
+# neon_dot.c gets ARMv8.2-A dotprod (AArch32 VSDOT), its level used only
+# when the probed CPU has it (HWCAP asimddp).
 ifneq (,$(findstring arm-,$(MACHINE)))
-ISA_neon = -march=armv7-a -mfpu=neon-vfpv4 -mfloat-abi=hard -mfp16-format=ieee
+ISA_neon = -march=armv7-a/NEON -mfpu=neon-vfpv4/ -mfloat-abi=hard/ -mfp16-format=ieee/
 $(BUILD)/obj/backends/neon/neon_dot.o: ISA_neon = -march=armv8.2-a+dotprod -mfpu=neon-fp-armv8 -mfloat-abi=hard -mfp16-format=ieee
-$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/neon/*.c)): $(wildcard backends/neon/*.h)
+$(call level_objs,neon): $(wildcard backends/neon/*.h)
 endif
 
 # riscv64 (rv64gc: LicheeRV Nano, VisionFive 2, SpacemiT K1 boards...).  The
@@ -23,8 +23,8 @@ endif
 # ISA flags, like every descriptor.
 ifneq (,$(findstring riscv64,$(MACHINE)))
 CC_rvv ?= clang-16 --target=riscv64-linux-gnu
-ISA_rvv = -march=rv64gcv
-$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/rvv/*.c)): $(wildcard backends/rvv/*.h)
+ISA_rvv = -march=rv64gcv/RVV
+$(call level_objs,rvv): $(wildcard backends/rvv/*.h)
 endif
 
 # $(1) target name, $(2) cross gcc, $(3) qemu-user binary, $(4) sysroot,

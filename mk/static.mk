@@ -21,7 +21,7 @@ static:
 OBJCOPY ?= $(shell $(CC) -print-prog-name=objcopy)
 STATIC_PLUGINS = $(FORMATS:%=format-%) $(BACKENDS:%=backend-%) $(SAMPLERS:%=sampler-%)
 # kind-name -> its objects (the same rules as the .so files)
-static_objs = $(if $(filter format-%,$(1)),$(BUILD)/obj/formats/$(1:format-%=%).o,$(if $(filter sampler-%,$(1)),$(BUILD)/obj/plugins/$(1:sampler-%=%).o,$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard backends/$(1:backend-%=%)/*.c))))
+static_objs = $(if $(filter format-%,$(1)),$(BUILD)/obj/formats/$(1:format-%=%).o,$(if $(filter sampler-%,$(1)),$(BUILD)/obj/plugins/$(1:sampler-%=%).o,$(call BACKEND_OBJS,$(1:backend-%=%))))
 static_sym = picolm_builtin_$(subst -,_,$(1))
 
 define STATIC_PLUGIN_RULE

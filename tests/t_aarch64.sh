@@ -42,7 +42,7 @@ kt() { # label, then the command
     sed -n "s/^\(PASS\|FAIL\|SKIP\): /\1: [$label] /p" "$T/kt.log"
     if grep -q '^FAIL: ' "$T/kt.log"; then fails=$((fails + 1))
     elif [ $rc -ne 0 ]; then fail "[$label] test_kernels exited with $rc"; tail -3 "$T/kt.log"; fi
-    grep -q 'plain ASIMD kernels' "$T/kt.log" && pass "[$label] neon init chose the plain ASIMD kernels" ||
+    grep -q 'neon: levels scalar+neon (without dotprod' "$T/kt.log" && pass "[$label] neon init chose the plain ASIMD kernels" ||
         fail "[$label] neon init did not choose the plain ASIMD kernels"
 }
 if [ -x "$B/tests/test_kernels" ]; then

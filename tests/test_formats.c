@@ -65,7 +65,7 @@ static const known_type known[] = {
     {PICOLM_TYPE_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), 0.42},   /* 0.296 */
     /* picolm's repacked layouts: the base type's values, so its bounds;
        a grouped type's type_size is per row (blocks.h gives the group) */
-    {1012u, "Q4_K_R", QK_K, 148, 0.105},  /* formats/repack.c: pre-unpacked scales */
+    {PICOLM_TYPE_Q4_K_R, "Q4_K_R", QK_K, 148, 0.105},  /* formats/repack.c: pre-unpacked scales */
     {PICOLM_TYPE_Q4_K_R16, "Q4_K_R16", QK_K, sizeof(block_q4_K_r16) / PICOLM_ROWS_R16, 0.105},
     {PICOLM_TYPE_Q6_K_R16, "Q6_K_R16", QK_K, sizeof(block_q6_K_r16) / PICOLM_ROWS_R16, 0.027},
 };

@@ -22,6 +22,7 @@
 #include "cpu.h"
 #include "plugins.h" /* PL_TYPE_MAX */
 #include "picolm/plugin.h"
+#include "picolm/blocks.h"
 #include "picolm/fp16.h"
 
 #include <dirent.h>

@@ -119,9 +119,9 @@ static void test_descriptor(void) {
               "%s (%u): WEIGHT, block 256, %u bytes per row, row_group 16, base %u, from_base, vec_dot on Q8_K",
               want[i].name, want[i].id, want[i].size, want[i].base);
     }
-    const picolm_format *r = find_in(vt_repack, 1012);
+    const picolm_format *r = find_in(vt_repack, PICOLM_TYPE_Q4_K_R);
     CHECK(r && !strcmp(r->name, "Q4_K_R") && r->row_group <= 1 && r->type_size == 148,
-          "repack: Q4_K_R (1012) still there, per-row, 148 bytes");
+          "repack: Q4_K_R still there, per-row, 148 bytes");
 }
 
 /* ---- random rows -------------------------------------------------------- */

@@ -1,7 +1,11 @@
 /*
- * AVX2 (+FMA, F16C) kernels, header-only so that the avx512 backend can
- * compile the same code with its own flags and override the hot formats.
- * Included ONLY from translation units built with ISA flags (never plugin.c).
+ * Shared x86 code of the avx2 and avx512 levels: inline helpers, the Q8_0
+ * row template (the avx512 Q8_0 kernels finish odd blocks with it), the
+ * Q4_K / Q4_K_R block accessors, the fp16 primitives as inline templates and
+ * the vec_dot / gemm wrapper macros.  Everything here is always-inline or a
+ * macro: each including translation unit (built with its own level's flags)
+ * gets its own copy, so nothing of one level runs in another's plugin by
+ * accident.  Never included by plugin.c.
  *
  * Every weight kernel is written once as an always-inline "one weight row x
  * NC activation rows" routine (NC = 1..4, a compile-time constant at each
@@ -16,12 +20,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "picolm/plugin.h"
+#include "../level.h"
 #include "picolm/blocks.h"
 #include "picolm/fp16.h"
 
 #define AI static inline __attribute__((always_inline))
-#define HIDDEN __attribute__((visibility("hidden")))
 
 /* exact fp16 -> fp32 (F16C) */
 AI float x86_h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -69,17 +72,6 @@ AI __m256i x86_bits_to_bytes(uint32_t bits) {
     return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
 }
 
-/* Q4_K/Q5_K 12-byte scales -> utmp[0..1] = 8 scales, utmp[2..3] = 8 mins */
-AI void x86_k4_scales(const uint8_t *scales, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
 /* byte shuffles broadcasting int16 lane k of a 128-bit vector over 256 bits */
 static const uint8_t x86_bcast16[8][32] __attribute__((aligned(32), unused)) = {
 #define R(k) { 2*k, 2*k+1, 2*k, 2*k+1, 2*k, 2*k+1, 2*k, 2*k+1, 2*k, 2*k+1, 2*k, 2*k+1, 2*k, 2*k+1, 2*k, 2*k+1, \
@@ -114,119 +106,11 @@ AI void avx2_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *ou
 }
 
 /* ======================================================================== */
-/* Q4_0 / IQ4_NL x Q8_0, Q4_1 x Q8_1, Q5_0 x Q8_0, Q5_1 x Q8_1              */
+/* Q4_K / Q4_K_R blocks                                                       */
 /* ======================================================================== */
-AI void avx2_q4_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q4_0 *x = vx;
-    const int64_t nb = n / QK4_0;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        /* (q - 8) as signed bytes, then the sign trick */
-        const __m256i qx = _mm256_sub_epi8(x86_nibbles16(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_iq4_nl_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_iq4_nl *x = vx;
-    const int64_t nb = n / QK4_NL;
-    const __m128i t = _mm_loadu_si128((const __m128i *)picolm_kvalues_iq4nl);
-    const __m256i lut = _mm256_set_m128i(t, t);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i qx = _mm256_shuffle_epi8(lut, x86_nibbles16(x[i].qs));
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_q5_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q5_0 *x = vx;
-    const int64_t nb = n / QK5_0;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        /* q - 16 = nibble - (bit clear ? 16 : 0) */
-        const __m256i hb = _mm256_andnot_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0));
-        const __m256i qx = _mm256_or_si256(x86_nibbles16(x[i].qs), hb);
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_q4_1_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q4_1 *x = vx;
-    const int64_t nb = n / QK4_1;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    float accm[4] = { 0, 0, 0, 0 };
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i qx = x86_nibbles16(x[i].qs);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].m);
-        for (int c = 0; c < NC; c++) {
-            const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(qx, qy);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-            accm[c] += mx * x86_h2f(y->s);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
-}
-
-AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q5_1 *x = vx;
-    const int64_t nb = n / QK5_1;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    float accm[4] = { 0, 0, 0, 0 };
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        const __m256i hb = _mm256_and_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-        const __m256i qx = _mm256_or_si256(x86_nibbles16(x[i].qs), hb);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].m);
-        for (int c = 0; c < NC; c++) {
-            const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(qx, qy);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-            accm[c] += mx * x86_h2f(y->s);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
-}
-
-/* ======================================================================== */
-/* K-quants x Q8_K                                                            */
-/* ======================================================================== */
-/* Q4_K_R (formats/repack.c, id 1012): Q4_K with the 6-bit scales and mins
-   pre-unpacked to bytes (148-byte blocks).  The Q4_K kernels (here and in
-   ../avx512) take R = 1 for it: the same code, with the scales loaded instead of unpacked. */
-#define PICOLM_TYPE_Q4_K_R 1012u
-typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8_t qs[QK_K / 2]; } block_q4_K_r;
-PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
+/* Q4_K_R (blocks.h) is Q4_K with the scales pre-unpacked: the Q4_K kernels
+   (../avx2, ../avx512) take R = 1 for it, the same code with the scales
+   loaded instead of unpacked. */
 #define K4_BSZ(R) ((R) ? sizeof(block_q4_K_r) : sizeof(block_q4_K))
 /* superblock i of the row at x */
 AI const void *k4_blk(const void *x, int64_t i, const int R) { return (const char *)x + (size_t)i * K4_BSZ(R); }
@@ -243,253 +127,10 @@ AI __m128 k4_dd(const void *b) {
 AI __m128i k4_sm8(const void *b, const int R) {
     if (R) return _mm_loadu_si128((const __m128i *)((const block_q4_K_r *)b)->sc);
     uint32_t utmp[4];
-    x86_k4_scales(((const block_q4_K *)b)->scales, utmp);
+    picolm_k4_scales(((const block_q4_K *)b)->scales, utmp);
     return _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
 }
 
-AI void avx2_q4_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int R) {
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    __m128 accm[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const void *xb = k4_blk(vx, i, R);
-        const __m256i ms = _mm256_cvtepu8_epi16(k4_sm8(xb, R));
-        const __m128i mins = _mm256_extracti128_si256(ms, 1);
-        const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
-        const float dx = k4_d(xb), mx = k4_dmin(xb);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int j = 0; j < 4; j++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(k4_qs(xb, R) + 32 * j));
-            const __m256i ql = _mm256_and_si256(q4, m4);
-            const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            const __m256i sl = x86_bcast_lane16(scales, 2 * j);
-            const __m256i sh = x86_bcast_lane16(scales, 2 * j + 1);
-            for (int c = 0; c < NC; c++) {
-                const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
-                const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
-                const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph));
-            }
-        }
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m128i pm = _mm_madd_epi16(mins, q8s);
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(mx * y->d), _mm_cvtepi32_ps(pm), accm[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
-}
-AI void avx2_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 0); }
-AI void avx2_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 1); }
-
-AI void avx2_q5_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q5_K *x = vx;
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i m16 = _mm256_set1_epi8(16);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    __m128 accm[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t utmp[4];
-        x86_k4_scales(x[i].scales, utmp);
-        const __m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
-        const __m128i mins = _mm256_extracti128_si256(ms, 1);
-        const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
-        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int j = 0; j < 4; j++) {
-            const __m256i q5 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
-            /* bit 2j of qh -> 16 for the low half, bit 2j+1 for the high half */
-            const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m16);
-            const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + 1), 4), m16);
-            const __m256i ql = _mm256_or_si256(_mm256_and_si256(q5, m4), hl);
-            const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5, 4), m4), hh);
-            const __m256i sl = x86_bcast_lane16(scales, 2 * j);
-            const __m256i sh = x86_bcast_lane16(scales, 2 * j + 1);
-            for (int c = 0; c < NC; c++) {
-                const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
-                const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
-                const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph));
-            }
-        }
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m128i pm = _mm_madd_epi16(mins, q8s);
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(mx * y->d), _mm_cvtepi32_ps(pm), accm[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
-}
-
-/* 16 int8 scales -> the int16 pair (sc[2k], sc[2k+1]) broadcast over 2x128 */
-static const uint8_t x86_k6_shuf[8][16] __attribute__((aligned(16), unused)) = {
-#define R(k) { 2*k, 2*k, 2*k, 2*k, 2*k, 2*k, 2*k, 2*k, 2*k+1, 2*k+1, 2*k+1, 2*k+1, 2*k+1, 2*k+1, 2*k+1, 2*k+1 }
-    R(0), R(1), R(2), R(3), R(4), R(5), R(6), R(7)
-#undef R
-};
-
-AI void avx2_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q6_K *x = vx;
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const float dx = x86_h2f(x[i].d);
-        __m256i sumi[4];
-        /* the -32 offset, via the activation block sums: sum_j sc[j]*32*bsums[j] */
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
-            sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-        }
-        for (int h = 0; h < 2; h++) {
-            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(b1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
-            for (int k = 0; k < 4; k++) {
-                const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
-                    const __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
-                }
-            }
-        }
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_q2_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q2_K *x = vx;
-    const int64_t nb = n / QK_K;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const __m128i sb = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m128i sc8 = _mm_and_si128(sb, _mm_set1_epi8(0xF));
-        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0xF)));
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int h = 0; h < 2; h++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
-            for (int k = 0; k < 4; k++) {
-                /* elements 128h + 32k .. +32: bits 2k of the 32 bytes; scales 8h+2k, +1 */
-                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), m3);
-                const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
-                    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
-                }
-            }
-        }
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            const __m256i pm = _mm256_madd_epi16(mins16, _mm256_loadu_si256((const __m256i *)y->bsums));
-            __m256 t = _mm256_mul_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]));
-            t = _mm256_fnmadd_ps(_mm256_set1_ps(mx * y->d), _mm256_cvtepi32_ps(pm), t);
-            acc[c] = _mm256_add_ps(acc[c], t);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_q3_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q3_K *x = vx;
-    const int64_t nb = n / QK_K;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-        uint32_t aux[4];
-        memcpy(aux, x[i].scales, 12);
-        const uint32_t tmp = aux[2];
-        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-        const __m128i sc8 = _mm_sub_epi8(_mm_set_epi32((int)aux[3], (int)aux[2], (int)aux[1], (int)aux[0]), _mm_set1_epi8(32));
-        const float dx = x86_h2f(x[i].d);
-        const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int h = 0; h < 2; h++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
-            for (int k = 0; k < 4; k++) {
-                /* value = q2 - (hmask bit (4h+k) clear ? 4 : 0), in -4..3 */
-                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), m3);
-                const __m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), _mm256_set1_epi8(1));
-                const __m256i q = _mm256_sub_epi8(q2, _mm256_slli_epi16(_mm256_xor_si256(hbit, _mm256_set1_epi8(1)), 2));
-                const __m256i aq = _mm256_sign_epi8(q, q);
-                const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
-                    const __m256i qy = _mm256_loadu_si256((const __m256i *)q8);
-                    const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(qy, q));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
-                }
-            }
-        }
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_iq4_xs_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_iq4_xs *x = vx;
-    const int64_t nb = n / QK_K;
-    const __m128i t = _mm_loadu_si128((const __m128i *)picolm_kvalues_iq4nl);
-    const __m256i lut = _mm256_set_m128i(t, t);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const float dx = x86_h2f(x[i].d);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int ib = 0; ib < 8; ib++) {
-            const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
-            const __m256i s = _mm256_set1_epi16((short)(ls - 32));
-            const __m256i qx = _mm256_shuffle_epi8(lut, x86_nibbles16(x[i].qs + 16 * ib));
-            const __m256i ax = _mm256_sign_epi8(qx, qx);
-            for (int c = 0; c < NC; c++) {
-                const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 32 * ib;
-                const __m256i qy = _mm256_loadu_si256((const __m256i *)q8);
-                const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
-            }
-        }
-        for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-/* ======================================================================== */
-/* Float formats (n is any count)                                             */
-/* ======================================================================== */
 AI __m256 x86_load_f32(const void *p, int64_t i) { return _mm256_loadu_ps((const float *)p + i); }
 AI __m256 x86_load_f16(const void *p, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
@@ -498,36 +139,53 @@ AI __m256 x86_load_bf16(const void *p, int64_t i) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
-#define X86_FLOAT_NC(name, LOAD, SCALAR)                                                   \
-    AI void name(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { \
-        __m256 acc[4][2];                                                                  \
-        for (int c = 0; c < 4; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();           \
-        int64_t i = 0;                                                                     \
-        for (; i + 16 <= n; i += 16) {                                                     \
-            const __m256 x0 = LOAD(vx, i), x1 = LOAD(vx, i + 8);                           \
-            for (int c = 0; c < NC; c++) {                                                 \
-                acc[c][0] = _mm256_fmadd_ps(x0, LOAD(vy[c], i), acc[c][0]);                \
-                acc[c][1] = _mm256_fmadd_ps(x1, LOAD(vy[c], i + 8), acc[c][1]);            \
-            }                                                                              \
-        }                                                                                  \
-        for (int c = 0; c < NC; c++) {                                                     \
-            float s = x86_hsum_ps(_mm256_add_ps(acc[c][0], acc[c][1]));                    \
-            for (int64_t k = i; k < n; k++) s += SCALAR(vx, k) * SCALAR(vy[c], k);         \
-            out[c] = s;                                                                    \
-        }                                                                                  \
-    }
-AI float x86_s_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
-AI float x86_s_f16(const void *p, int64_t i) { return picolm_half_to_float(((const uint16_t *)p)[i]); }
-AI float x86_s_bf16(const void *p, int64_t i) { return picolm_bf16_to_float(((const uint16_t *)p)[i]); }
-X86_FLOAT_NC(avx2_f32_nc, x86_load_f32, x86_s_f32)
-X86_FLOAT_NC(avx2_f16_nc, x86_load_f16, x86_s_f16)
-X86_FLOAT_NC(avx2_bf16_nc, x86_load_bf16, x86_s_bf16)
 
+/* ======================================================================== */
+/* fp16 primitives (the avx2 level's; the avx512 attention reuses them)      */
+/* ======================================================================== */
+AI float x86_dot_f32_f16(const float *a, const uint16_t *b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), x86_load_f16(b, i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), x86_load_f16(b, i + 8), s1);
+    }
+    float s = x86_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * picolm_half_to_float(b[i]);
+    return s;
+}
+/* f16 accumulator held in floats (see plugin.h): round after each step */
+AI __m256 x86_round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+AI void x86_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
+    const __m256 vs = _mm256_set1_ps(scale), va = _mm256_set1_ps(a);
+    int i = 0;
+    if (scale != 1.0f)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), x86_round_f16(_mm256_mul_ps(_mm256_loadu_ps(y + i), vs))));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), _mm256_loadu_ps(y + i)));
+    for (int j = 0; j < i; j += 8) _mm256_storeu_ps(y + j, x86_round_f16(_mm256_loadu_ps(y + j)));
+    for (; i < n; i++) {
+        const float yy = scale != 1.0f ? picolm_half_to_float(picolm_float_to_half(y[i] * scale)) : y[i];
+        y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
+    }
+}
+/* One online-softmax step (plugin.h, attn_f16): score s against the running
+   max *m and sum *sum; *ws rescales the accumulator, *w weighs this V row. */
+AI void attn_softmax_step(float s, float *m, float *sum, float *ws, float *w) {
+    if (s > *m) {
+        *ws = expf(*m - s);
+        *m = s;
+        *w = 1.0f;
+    } else {
+        *ws = 1.0f;
+        *w = expf(s - *m);
+    }
+    *sum = *sum * *ws + *w;
+}
 /* ======================================================================== */
 /* vec_dot / gemm wrappers                                                    */
 /* ======================================================================== */
-/* gemm: weight row outer (it stays in L1 while the activation columns,
-   4 at a time, stream past it); row strides in bytes */
 /* gemm: rows in blocks of X86_GEMM_RB (about 36 KB of Q4_K at 2048 columns,
    L1/L2-resident) with the activation columns, 4 at a time, swept over each
    block: the 4 activation rows stay in L1 while the block's weight rows are
@@ -569,282 +227,4 @@ X86_FLOAT_NC(avx2_bf16_nc, x86_load_bf16, x86_s_bf16)
         }                                                                                  \
     }
 
-/* ======================================================================== */
-/* Activation quantizers: byte-identical to the reference quantize_row      */
-/* ======================================================================== */
-/* C roundf (half away from zero) of integral-range floats, exactly */
-AI __m256 x86_roundf(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
-    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t)); /* exact */
-    const __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
-                                    _mm256_or_ps(sign, _mm256_set1_ps(1.0f)));
-    return _mm256_add_ps(t, up);
-}
-AI float x86_hmax_ps(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
-/* 4 x 8 int32 -> 32 int8 in order (saturating) */
-AI __m256i x86_pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
-    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
-    const __m256i p = _mm256_packs_epi16(ab, cd);
-    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-/* amax/127, id = 1/d, roundf(x*id): the 32-element Q8_0/Q8_1 recipe.
-   Returns d; *qsum = sum of the quantized values */
-AI float x86_q8_block32(const float *x, int8_t *qs, int *qsum) {
-    const __m256 ab = _mm256_set1_ps(-0.0f);
-    __m256 v[4];
-    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
-    __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(ab, v[0]), _mm256_andnot_ps(ab, v[1])),
-                              _mm256_max_ps(_mm256_andnot_ps(ab, v[2]), _mm256_andnot_ps(ab, v[3])));
-    const float amax = x86_hmax_ps(mx);
-    const float d = amax / 127;
-    const float id = d ? 1.0f / d : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int k = 0; k < 4; k++) q[k] = _mm256_cvttps_epi32(x86_roundf(_mm256_mul_ps(v[k], vid)));
-    if (qsum) *qsum = x86_hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-    _mm256_storeu_si256((__m256i *)qs, x86_pack32(q[0], q[1], q[2], q[3]));
-    return d;
-}
-static void avx2_quantize_q8_0(const float *x, void *vy, int64_t n) {
-    block_q8_0 *y = vy;
-    for (int64_t i = 0; i < n / QK8_0; i++)
-        y[i].d = _cvtss_sh(x86_q8_block32(x + 32 * i, y[i].qs, NULL), 0);
-}
-static void avx2_quantize_q8_1(const float *x, void *vy, int64_t n) {
-    block_q8_1 *y = vy;
-    for (int64_t i = 0; i < n / QK8_1; i++) {
-        int sum;
-        const float d = x86_q8_block32(x + 32 * i, y[i].qs, &sum);
-        y[i].d = _cvtss_sh(d, 0);
-        y[i].s = _cvtss_sh((float)sum * d, 0);
-    }
-}
-static void avx2_quantize_q8_K(const float *x, void *vy, int64_t n) {
-    block_q8_K *y = vy;
-    const __m256 ab = _mm256_set1_ps(-0.0f);
-    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        __m256 mx = _mm256_setzero_ps();
-        for (int k = 0; k < 32; k++) mx = _mm256_max_ps(mx, _mm256_andnot_ps(ab, _mm256_loadu_ps(x + 8 * k)));
-        const float amax = x86_hmax_ps(mx);
-        if (!(amax > 0)) {
-            /* the reference: d = 0, zero quants, zero sums (also for NaN input) */
-            memset(&y[i], 0, sizeof y[i]);
-            continue;
-        }
-        /* the reference keeps the FIRST element of largest magnitude */
-        float max = 0;
-        const __m256 va = _mm256_set1_ps(amax);
-        for (int k = 0; k < 32; k++) {
-            const __m256 v = _mm256_loadu_ps(x + 8 * k);
-            const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(ab, v), va, _CMP_EQ_OQ));
-            if (m) { max = x[8 * k + __builtin_ctz((unsigned)m)]; break; }
-        }
-        const float iscale = -127.f / max;
-        const __m256 vs = _mm256_set1_ps(iscale);
-        for (int g = 0; g < 8; g++) {
-            __m256i q[4];
-            /* cvtps rounds half to even, as the reference's nearest_int */
-            for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * g + 8 * k)));
-            const __m256i p = x86_pack32(q[0], q[1], q[2], q[3]); /* saturates at 127 */
-            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * g), p);
-            /* bsums of the two 16-element groups */
-            const __m256i s16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
-            /* s16: 8 int32, lanes 0-3 = group 2g, 4-7 = group 2g+1 */
-            __m128i s = _mm_hadd_epi32(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
-            s = _mm_hadd_epi32(s, s);
-            y[i].bsums[2 * g] = (int16_t)_mm_cvtsi128_si32(s);
-            y[i].bsums[2 * g + 1] = (int16_t)_mm_extract_epi32(s, 1);
-        }
-        y[i].d = 1 / iscale;
-    }
-}
-
-/* ======================================================================== */
-/* Vector primitives                                                          */
-/* ======================================================================== */
-static float avx2_dot_f32(const float *a, const float *b, int n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    }
-    float s = x86_hsum_ps(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-static float avx2_dot_f32_f16(const float *a, const uint16_t *b, int n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), x86_load_f16(b, i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), x86_load_f16(b, i + 8), s1);
-    }
-    float s = x86_hsum_ps(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * picolm_half_to_float(b[i]);
-    return s;
-}
-/* f16 accumulator held in floats (see plugin.h): round after each step */
-static inline __m256 x86_round_f16(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
-static void avx2_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, int n) {
-    const __m256 vs = _mm256_set1_ps(scale), va = _mm256_set1_ps(a);
-    int i = 0;
-    if (scale != 1.0f)
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), x86_round_f16(_mm256_mul_ps(_mm256_loadu_ps(y + i), vs))));
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x86_load_f16(v, i), _mm256_loadu_ps(y + i)));
-    for (int j = 0; j < i; j += 8) _mm256_storeu_ps(y + j, x86_round_f16(_mm256_loadu_ps(y + j)));
-    for (; i < n; i++) {
-        const float yy = scale != 1.0f ? picolm_half_to_float(picolm_float_to_half(y[i] * scale)) : y[i];
-        y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
-    }
-}
-/* expf for 8 lanes, ~1 ulp on [-87, 88] (Cody-Waite reduction + degree-6
-   polynomial); saturates to 0 / +inf outside, NaN propagates. */
-AI __m256 x86_expf(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
-    const __m256 big = _mm256_cmp_ps(x, hi, _CMP_GT_OQ), small = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* 2^k in two steps so that k = 128 (x near 88.7) does not overflow the exponent */
-    const __m256i ki = _mm256_cvtps_epi32(k);
-    const __m256i k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
-    const __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, _mm256_set1_epi32(127)), 23));
-    const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, _mm256_set1_epi32(127)), 23));
-    __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, p1), p2);
-    e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), big);
-    e = _mm256_andnot_ps(small, e);
-    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-/* attn_f16 (plugin.h): nq query heads sharing one KV head, through the
-   model's loop arithmetic bit for bit (same dot chains and horizontal sum as
-   avx2_dot_f32_f16, same f16 roundings as avx2_scale_axpy_f16, libm expf).
-   Each K and V row is converted once for all the queries, and their y
-   updates are independent chains: the f16 round trips of one query's chain
-   no longer bound the time per position. */
-#ifdef __AVX512F__
-/* (the avx512 backend compiles this header too: its y update, elementwise and
-   bound by the f16 conversions, runs on 16 lanes; same values) */
-typedef __m512 attn_vec;
-#define ATTN_W 16
-AI attn_vec attn_ld(const float *p) { return _mm512_loadu_ps(p); }
-AI void attn_st(float *p, attn_vec x) { _mm512_storeu_ps(p, x); }
-AI attn_vec attn_set1(float x) { return _mm512_set1_ps(x); }
-AI attn_vec attn_ld16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-AI attn_vec attn_round16(attn_vec x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
-AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm512_fmadd_ps(a, b, c); }
-AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm512_mul_ps(a, b); }
-#else
-typedef __m256 attn_vec;
-#define ATTN_W 8
-AI attn_vec attn_ld(const float *p) { return _mm256_loadu_ps(p); }
-AI void attn_st(float *p, attn_vec x) { _mm256_storeu_ps(p, x); }
-AI attn_vec attn_set1(float x) { return _mm256_set1_ps(x); }
-AI attn_vec attn_ld16(const uint16_t *p) { return x86_load_f16(p, 0); }
-AI attn_vec attn_round16(attn_vec x) { return x86_round_f16(x); }
-AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm256_fmadd_ps(a, b, c); }
-AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm256_mul_ps(a, b); }
-#endif
-/* One online-softmax step (plugin.h, attn_f16): score s against the running
-   max *m and sum *sum; *ws rescales the accumulator, *w weighs this V row. */
-AI void attn_softmax_step(float s, float *m, float *sum, float *ws, float *w) {
-    if (s > *m) {
-        *ws = expf(*m - s);
-        *m = s;
-        *w = 1.0f;
-    } else {
-        *ws = 1.0f;
-        *w = expf(s - *m);
-    }
-    *sum = *sum * *ws + *w;
-}
-AI void attn_f16_g(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
-                   const int hd, float scale, float *y, size_t y_stride, float *mx, float *sum) {
-    float m_[8], s_[8], sc[8], w_[8], ws_[8];
-    for (int j = 0; j < nq; j++) m_[j] = mx[j], s_[j] = sum[j];
-    for (int t = 0; t < n; t++) {
-        const uint16_t *kr = k + (size_t)t * kv_stride, *vr = v + (size_t)t * kv_stride;
-        __m256 kf[16];
-        _Pragma("GCC unroll 16") for (int i = 0; i < hd / 8; i++) kf[i] = x86_load_f16(kr, 8 * i);
-        for (int j = 0; j < nq; j++) {
-            const float *qj = q + (size_t)j * q_stride;
-            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-            _Pragma("GCC unroll 16") for (int i = 0; i < hd / 8; i += 2) {
-                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * i), kf[i], s0);
-                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * i + 8), kf[i + 1], s1);
-            }
-            sc[j] = x86_hsum_ps(_mm256_add_ps(s0, s1)) * scale;
-        }
-        /* (libm expf, one per query: a vector exp flipped a near-tie in a
-           greedy reference continuation) */
-        for (int j = 0; j < nq; j++) attn_softmax_step(sc[j], &m_[j], &s_[j], &ws_[j], &w_[j]);
-        attn_vec vf[16];
-        _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++) vf[i] = attn_ld16(vr + ATTN_W * i);
-        for (int j = 0; j < nq; j++) {
-            float *yj = y + (size_t)j * y_stride;
-            const attn_vec va = attn_set1(w_[j]), vs = attn_set1(ws_[j]);
-            if (ws_[j] != 1.0f)
-                _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++)
-                    attn_st(yj + ATTN_W * i, attn_round16(attn_fma(va, vf[i], attn_round16(attn_mul(attn_ld(yj + ATTN_W * i), vs)))));
-            else
-                _Pragma("GCC unroll 16") for (int i = 0; i < hd / ATTN_W; i++)
-                    attn_st(yj + ATTN_W * i, attn_round16(attn_fma(va, vf[i], attn_ld(yj + ATTN_W * i))));
-        }
-    }
-    for (int j = 0; j < nq; j++) mx[j] = m_[j], sum[j] = s_[j];
-}
-__attribute__((unused)) static void avx2_attn_f16(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v,
-                                                  size_t kv_stride, int n, int hd, float scale, float *y, size_t y_stride, float *mx,
-                                                  float *sum) {
-    for (int j0 = 0; j0 < nq; j0 += 8) {
-        const int c = nq - j0 < 8 ? nq - j0 : 8;
-        const float *qc = q + (size_t)j0 * q_stride;
-        float *yc = y + (size_t)j0 * y_stride;
-        if (hd == 64) attn_f16_g(qc, q_stride, c, k, v, kv_stride, n, 64, scale, yc, y_stride, mx + j0, sum + j0);
-        else if (hd == 128) attn_f16_g(qc, q_stride, c, k, v, kv_stride, n, 128, scale, yc, y_stride, mx + j0, sum + j0);
-        else /* other head sizes: the two primitives, as the model's own loop */
-            for (int j = j0; j < j0 + c; j++)
-                for (int t = 0; t < n; t++) {
-                    float ws, w;
-                    attn_softmax_step(avx2_dot_f32_f16(q + (size_t)j * q_stride, k + (size_t)t * kv_stride, hd) * scale, &mx[j],
-                                      &sum[j], &ws, &w);
-                    avx2_scale_axpy_f16(y + (size_t)j * y_stride, ws, w, v + (size_t)t * kv_stride, hd);
-                }
-    }
-}
-static void avx2_swiglu(float *g, const float *u, int n) {
-    int i = 0;
-    const __m256 one = _mm256_set1_ps(1.0f);
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(g + i);
-        const __m256 e = x86_expf(_mm256_sub_ps(_mm256_setzero_ps(), x));
-        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-static void avx2_f32_to_f16(uint16_t *dst, const float *src, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) dst[i] = picolm_float_to_half(src[i]);
-}
 #endif

@@ -58,16 +58,16 @@ AI __m256i r16_bcast4(const int8_t *p) {
     memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
 }
-/* (a0+a4 + a2+a6) + (a1+a5 + a3+a7): x86_hsum_ps's order, lane-wise */
 /* The kernels read a block in lane order, not address order, which the
-   hardware prefetchers follow poorly from DRAM (Q6_K_R16 vec_dot: 6.8 GB/s
-   without, vs 21 for the row kernel): fetch the block R16_PF ahead. */
+   hardware prefetchers follow poorly from DRAM (docs/perf.md): fetch the
+   block R16_PF ahead. */
 #ifndef R16_PF
 #define R16_PF 2
 #endif
 AI void r16_prefetch(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
+/* (a0+a4 + a2+a6) + (a1+a5 + a3+a7): x86_hsum_ps's order, lane-wise */
 AI __m256 r16_sum8(const __m256 a[8]) {
     const __m256 t0 = _mm256_add_ps(a[0], a[4]), t1 = _mm256_add_ps(a[1], a[5]);
     const __m256 t2 = _mm256_add_ps(a[2], a[6]), t3 = _mm256_add_ps(a[3], a[7]);

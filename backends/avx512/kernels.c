@@ -1,11 +1,12 @@
 /*
- * AVX-512 (F/BW/VL/DQ) kernels: 512-bit Q4_K, Q6_K and Q8_0 (the formats of
- * a Q4_K_M model) and their 16-row interleaved Q4_K_R16 / Q6_K_R16,
- * everything else from the AVX2 code compiled with these flags.  The
- * 512-bit ones have VNNI variants (vpdpwssd / vpdpbusd) that init
- * picks when the host reports AVX512_VNNI; the others are still tested (the
- * no-vnni pass of tests/test_kernels.c).  The plugin nevertheless requires
- * VNNI: see plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
+ * The avx512 level (F/BW/VL/DQ) and its VNNI variant level: 512-bit Q4_K,
+ * Q6_K and Q8_0 (the formats of a Q4_K_M model), Q4_K_R and the 16-row
+ * interleaved Q4_K_R16 / Q6_K_R16, and attn_f16 on 16 lanes; everything else
+ * is the avx2 level's, linked into the plugin (backends/level.h).  The
+ * variant (vpdpwssd / vpdpbusd) is overlaid when the host reports
+ * AVX512_VNNI; the plain kernels are still tested (the no-vnni pass of
+ * tests/test_kernels.c).  The plugin nevertheless requires VNNI: see
+ * plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
  */
 #include "../avx2/x86_avx2.h"
 #include "../avx2/x86_avx2_r16.h"
@@ -136,14 +137,10 @@ AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, flo
    (Q6_K: the same lanes, so bit-identical to vec_dot; Q4_K: other lanes,
    equal within float rounding).
    DEC_PF: software prefetch distance per row stream in bytes (0 = none).
-   On one host 768 and 1536 measured the same as none (the hardware
-   prefetcher kept up with NR = 4 streams); on another (a VM on an EPYC,
-   30 Nov) decode from the file mapping ran at 25 tok/s without and 47
-   with 1024-4096 (512: 42), while the same kernel over malloc'ed memory
-   ran at full speed either way: the 4 streams cross pages of the page
+   Decoding from the file mapping, the NR streams cross pages of the page
    cache, and a prefetch issued early takes each page walk off the
-   critical path.  So it is on.  (4 consecutive rows instead of 4 slices,
-   one stream: 33 tok/s there.) */
+   critical path; where the hardware prefetcher keeps up it costs nothing
+   (measurements: docs/perf.md, "Kernel tuning constants"). */
 #ifndef DEC_PF
 #define DEC_PF 2048
 #endif
@@ -301,7 +298,7 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #define PANEL_ROWS 16
 #define PANEL_SB 4        /* superblocks per panel chunk: ~21 KB, L1-resident */
 #define PANEL_MIN_NC 4    /* fewer columns: the per-row kernels */
-#define PANEL_NC 8        /* activation columns per register tile (8: ~5% over 4 on Zen 5) */
+#define PANEL_NC 8        /* activation columns per register tile (docs/perf.md) */
 
 typedef struct panel {
     uint8_t q[64][64];    /* [4-element group k][row r: 4 bytes] */
@@ -541,7 +538,7 @@ X86_WRAP(avx512_vnni, q4_K_r, avx512vnni_q4_K_r_nc)
 /* One activation column (decode): DEC_NR rows per call, taken from DEC_NR
    equal contiguous slices of the range (rows r, r + m, r + 2m, ...), so
    that each is one long sequential stream.  Adjacent rows would restart
-   the hardware prefetcher at every group (measured 3x slower from DRAM). */
+   the hardware prefetcher at every group (docs/perf.md). */
 #ifndef DEC_NR
 #define DEC_NR 4
 #endif
@@ -818,70 +815,35 @@ R16_WRAP(avx512_vnni, q6_K_r16, avx512vnni_q6_K_r16_t)
 R16_PANEL_GEMM(q4_K_r16, block_q4_K_r16, pack_q4_K_r16, panel_q4_K_cols_tab)
 R16_PANEL_GEMM(q6_K_r16, block_q6_K_r16, pack_q6_K_r16, panel_q6_K_cols_tab)
 
-X86_WRAP(avx2, q4_0, avx2_q4_0_nc)
-X86_WRAP(avx2, q4_1, avx2_q4_1_nc)
-X86_WRAP(avx2, q5_0, avx2_q5_0_nc)
-X86_WRAP(avx2, q5_1, avx2_q5_1_nc)
-X86_WRAP(avx2, iq4_nl, avx2_iq4_nl_nc)
-X86_WRAP(avx2, q2_K, avx2_q2_K_nc)
-X86_WRAP(avx2, q3_K, avx2_q3_K_nc)
-X86_WRAP(avx2, q5_K, avx2_q5_K_nc)
-X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
-X86_WRAP(avx2, f32, avx2_f32_nc)
-X86_WRAP(avx2, f16, avx2_f16_nc)
-X86_WRAP(avx2, bf16, avx2_bf16_nc)
+/* attn_f16: the avx2 level's, with the y update (elementwise, bound by the
+   f16 conversions) on 16 lanes; same values */
+typedef __m512 attn_vec;
+#define ATTN_FN avx512_attn_f16
+#define ATTN_W 16
+AI attn_vec attn_ld(const float *p) { return _mm512_loadu_ps(p); }
+AI void attn_st(float *p, attn_vec x) { _mm512_storeu_ps(p, x); }
+AI attn_vec attn_set1(float x) { return _mm512_set1_ps(x); }
+AI attn_vec attn_ld16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+AI attn_vec attn_round16(attn_vec x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm512_fmadd_ps(a, b, c); }
+AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm512_mul_ps(a, b); }
+#include "../avx2/x86_attn.h"
 
-#define K(P, T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, P##_vec_dot_##name, P##_gemm_##name }
-/* Not const: init swaps in the VNNI kernels when the CPU has them (entries
-   0-5, see avx512_select). */
-static picolm_kernel avx512_kernels[] = {
-    K(avx512, Q4_K, Q8_K, q4_K), K(avx512, Q6_K, Q8_K, q6_K), K(avx512, Q8_0, Q8_0, q8_0),
-    { PICOLM_TYPE_Q4_K_R, PICOLM_TYPE_Q8_K, avx512_vec_dot_q4_K_r, avx512_gemm_q4_K_r },
+/* The avx512 level: the formats of a Q4_K_M model and their repacks; the
+   rest is the avx2 level's (linked in, built with AVX2 flags). */
+#define K(P, T, A, name) PK_KERNEL(T, A, P##_vec_dot_##name, P##_gemm_##name)
+static const picolm_kernel avx512_kernels[] = {
+    K(avx512, Q4_K, Q8_K, q4_K), K(avx512, Q6_K, Q8_K, q6_K), K(avx512, Q8_0, Q8_0, q8_0), K(avx512, Q4_K_R, Q8_K, q4_K_r),
     K(avx512, Q4_K_R16, Q8_K, q4_K_r16), K(avx512, Q6_K_R16, Q8_K, q6_K_r16),
-    K(avx2, Q4_0, Q8_0, q4_0), K(avx2, Q4_1, Q8_1, q4_1), K(avx2, Q5_0, Q8_0, q5_0), K(avx2, Q5_1, Q8_1, q5_1),
-    K(avx2, IQ4_NL, Q8_0, iq4_nl), K(avx2, Q2_K, Q8_K, q2_K), K(avx2, Q3_K, Q8_K, q3_K), K(avx2, Q5_K, Q8_K, q5_K),
-    K(avx2, IQ4_XS, Q8_K, iq4_xs), K(avx2, F32, F32, f32), K(avx2, F16, F16, f16), K(avx2, BF16, BF16, bf16),
 };
-static const picolm_act_quant avx512_act_quants[] = {
-    { PICOLM_TYPE_Q8_0, avx2_quantize_q8_0 },
-    { PICOLM_TYPE_Q8_1, avx2_quantize_q8_1 },
-    { PICOLM_TYPE_Q8_K, avx2_quantize_q8_K },
+static const picolm_backend_vtable avx512_prims = {.attn_f16 = avx512_attn_f16};
+PK_LEVEL(avx512, "avx512", 0, avx512_kernels, PK_COUNT(avx512_kernels), NULL, 0, &avx512_prims);
+
+/* The VNNI variant (vpdpwssd / vpdpbusd), overlaid when the CPU has it;
+   Q4_K, Q4_K_R and the R16 layouts prefill through the 16-row panels. */
+#define KP(T, A, name) PK_KERNEL(T, A, avx512_vnni_vec_dot_##name, avx512_vnni_gemm_##name##_panel)
+static const picolm_kernel avx512vnni_kernels[] = {
+    KP(Q4_K, Q8_K, q4_K), KP(Q6_K, Q8_K, q6_K), K(avx512_vnni, Q8_0, Q8_0, q8_0), KP(Q4_K_R, Q8_K, q4_K_r),
+    KP(Q4_K_R16, Q8_K, q4_K_r16), KP(Q6_K_R16, Q8_K, q6_K_r16),
 };
-
-/* in plugin.c (no ISA flags: the core may call it on any CPU) */
-int avx512_score(uint64_t cpu_features);
-
-/* Called from plugin init (data writes only, no VNNI executed here). */
-HIDDEN void avx512_select(uint64_t cpu_features) {
-    const int vnni = (cpu_features & PICOLM_CPU_AVX512VNNI) != 0;
-    avx512_kernels[0].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K : avx512_vec_dot_q4_K;
-    avx512_kernels[0].gemm = vnni ? avx512_vnni_gemm_q4_K_panel : avx512_gemm_q4_K;
-    avx512_kernels[1].vec_dot = vnni ? avx512_vnni_vec_dot_q6_K : avx512_vec_dot_q6_K;
-    avx512_kernels[1].gemm = vnni ? avx512_vnni_gemm_q6_K_panel : avx512_gemm_q6_K;
-    avx512_kernels[2].vec_dot = vnni ? avx512_vnni_vec_dot_q8_0 : avx512_vec_dot_q8_0;
-    avx512_kernels[2].gemm = vnni ? avx512_vnni_gemm_q8_0 : avx512_gemm_q8_0;
-    avx512_kernels[3].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K_r : avx512_vec_dot_q4_K_r;
-    avx512_kernels[3].gemm = vnni ? avx512_vnni_gemm_q4_K_r_panel : avx512_gemm_q4_K_r;
-    avx512_kernels[4].vec_dot = vnni ? avx512_vnni_vec_dot_q4_K_r16 : avx512_vec_dot_q4_K_r16;
-    avx512_kernels[4].gemm = vnni ? avx512_vnni_gemm_q4_K_r16_panel : avx512_gemm_q4_K_r16;
-    avx512_kernels[5].vec_dot = vnni ? avx512_vnni_vec_dot_q6_K_r16 : avx512_vec_dot_q6_K_r16;
-    avx512_kernels[5].gemm = vnni ? avx512_vnni_gemm_q6_K_r16_panel : avx512_gemm_q6_K_r16;
-}
-
-HIDDEN const picolm_backend_vtable picolm_avx512_vtable = {
-    .struct_size = sizeof(picolm_backend_vtable),
-    .kernel_size = sizeof(picolm_kernel),
-    .n_kernels = sizeof avx512_kernels / sizeof avx512_kernels[0],
-    .kernels = avx512_kernels,
-    .act_quant_size = sizeof(picolm_act_quant),
-    .n_act_quants = sizeof avx512_act_quants / sizeof avx512_act_quants[0],
-    .act_quants = avx512_act_quants,
-    .score = avx512_score,
-    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
-    .dot_f32 = avx2_dot_f32,
-    .dot_f32_f16 = avx2_dot_f32_f16,
-    .scale_axpy_f16 = avx2_scale_axpy_f16,
-    .attn_f16 = avx2_attn_f16, /* x86_avx2.h: its y update on 16 lanes here */
-    .swiglu = avx2_swiglu,
-    .f32_to_f16 = avx2_f32_to_f16,
-};
+PK_LEVEL(avx512vnni, "avx512vnni", PICOLM_CPU_AVX512VNNI, avx512vnni_kernels, PK_COUNT(avx512vnni_kernels), NULL, 0, NULL);

@@ -1,23 +1,14 @@
 /*
- * NEON backend: dispatch between the SDOT and plain kernel sets, float
- * kernels, activation quantizers and vector primitives, and the vtable.
- * Base ARMv8-A ASIMD only (fp16 <-> fp32 conversions are base ASIMD too);
- * the SDOT code lives in neon_dot.c.
+ * The neon level: the plain-ASIMD weight kernels (neon_impl.h), float
+ * kernels, activation quantizers and vector primitives.  Base ARMv8-A ASIMD
+ * only (fp16 <-> fp32 conversions are base ASIMD too); the SDOT kernels are
+ * the dotprod level (neon_dot.c).
  */
 #include <math.h>
 
-#include "neon_common.h"
-
-/* Set by the descriptor's init (plugin.c) from host->cpu_features; 0 until
-   then, so an uninitialised plugin can only run the plain kernels. */
-NEON_HIDDEN int picolm_neon_use_dot;
-
-#define NEON_WRAP(name)                                                                 \
-    static void neon_vec_dot_##name(int64_t n, float *s, const void *vx, const void *vy) { \
-        if (picolm_neon_use_dot) neon_dot_##name(n, s, vx, vy);                         \
-        else neon_base_##name(n, s, vx, vy);                                            \
-    }
-NEON_KERNEL_LIST(NEON_WRAP)
+#define NEON_PFX neon_base_
+#define NEON_DP 0
+#include "neon_impl.h"
 
 /* ---- float kernels ----------------------------------------------------------
    Float partial sums are flushed into double every 128 elements: the
@@ -212,13 +203,12 @@ static void neon_f32_to_f16(uint16_t *dst, const float *src, int n) {
     for (; i < n; i++) dst[i] = picolm_float_to_half(src[i]);
 }
 
-/* ---- vtable ------------------------------------------------------------------ */
-#define K(T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, neon_vec_dot_##name, NULL }
+/* ---- the neon level ---------------------------------------------------------- */
+#define ROW(T, A, name) PK_KERNEL(T, A, neon_base_##name, NULL),
 static const picolm_kernel neon_kernels[] = {
-    K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K(Q8_0, Q8_0, q8_0), K(Q4_0, Q8_0, q4_0),
-    K(Q5_K, Q8_K, q5_K), K(Q4_1, Q8_1, q4_1), K(Q5_0, Q8_0, q5_0), K(Q5_1, Q8_1, q5_1),
-    K(Q2_K, Q8_K, q2_K), K(Q3_K, Q8_K, q3_K), K(IQ4_NL, Q8_0, iq4_nl), K(IQ4_XS, Q8_K, iq4_xs),
-    K(F16, F16, f16), K(F32, F32, f32), K(BF16, BF16, bf16),
+    NEON_KERNEL_LIST(ROW)
+    PK_KERNEL(F16, F16, neon_vec_dot_f16, NULL), PK_KERNEL(F32, F32, neon_vec_dot_f32, NULL),
+    PK_KERNEL(BF16, BF16, neon_vec_dot_bf16, NULL),
 };
 static const picolm_act_quant neon_act_quants[] = {
     { PICOLM_TYPE_Q8_0, neon_quantize_q8_0 },
@@ -226,19 +216,11 @@ static const picolm_act_quant neon_act_quants[] = {
     { PICOLM_TYPE_Q8_K, neon_quantize_q8_K },
 };
 
-NEON_HIDDEN const picolm_backend_vtable picolm_neon_vtable = {
-    .struct_size = sizeof(picolm_backend_vtable),
-    .kernel_size = sizeof(picolm_kernel),
-    .n_kernels = sizeof neon_kernels / sizeof neon_kernels[0],
-    .kernels = neon_kernels,
-    .act_quant_size = sizeof(picolm_act_quant),
-    .n_act_quants = sizeof neon_act_quants / sizeof neon_act_quants[0],
-    .act_quants = neon_act_quants,
-    .score = NULL,
-    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
+static const picolm_backend_vtable neon_prims = {
     .dot_f32 = neon_dot_f32,
     .dot_f32_f16 = neon_dot_f32_f16,
     .scale_axpy_f16 = neon_scale_axpy_f16,
     .swiglu = neon_swiglu,
     .f32_to_f16 = neon_f32_to_f16,
 };
+PK_LEVEL(neon, "neon", 0, neon_kernels, PK_COUNT(neon_kernels), neon_act_quants, PK_COUNT(neon_act_quants), &neon_prims);

@@ -10,10 +10,9 @@
 
 #include "picolm/blocks.h"
 #include "picolm/fp16.h"
-#include "picolm/plugin.h"
+#include "../level.h"
 
 #define NEON_AI static inline __attribute__((always_inline))
-#define NEON_HIDDEN __attribute__((visibility("hidden")))
 
 #if !defined(__aarch64__)
 #include "neon_a32.h"
@@ -59,39 +58,17 @@ NEON_AI void neon_qh5(const uint8_t qh4[4], uint8x16_t *lo, uint8x16_t *hi) {
     *hi = vandq_u8(vtstq_u8(vqtbl1q_u8(q, vld1q_u8(idx_hi)), b), m);
 }
 
-/* Q4_K/Q5_K 12 packed bytes -> bytes 0..7 = 8 scales, 8..15 = 8 mins
-   (little-endian word shuffle, equal to get_scale_min_k4 per index) */
-NEON_AI void neon_k4_scales(const uint8_t *packed, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
 /* Q3_K: 16 signed 6-bit scales (minus 32) from the 12 packed bytes */
 NEON_AI void neon_q3k_scales(const uint8_t *s, int8_t out[16]) {
-    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
     uint32_t aux[4];
-    memcpy(aux, s, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    picolm_q3_K_scales(s, aux);
     vst1q_s8(out, vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(aux)), vdupq_n_s8(32)));
 }
 
-/* The kernel sets of neon_base.c / neon_dot.c (same signatures). */
-#define NEON_KERNEL_LIST(X) X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(iq4_nl) \
-    X(q2_K) X(q3_K) X(q4_K) X(q5_K) X(q6_K) X(iq4_xs)
-#define NEON_DECL_BASE(name) NEON_HIDDEN void neon_base_##name(int64_t n, float *s, const void *vx, const void *vy);
-#define NEON_DECL_DOT(name) NEON_HIDDEN void neon_dot_##name(int64_t n, float *s, const void *vx, const void *vy);
-NEON_KERNEL_LIST(NEON_DECL_BASE)
-NEON_KERNEL_LIST(NEON_DECL_DOT)
-
-/* 1 when neon_dot.c was really compiled with dotprod (see mk/aarch64.mk) */
-extern NEON_HIDDEN const int picolm_neon_dot_built;
+/* The weight kernels of neon_impl.h, compiled twice (the neon level in
+   kernels.c, the dotprod level in neon_dot.c): weight type, activation
+   type, name. */
+#define NEON_KERNEL_LIST(X) X(Q8_0, Q8_0, q8_0) X(Q4_0, Q8_0, q4_0) X(Q4_1, Q8_1, q4_1) X(Q5_0, Q8_0, q5_0) \
+    X(Q5_1, Q8_1, q5_1) X(IQ4_NL, Q8_0, iq4_nl) X(Q2_K, Q8_K, q2_K) X(Q3_K, Q8_K, q3_K) X(Q4_K, Q8_K, q4_K)   \
+    X(Q5_K, Q8_K, q5_K) X(Q6_K, Q8_K, q6_K) X(IQ4_XS, Q8_K, iq4_xs)
 #endif

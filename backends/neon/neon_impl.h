@@ -1,9 +1,11 @@
 /*
  * AArch64 NEON weight kernels, written once and compiled twice:
- *   neon_base.c  NEON_DP 0: plain ASIMD (vmull_s8 + vpadalq_s16), any ARMv8-A
- *   neon_dot.c   NEON_DP 1: SDOT (vdotq_s32), ARMv8.2-A dotprod only
- * NEON_PFX names the functions.  kernels.c picks one set at init from the
- * probed HWCAPs, so no SDOT ever runs on a CPU without it.
+ *   kernels.c    NEON_DP 0: plain ASIMD (vmull_s8 + vpadalq_s16), any ARMv8-A:
+ *                the neon level
+ *   neon_dot.c   NEON_DP 1: SDOT (vdotq_s32), ARMv8.2-A dotprod only: the
+ *                dotprod level, which the plugin's init overlays only when
+ *                the probed HWCAPs have it, so no SDOT runs on a CPU without it
+ * NEON_PFX names the functions; NEON_KERNEL_LIST (neon_common.h) lists them.
  *
  * Integer sums are exact (same as the reference); only the order of the
  * float accumulation differs.  Block layouts: include/picolm/blocks.h.
@@ -55,7 +57,7 @@ NEON_AI int32x4_t dot32(int8x16_t a0, int8x16_t a1, const int8_t *q8) {
     }                                                               \
     if (i < nb) BLOCK(i, acc0);
 
-NEON_HIDDEN void FN(q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_0 *x = vx, *y = vy;
     const int64_t nb = n / QK8_0;
 #define B_Q8_0(k, acc) do { \
@@ -66,7 +68,7 @@ NEON_HIDDEN void FN(q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = vaddvq_f32(vaddq_f32(acc0, acc1));
 }
 
-NEON_HIDDEN void FN(q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
     const int64_t nb = n / QK4_0;
@@ -82,7 +84,7 @@ NEON_HIDDEN void FN(q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = vaddvq_f32(vaddq_f32(acc0, acc1));
 }
 
-NEON_HIDDEN void FN(q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
     const int64_t nb = n / QK4_1;
@@ -98,7 +100,7 @@ NEON_HIDDEN void FN(q4_1)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = vaddvq_f32(vaddq_f32(acc0, acc1)) + summ;
 }
 
-NEON_HIDDEN void FN(q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
     const int64_t nb = n / QK5_0;
@@ -117,7 +119,7 @@ NEON_HIDDEN void FN(q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = vaddvq_f32(vaddq_f32(acc0, acc1));
 }
 
-NEON_HIDDEN void FN(q5_1)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q5_1)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
     const int64_t nb = n / QK5_1;
@@ -137,7 +139,7 @@ NEON_HIDDEN void FN(q5_1)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = vaddvq_f32(vaddq_f32(acc0, acc1)) + summ;
 }
 
-NEON_HIDDEN void FN(iq4_nl)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(iq4_nl)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_iq4_nl *x = vx;
     const block_q8_0 *y = vy;
     const int64_t nb = n / QK4_NL;
@@ -160,7 +162,7 @@ NEON_AI int32_t kmins_dot(const int16_t *bsums, const uint8_t *mins8) {
     return vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(mn)), vmull_high_s16(bs, mn)));
 }
 
-NEON_HIDDEN void FN(q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
@@ -168,7 +170,7 @@ NEON_HIDDEN void FN(q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint32_t utmp[4];
-        neon_k4_scales(x[i].scales, utmp);
+        picolm_k4_scales(x[i].scales, utmp);
         const uint8_t *sc = (const uint8_t *)utmp, *mn = sc + 8;
         const int32_t summ = kmins_dot(y[i].bsums, mn);
         const uint8_t *q4 = x[i].qs;
@@ -187,7 +189,7 @@ NEON_HIDDEN void FN(q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sumf;
 }
 
-NEON_HIDDEN void FN(q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_K *x = vx;
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
@@ -195,7 +197,7 @@ NEON_HIDDEN void FN(q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint32_t utmp[4];
-        neon_k4_scales(x[i].scales, utmp);
+        picolm_k4_scales(x[i].scales, utmp);
         const uint8_t *sc = (const uint8_t *)utmp, *mn = sc + 8;
         const int32_t summ = kmins_dot(y[i].bsums, mn);
         const uint8_t *q5 = x[i].qs;
@@ -220,7 +222,7 @@ NEON_HIDDEN void FN(q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sumf;
 }
 
-NEON_HIDDEN void FN(q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
@@ -254,7 +256,7 @@ NEON_HIDDEN void FN(q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sumf;
 }
 
-NEON_HIDDEN void FN(q2_K)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q2_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q2_K *x = vx;
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
@@ -294,7 +296,7 @@ NEON_HIDDEN void FN(q2_K)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sumf;
 }
 
-NEON_HIDDEN void FN(q3_K)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(q3_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q3_K *x = vx;
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;
@@ -326,7 +328,7 @@ NEON_HIDDEN void FN(q3_K)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sumf;
 }
 
-NEON_HIDDEN void FN(iq4_xs)(int64_t n, float *s, const void *vx, const void *vy) {
+static void FN(iq4_xs)(int64_t n, float *s, const void *vx, const void *vy) {
     const block_iq4_xs *x = vx;
     const block_q8_K *y = vy;
     const int64_t nb = n / QK_K;

@@ -16,10 +16,9 @@
 
 #include "picolm/blocks.h"
 #include "picolm/fp16.h"
-#include "picolm/plugin.h"
+#include "../level.h"
 
 #define RVV_AI static inline __attribute__((always_inline))
-#define RVV_HIDDEN __attribute__((visibility("hidden")))
 
 /* sum of the int16 products of p (vl lanes), exact in int32 */
 RVV_AI int32_t rvv_sum16m2(vint16m2_t p, size_t vl) {
@@ -65,17 +64,6 @@ static void rvv_vec_dot_q4_0(int64_t n, float *s, const void *vx, const void *vy
     *s = sumf;
 }
 
-/* Q4_K/Q5_K 12 packed bytes -> bytes 0..7 = 8 scales, 8..15 = 8 mins */
-RVV_AI void rvv_k4_scales(const uint8_t *packed, uint32_t utmp[4]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, packed, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
 static void rvv_vec_dot_q4_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
@@ -84,7 +72,7 @@ static void rvv_vec_dot_q4_K(int64_t n, float *s, const void *vx, const void *vy
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint32_t utmp[4];
-        rvv_k4_scales(x[i].scales, utmp);
+        picolm_k4_scales(x[i].scales, utmp);
         const uint8_t *sc = (const uint8_t *)utmp, *mn = sc + 8;
         int32_t summ = 0;
         for (int j = 0; j < 8; j++) summ += (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]) * mn[j];
@@ -142,16 +130,9 @@ static void rvv_vec_dot_q6_K(int64_t n, float *s, const void *vx, const void *vy
     *s = sumf;
 }
 
-/* ---- vtable: weight kernels only; the primitives stay the core's ---------- */
-#define K(T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, rvv_vec_dot_##name, NULL }
+/* ---- the rvv level: weight kernels only (primitives: the scalar level's) -- */
+#define K(T, A, name) PK_KERNEL(T, A, rvv_vec_dot_##name, NULL)
 static const picolm_kernel rvv_kernels[] = {
     K(Q8_0, Q8_0, q8_0), K(Q4_0, Q8_0, q4_0), K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K),
 };
-
-RVV_HIDDEN const picolm_backend_vtable picolm_rvv_vtable = {
-    .struct_size = sizeof(picolm_backend_vtable),
-    .kernel_size = sizeof(picolm_kernel),
-    .n_kernels = sizeof rvv_kernels / sizeof rvv_kernels[0],
-    .kernels = rvv_kernels,
-    .act_quant_size = sizeof(picolm_act_quant),
-};
+PK_LEVEL(rvv, "rvv", 0, rvv_kernels, PK_COUNT(rvv_kernels), NULL, 0, NULL);

@@ -1,21 +1,9 @@
-/* RVV backend descriptor.  Built WITHOUT ISA flags (and by $(CC), not
-   clang): the core reads it before checking cpu_required, so no vector
-   instruction may run before the CPU is known to have V 1.0. */
-#include "picolm/plugin.h"
+/* RVV backend: scalar + rvv levels (backends/level.h).  Built WITHOUT ISA
+   flags (and by $(CC), not clang): the core reads it before checking
+   cpu_required, so no vector instruction may run before the CPU is known
+   to have V 1.0. */
+#include "../level.h"
 
-extern const picolm_backend_vtable picolm_rvv_vtable;
-
-static const picolm_plugin rvv_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_BACKEND,
-    .name = "rvv",
-    .version = "1.0",
-    .description = "RISC-V vector 1.0 kernels (VLEN >= 128): Q8_0, Q4_0, Q4_K, Q6_K",
-    .cpu_required = PICOLM_CPU_RVV,
-    .priority = 30,
-    .vtable = &picolm_rvv_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "rvv", PICOLM_CPU_RVV);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &rvv_plugin; }
+PK_CHAIN("rvv", &pk_level_scalar, &pk_level_rvv)
+PICOLM_DEFINE_PLUGIN_EX(PICOLM_KIND_BACKEND, "rvv", "1.0", "RISC-V vector 1.0 kernels (VLEN >= 128): Q8_0, Q4_0, Q4_K, Q6_K",
+                        PK_CPU, 30, &pk_tab.vt, pk_init, NULL)

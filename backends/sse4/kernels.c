@@ -4,7 +4,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
-#include "picolm/plugin.h"
+#include "../level.h"
 #include "picolm/blocks.h"
 #include "picolm/fp16.h"
 
@@ -22,8 +22,8 @@ AI __m128i dot_i8(__m128i x, __m128i y) {
 
 /* Q8_0 follows ggml's scalar order: the exact integer sum of each block,
    then sum += sumi * (dx * dy) in float, block after block (mul, then add:
-   no FMA at this ISA level).  A 4-lane accumulator instead flipped a
-   near-tie in tiny-shakespeare-q8_0's greedy continuation (token 44). */
+   no FMA at this ISA level), so that greedy continuations keep llama.cpp's
+   near-ties (docs/perf.md). */
 AI void sse_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
     const block_q8_0 *x = vx;
     float acc[4] = { 0, 0, 0, 0 };
@@ -74,14 +74,8 @@ AI void sse_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out
     __m128 acc[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
     float accm[4] = { 0, 0, 0, 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
         uint32_t utmp[4];
-        memcpy(utmp, x[i].scales, 12);
-        utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-        const uint32_t uaux = utmp[1] & kmask1;
-        utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-        utmp[2] = uaux;
-        utmp[0] &= kmask1;
+        picolm_k4_scales(x[i].scales, utmp);
         const __m128i sm = _mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]);
         const __m128i sc = _mm_cvtepu8_epi16(sm), mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
         const float dx = H2F(x[i].d), mx = H2F(x[i].dmin);
@@ -201,19 +195,9 @@ static float sse4_dot_f32(const float *a, const float *b, int n) {
     return s;
 }
 
-#define K(T, A, name) { PICOLM_TYPE_##T, PICOLM_TYPE_##A, sse4_vec_dot_##name, sse4_gemm_##name }
+#define K(T, A, name) PK_KERNEL(T, A, sse4_vec_dot_##name, sse4_gemm_##name)
 static const picolm_kernel sse4_kernels[] = {
     K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K(Q8_0, Q8_0, q8_0), K(Q4_0, Q8_0, q4_0),
 };
-
-__attribute__((visibility("hidden"))) const picolm_backend_vtable picolm_sse4_vtable = {
-    .struct_size = sizeof(picolm_backend_vtable),
-    .kernel_size = sizeof(picolm_kernel),
-    .n_kernels = sizeof sse4_kernels / sizeof sse4_kernels[0],
-    .kernels = sse4_kernels,
-    .act_quant_size = sizeof(picolm_act_quant),
-    .n_act_quants = 0,
-    .act_quants = NULL,
-    /* rmsnorm: the core's (double accumulation, as llama.cpp) */
-    .dot_f32 = sse4_dot_f32,
-};
+static const picolm_backend_vtable sse4_prims = {.dot_f32 = sse4_dot_f32};
+PK_LEVEL(sse4, "sse4", 0, sse4_kernels, PK_COUNT(sse4_kernels), NULL, 0, &sse4_prims);

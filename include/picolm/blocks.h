@@ -7,6 +7,7 @@
 #ifndef PICOLM_BLOCKS_H
 #define PICOLM_BLOCKS_H
 #include <stdint.h>
+#include <string.h>
 
 typedef uint16_t picolm_half;
 
@@ -36,7 +37,21 @@ typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_
 typedef struct { picolm_half d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
 typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
 
-/* ---- picolm's row-interleaved layouts (type ids >= 1024, row_group 16) ----
+/* ---- picolm's own layouts (formats/repack.c) ------------------------------
+ * Their type ids live here, in the range GGUF leaves free for them
+ * (>= PICOLM_TYPE_OWN_MIN): 1024 + the base type for per-row layouts,
+ * 1100 + the base type for the 16-row interleaved ones. */
+#define PICOLM_TYPE_OWN_MIN  1024u
+#define PICOLM_TYPE_Q4_K_R   1036u /* 1024 + Q4_K */
+#define PICOLM_TYPE_Q4_K_R16 1112u /* 1100 + Q4_K */
+#define PICOLM_TYPE_Q6_K_R16 1114u /* 1100 + Q6_K */
+
+/* Q4_K_R (one row, 148-byte blocks): Q4_K with the 6-bit scales and mins
+ * pre-unpacked to one byte each, sc[j] / m[j] of sub-block j; qs is Q4_K's
+ * nibble order unchanged.  Same values as Q4_K (exact conversion). */
+typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8_t qs[QK_K / 2]; } block_q4_K_r;
+
+/* ---- picolm's row-interleaved layouts (row_group 16) ----
  * One block = one superblock (256 columns) of 16 consecutive rows, stored
  * so that a 64-byte vector holds the same 4 columns of all 16 rows: byte
  * 4r + i of a vector belongs to row r (a 32-bit lane per row, the shape of
@@ -44,7 +59,7 @@ typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; 
  * conversion is a permutation, nothing is requantized.  "Group" below means
  * 4 consecutive columns: group g = columns 4g .. 4g+3 of the superblock.
  *
- * Q4_K_R16 (id 1112 = PICOLM_TYPE_Q4_K_R16; 16 x 144 bytes, like Q4_K):
+ * Q4_K_R16 (PICOLM_TYPE_Q4_K_R16; 16 x 144 bytes, like Q4_K):
  *   d[r], dmin[r]          the rows' superblock scales (fp16)
  *   scales_l[j][r]         low 4 bits of the 6-bit scale of sub-block 2j
  *                          (low nibble) and 2j+1 (high nibble) of row r
@@ -57,7 +72,7 @@ typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; 
  *                          32s + 4k + i, high nibble = column 32s + 16 + 4k + i
  *   value = d * scale_s * q - dmin * min_s (Q4_K's formula)
  *
- * Q6_K_R16 (id 1114 = PICOLM_TYPE_Q6_K_R16; 16 x 210 bytes, like Q6_K):
+ * Q6_K_R16 (PICOLM_TYPE_Q6_K_R16; 16 x 210 bytes, like Q6_K):
  *   d[r]                   fp16 superblock scale
  *   scales[s][r]           int8 scale of sub-block s (columns 16s..16s+15)
  *   ql[v][4r + i]          v = 0..31: low nibble = low 4 bits of the quant
@@ -86,6 +101,30 @@ static const int8_t picolm_kvalues_iq4nl[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 };
 
+/* Q4_K/Q5_K: the 12 packed bytes of 6-bit scales and mins -> utmp as bytes:
+   0..7 = the 8 scales, 8..15 = the 8 mins (ggml's word shuffle; per index
+   equal to its get_scale_min_k4).  Little-endian hosts, as every target. */
+static inline void picolm_k4_scales(const uint8_t packed[K_SCALE_SIZE], uint32_t utmp[4]) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    memcpy(utmp, packed, K_SCALE_SIZE);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+}
+/* Q3_K: the 12 packed bytes -> aux as 16 bytes, the 6-bit scales (0..63,
+   before the -32 offset) */
+static inline void picolm_q3_K_scales(const uint8_t packed[12], uint32_t aux[4]) {
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    memcpy(aux, packed, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+}
+
 #define PICOLM_BLOCK_ASSERT(t, n) _Static_assert(sizeof(t) == (n), #t " size")
 PICOLM_BLOCK_ASSERT(block_q4_0, 18);
 PICOLM_BLOCK_ASSERT(block_q4_1, 20);
@@ -101,6 +140,7 @@ PICOLM_BLOCK_ASSERT(block_q6_K, 210);
 PICOLM_BLOCK_ASSERT(block_q8_K, 292);
 PICOLM_BLOCK_ASSERT(block_iq4_nl, 18);
 PICOLM_BLOCK_ASSERT(block_iq4_xs, 136);
+PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
 PICOLM_BLOCK_ASSERT(block_q4_K_r16, 16 * 144);
 PICOLM_BLOCK_ASSERT(block_q6_K_r16, 16 * 210);
 #endif

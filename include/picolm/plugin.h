@@ -58,7 +58,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------------ */
 /* Tensor type ids: the GGUF / ggml numbering, so files map 1:1.             */
-/* Ids >= 1024 are free for picolm-specific layouts (e.g. repacked rows).    */
+/* Ids >= 1024 are picolm's own layouts (blocks.h: repacked rows).          */
 /* ------------------------------------------------------------------------ */
 enum picolm_type {
     PICOLM_TYPE_F32 = 0,
@@ -78,9 +78,7 @@ enum picolm_type {
     PICOLM_TYPE_IQ4_NL = 20,
     PICOLM_TYPE_IQ4_XS = 23,
     PICOLM_TYPE_BF16 = 30,
-    /* picolm's row-interleaved layouts (blocks.h): 1100 + the base type */
-    PICOLM_TYPE_Q4_K_R16 = 1112,
-    PICOLM_TYPE_Q6_K_R16 = 1114
+    /* picolm's own layouts: blocks.h (PICOLM_TYPE_OWN_MIN and up) */
 };
 
 /* ------------------------------------------------------------------------ */
