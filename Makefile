@@ -7,8 +7,17 @@
 #                                  ISA_<name> flags (by CC_<name> when set)
 #                                  -> build/plugins/backend-<name>.so, with
 #                                  the lower levels' objects (LEVELS_<name>)
+#   core/*.c                    -> build/libpicolm.a: the engine library
+#                                  (never prints, never exits; no libinih)
+#   tools/common/*.c            -> build/libpicolm-tools.a: GGUF writer,
+#                                  quantization policy, synthetic models
+#   tools/cli/*.c               -> build/libpicolm-cli.a: the front end every
+#                                  binary shares (INI + flags, generation,
+#                                  chat session) and main.c = build/bin/picolm
 #   tools/<name>.c              -> build/bin/picolm-<name>
 #   tests/test_<name>.c         -> build/tests/test_<name> (run by tests/run.sh)
+#                                  engine tests link libpicolm.a (and the tool
+#                                  support), FRONT_TESTS the front end too
 
 CC      ?= cc
 AR      ?= ar
@@ -31,15 +40,15 @@ OPT     ?= -O2 -g
 CFLAGS  ?=
 LDFLAGS ?=
 # The core is built with no -m flags: it probes the CPU and must run anywhere.
-# -ffp-contract=off: no implicit a*b+c -> fma.  GCC in ISO C mode already
-# does not contract; clang does by default, where -mfma allows it, so a
-# plugin's scalar float code (attn_f16's softmax sum) rounded differently
-# from the same expression in the core and flipped a greedy near-tie.
+# -ffp-contract=off: no implicit a*b+c -> fma, so a plugin's scalar float
+# code rounds as the same expression in the core does, under gcc and clang
+# alike (greedy near-ties hinge on the last bit; docs/perf.md, "Build flags").
 # _FILE_OFFSET_BITS=64: on 32-bit targets (armhf), models over 2 GB and
 # readdir on filesystems with 64-bit directory offsets (plugin scan).
-BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -ffp-contract=off -Iinclude -Icore -fPIC $(OPT) $(CFLAGS)
+BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -ffp-contract=off -Iinclude -Icore -fPIC -MMD -MP $(OPT) $(CFLAGS)
 INIH_LIBS ?= $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
-CORE_LIBS = $(INIH_LIBS) -ldl -lpthread -lm
+CORE_LIBS = -ldl -lpthread -lm
+FRONT_LIBS = $(INIH_LIBS) $(CORE_LIBS)
 
 MACHINE := $(shell $(CC) -dumpmachine)
 ifneq (,$(findstring x86_64,$(MACHINE)))
@@ -76,9 +85,13 @@ space := $(empty) $(empty)
 isa_flags = $(foreach e,$(1),$(firstword $(subst /, ,$(e))))
 isa_cpu   = $(or $(subst $(space),|,$(strip $(foreach e,$(1),$(addprefix PICOLM_CPU_,$(subst +, ,$(word 2,$(subst /, ,$(e)))))))),0)
 
-CORE_SRC  = $(filter-out core/main.c,$(wildcard core/*.c))
+CORE_SRC  = $(wildcard core/*.c)
 CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 CORE_LIB  = $(BUILD)/libpicolm.a
+TSUP_SRC  = $(wildcard tools/common/*.c)
+TSUP_LIB  = $(BUILD)/libpicolm-tools.a
+CLI_SRC   = $(filter-out tools/cli/main.c,$(wildcard tools/cli/*.c))
+CLI_LIB   = $(BUILD)/libpicolm-cli.a
 FORMATS   = $(basename $(notdir $(wildcard formats/*.c)))
 SAMPLERS  = $(basename $(notdir $(wildcard plugins/*.c)))
 TOOLS     = $(basename $(notdir $(wildcard tools/*.c)))
@@ -87,32 +100,50 @@ SERVER_SRC = $(wildcard tools/server/*.c)
 SERVER_OBJ = $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/server/page_html.o
 SERVER_LIBS ?= $(shell pkg-config --libs libmicrohttpd json-c 2>/dev/null || echo -lmicrohttpd -ljson-c)
 TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
+# Tests of the front end (config, generation, chat session): the others are
+# the engine's and link without it and without libinih.
+FRONT_TESTS = test_config test_chat test_kvcache test_samplers
 
 FORMAT_SO  = $(FORMATS:%=$(BUILD)/plugins/format-%.so)
 SAMPLER_SO = $(SAMPLERS:%=$(BUILD)/plugins/sampler-%.so)
 BACKEND_SO = $(BACKENDS:%=$(BUILD)/plugins/backend-%.so)
 TOOL_BIN   = $(TOOLS:%=$(BUILD)/bin/picolm-%)
 TEST_BIN   = $(TEST_PROGS:%=$(BUILD)/tests/%)
-HEADERS    = $(wildcard include/picolm/*.h core/*.h formats/*.h backends/*.h backends/*/*.h plugins/*.h)
+# The front end and the tools see their own headers; the engine sees none.
+FRONT_INC  = -Itools/common -Itools/cli
 
 all: $(BUILD)/bin/picolm $(TOOL_BIN) $(BUILD)/bin/picolm-server $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
 
-$(BUILD)/obj/%.o: %.c $(HEADERS)
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -c $< -o $@
+$(BUILD)/obj/tools/%.o $(BUILD)/obj/tests/%.o: BASE_CFLAGS += $(FRONT_INC)
 
-$(CORE_LIB): $(CORE_OBJ)
+$(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
+$(CORE_LIB): $(CORE_OBJ)
+$(TSUP_LIB): $(TSUP_SRC:%.c=$(BUILD)/obj/%.o)
+$(CLI_LIB): $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
-$(BUILD)/bin/picolm: $(BUILD)/obj/core/main.o $(CORE_LIB)
+# Front ends: the picolm CLI and every picolm-* tool.
+$(BUILD)/bin/picolm: $(BUILD)/obj/tools/cli/main.o $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(FRONT_LIBS)
+
+$(BUILD)/bin/picolm-%: $(BUILD)/obj/tools/%.o $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(FRONT_LIBS)
+
+# Engine tests: the engine (and the tool support that writes test models).
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TSUP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
-
-$(BUILD)/bin/picolm-%: $(BUILD)/obj/tools/%.o $(CORE_LIB)
+$(FRONT_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(FRONT_LIBS)
 
+# picolm-server: a front end like picolm, plus libmicrohttpd and json-c
 $(BUILD)/obj/tools/server/%.o: BASE_CFLAGS += -Itools/server
 $(BUILD)/gen/page_html.c: tools/server/page.html mk/page.awk
 	@mkdir -p $(dir $@)
@@ -120,13 +151,9 @@ $(BUILD)/gen/page_html.c: tools/server/page.html mk/page.awk
 $(BUILD)/obj/tools/server/page_html.o: $(BUILD)/gen/page_html.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -c $< -o $@
-$(BUILD)/bin/picolm-server: $(SERVER_OBJ) $(CORE_LIB)
+$(BUILD)/bin/picolm-server: $(SERVER_OBJ) $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(SERVER_LIBS) $(CORE_LIBS)
-
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(CORE_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SERVER_LIBS) $(FRONT_LIBS)
 
 # Plugins never link against the core: only libc/libm.
 $(BUILD)/plugins/format-%.so: $(BUILD)/obj/formats/%.o
@@ -142,7 +169,7 @@ $(BUILD)/plugins/sampler-%.so: $(BUILD)/obj/plugins/%.o
 # plugin.o of <p> and the level objects of LEVELS_<p>.
 level_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %/plugin.c,$(wildcard backends/$(1)/*.c)))
 define LEVEL_RULES
-$(BUILD)/obj/backends/$(1)/%.o: backends/$(1)/%.c $(HEADERS)
+$(BUILD)/obj/backends/$(1)/%.o: backends/$(1)/%.c
 	@mkdir -p $$(dir $$@)
 	$$(if $$(filter plugin.c,$$(notdir $$<)),$$(CC) $$(BASE_CFLAGS) '-DPK_CPU=($$(call isa_cpu,$$(ISA_$(1))))',$$(or $$(CC_$(1)),$$(CC)) $$(BASE_CFLAGS) $$(call isa_flags,$$(ISA_$(1)))) -c $$< -o $$@
 endef
@@ -191,3 +218,4 @@ clean:
 .PHONY: all test install install-strip uninstall clean
 .SECONDARY:
 -include mk/*.mk
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -5,6 +5,8 @@
  */
 #ifndef PICOLM_ENGINE_H
 #define PICOLM_ENGINE_H
+#include <stdio.h>
+
 #include "model.h"
 #include "plugins.h"
 #include "threadpool.h"
@@ -26,7 +28,9 @@ typedef struct engine_opts {
     int threads;              /* <= 0: all online CPUs */
     int tokenizer;            /* build the tokenizer too */
     const gguf_limits *limits; /* NULL: gguf_default_limits */
-    int verbose;              /* > 0: say on stderr which plugin files were not loaded, and why */
+    FILE *log;                /* notes (slow kernels; with verbose, the plugin files not loaded
+                                 and why) go here; NULL: none (the engine prints nothing else) */
+    int verbose;
 } engine_opts;
 
 /* Returns a new engine or NULL with a message in err. */

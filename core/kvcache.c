@@ -39,7 +39,6 @@ void kvcache_id_of(const llama_ctx *c, kvcache_id *id) {
     id->n_vocab = (uint32_t)m->hp.n_vocab;
 }
 
-static const char *kv_name(uint32_t t) { return t == KV_F16 ? "f16" : t == KV_Q8_0 ? "q8_0" : "unknown"; }
 
 int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen) {
     const uint8_t *p = buf;
@@ -62,7 +61,7 @@ int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, 
     uint64_t want_row = id.kv_type == KV_F16 ? (uint64_t)id.kv_dim * 2 : (uint64_t)id.kv_dim / 32 * 34;
     if (!id.n_layer || !id.kv_dim || (id.kv_type == KV_Q8_0 && id.kv_dim % 32) || want_row != id.row_bytes)
         return pl_fail(err, errlen, "inconsistent shape (%u layers, kv_dim %u, %u-byte rows of %s)", id.n_layer, id.kv_dim, id.row_bytes,
-                    kv_name(id.kv_type));
+                    llama_kv_type_name((int)id.kv_type));
     if (n_tok == 0 || n_tok > n_ctx) return pl_fail(err, errlen, "%u tokens for a context of %u", n_tok, n_ctx);
     if (expect) {
         if (id.model_size != expect->model_size || id.model_hash != expect->model_hash)
@@ -70,7 +69,7 @@ int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, 
                         (unsigned long long)id.model_size, (unsigned long long)id.model_hash, (unsigned long long)expect->model_size,
                         (unsigned long long)expect->model_hash);
         if (id.kv_type != expect->kv_type)
-            return pl_fail(err, errlen, "KV type %s, but this run uses %s (--kv-type)", kv_name(id.kv_type), kv_name(expect->kv_type));
+            return pl_fail(err, errlen, "KV type %s, but this run uses %s (--kv-type)", llama_kv_type_name((int)id.kv_type), llama_kv_type_name((int)expect->kv_type));
         if (id.n_layer != expect->n_layer || id.kv_dim != expect->kv_dim || id.row_bytes != expect->row_bytes || id.n_vocab != expect->n_vocab)
             return pl_fail(err, errlen, "shape mismatch (%u layers, kv_dim %u, vocab %u; the model has %u, %u, %u)", id.n_layer, id.kv_dim,
                         id.n_vocab, expect->n_layer, expect->kv_dim, expect->n_vocab);

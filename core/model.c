@@ -299,6 +299,8 @@ void free_model(llama_model *m) {
 /* Run state                                                                 */
 /* ------------------------------------------------------------------------ */
 
+const char *llama_kv_type_name(int kv_type) { return kv_type == KV_F16 ? "f16" : kv_type == KV_Q8_0 ? "q8_0" : "unknown"; }
+
 size_t llama_kv_bytes_per_token(const llama_hparams *hp, int kv_type) {
     const size_t kvd = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t row = kv_type == KV_Q8_0 ? kvd / 32 * 34 : kvd * 2;

@@ -71,6 +71,8 @@ typedef struct llama_model {
 } llama_model;
 
 enum kv_type { KV_F16 = 0, KV_Q8_0 = 1 };
+/* "f16", "q8_0" ("unknown" for another value) */
+const char *llama_kv_type_name(int kv_type);
 
 /* Wall time (seconds) of two phases of llama_forward, summed while `on`
    is set: where a backend's decode time goes (picolm-bench, which times

@@ -3,18 +3,13 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_STAGES 16
-
-const char *const SAMPLING_CORE_KEYS[] = {"chain", NULL};
-
-/* the typed config fields, passed to every plugin as parameters */
-static const char *const TYPED_KEYS[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty",
-                                         "freq_penalty", "presence_penalty", "penalty_last_n"};
-#define N_TYPED (sizeof TYPED_KEYS / sizeof TYPED_KEYS[0])
+#define MAX_PARAMS 96
 
 typedef struct stage {
     const picolm_sampler_vtable *vt;
@@ -32,14 +27,25 @@ struct sampling {
     picolm_token_data *cand; /* n_vocab entries, allocated once */
 };
 
-static int has_key(const char *const *keys, const char *key) {
-    for (; keys && *keys; keys++)
-        if (!strcmp(*keys, key)) return 1;
-    return 0;
-}
-
 static const picolm_sampler_vtable *sampler_vt(const pl_plugin *p) {
     return p && p->ok && p->desc && p->kind == PICOLM_KIND_SAMPLER ? p->desc->vtable : NULL;
+}
+
+static const picolm_param_desc *vt_param(const picolm_sampler_vtable *vt, const char *key) {
+    for (const picolm_param_desc *d = vt ? vt->params : NULL; d && d->key; d++)
+        if (!strcmp(d->key, key)) return d;
+    return NULL;
+}
+
+const picolm_param_desc *sampling_find_param(const pl_registry *reg, const char *key, const char **sampler) {
+    for (int k = 0; k < reg->n; k++) {
+        const picolm_param_desc *d = vt_param(sampler_vt(&reg->items[k]), key);
+        if (d) {
+            if (sampler) *sampler = reg->items[k].name;
+            return d;
+        }
+    }
+    return NULL;
 }
 
 static void list_samplers(const pl_registry *reg, char *buf, size_t n) {
@@ -51,123 +57,125 @@ static void list_samplers(const pl_registry *reg, char *buf, size_t n) {
     if (!buf[0]) snprintf(buf, n, "none");
 }
 
-int sampling_check_params(const pl_registry *reg, const picolm_config *cfg, char *err, size_t errlen) {
-    for (int i = 0; i < cfg->n_params; i++) {
-        const picolm_config_param *cp = &cfg->params[i];
-        if (has_key(SAMPLING_CORE_KEYS, cp->key)) continue;
-        int known = 0;
-        for (int k = 0; k < reg->n && !known; k++) {
-            const picolm_sampler_vtable *vt = sampler_vt(&reg->items[k]);
-            known = vt && has_key(vt->param_keys, cp->key);
-        }
-        if (known) continue;
+/* A value as its declaration says: 0, or -1 when malformed or out of range. */
+static int parse_value(const picolm_param_desc *d, const char *v, double *out) {
+    char *end;
+    const double x = d->type == PICOLM_PARAM_INT ? (double)strtoll(v, &end, 10) : strtod(v, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == v || *end || !isfinite(x)) return -1;
+    /* floats compare as floats: a bound written as 0.01 admits 0.01f */
+    if (d->type == PICOLM_PARAM_FLOAT ? (float)x < (float)d->lo || (float)x > (float)d->hi : x < d->lo || x > d->hi) return -1;
+    *out = x;
+    return 0;
+}
+
+int sampling_check_params(const pl_registry *reg, const sampling_param *params, int n, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        const sampling_param *sp = &params[i];
+        const picolm_param_desc *d = sampling_find_param(reg, sp->key, NULL);
+        double x;
+        if (d && !parse_value(d, sp->value, &x)) continue;
+        if (d)
+            return pl_fail(err, errlen, "%s: sampler key '%s': '%s' is not %s in [%g, %g]", sp->where, sp->key, sp->value,
+                           d->type == PICOLM_PARAM_INT ? "an integer" : "a number", d->lo, d->hi);
+        char avail[512];
+        list_samplers(reg, avail, sizeof avail);
+        if (!strcmp(avail, "none"))
+            return pl_fail(err, errlen, "no sampler plugin was found (plugin dirs searched: %s), so sampler key '%s' has no "
+                                        "sampler to take it", reg->searched[0] ? reg->searched : "none", sp->key);
         char keys[512];
         size_t used = 0;
         keys[0] = 0;
         for (int k = 0; k < reg->n && used < sizeof keys; k++) {
             const picolm_sampler_vtable *vt = sampler_vt(&reg->items[k]);
-            for (const char *const *p = vt ? vt->param_keys : NULL; p && *p && used < sizeof keys; p++)
-                used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", used ? ", " : "", *p);
+            for (const picolm_param_desc *p = vt ? vt->params : NULL; p && p->key && used < sizeof keys; p++)
+                used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", used ? ", " : "", p->key);
         }
-        char where[300];
-        char avail[512];
-        list_samplers(reg, avail, sizeof avail);
-        if (!strcmp(avail, "none")) return pl_fail(err, errlen, "no sampler plugin was found (plugin dirs searched: %s), so sampler key '%s' has no "
-                                     "sampler to take it", reg->searched[0] ? reg->searched : "none", cp->key);
-        if (cp->line > 0) snprintf(where, sizeof where, "%s:%d", cp->file, cp->line);
-        else snprintf(where, sizeof where, "%s", cp->file[0] ? cp->file : "built-in default");
-        return pl_fail(err, errlen, "%s: unknown sampler key '%s' (known: %s)", where, cp->key, keys[0] ? keys : "none");
+        return pl_fail(err, errlen, "%s: unknown sampler key '%s' (known: %s)", sp->where, sp->key, keys[0] ? keys : "none");
     }
     return 0;
 }
 
-static int penalties_active(const picolm_config *c) {
-    return c->penalty_last_n != 0 && (c->repeat_penalty != 1.0f || c->freq_penalty != 0.0f || c->presence_penalty != 0.0f);
-}
-
-/* Split the chain into names (trimmed); "auto" / "" expands. */
-static int chain_names(const picolm_config *c, char names[MAX_STAGES][64], char *err, size_t errlen) {
-    char buf[sizeof c->sampler_chain];
-    snprintf(buf, sizeof buf, "%s", c->sampler_chain);
-    int n = 0, has_json = 0, is_auto = 1;
+/* Split the chain into names (trimmed, empty ones skipped). */
+static int chain_names(const char *chain, char names[MAX_STAGES][64], char *err, size_t errlen) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", chain ? chain : "");
+    int n = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*tok)) tok++;
         char *e = tok + strlen(tok);
         while (e > tok && isspace((unsigned char)e[-1])) *--e = 0;
         if (!*tok) continue;
-        if (!strcmp(tok, "auto")) continue;
-        is_auto = 0;
-        if (n == MAX_STAGES - 1) return pl_fail(err, errlen, "sampler chain '%s': too many stages (max %d)", c->sampler_chain, MAX_STAGES - 1);
+        if (n == MAX_STAGES - 1) return pl_fail(err, errlen, "sampler chain '%s': too many stages (max %d)", chain, MAX_STAGES - 1);
         snprintf(names[n++], 64, "%s", tok);
-        has_json |= !strcmp(tok, "json");
     }
-    if (!is_auto) {
-        if (c->json_mode && !has_json) { /* --json with a hand-written chain: constrain first */
-            memmove(names[1], names[0], (size_t)n * sizeof names[0]);
-            snprintf(names[0], 64, "json");
-            n++;
-        }
-        return n;
-    }
-#define ADD(s) snprintf(names[n++], 64, "%s", s)
-    n = 0;
-    if (c->json_mode) ADD("json");
-    if (penalties_active(c)) ADD("penalties");
-    if (c->temperature <= 0) {
-        ADD("greedy");
-    } else {
-        if (c->top_k > 0) ADD("top_k");
-        ADD("temperature");
-        if (c->top_p < 1.0f) ADD("top_p");
-        if (c->min_p > 0) ADD("min_p");
-        ADD("dist");
-    }
-#undef ADD
     return n;
 }
 
-static void stage_detail(stage *s, const picolm_config *c) {
-    const char *n = s->name;
-    if (!strcmp(n, "top_k")) snprintf(s->detail, sizeof s->detail, "(%d)", c->top_k);
-    else if (!strcmp(n, "top_p")) snprintf(s->detail, sizeof s->detail, "(%g)", (double)c->top_p);
-    else if (!strcmp(n, "min_p")) snprintf(s->detail, sizeof s->detail, "(%g)", (double)c->min_p);
-    else if (!strcmp(n, "temperature")) snprintf(s->detail, sizeof s->detail, "(%g)", (double)c->temperature);
-    else if (!strcmp(n, "dist")) snprintf(s->detail, sizeof s->detail, "(seed %llu)", (unsigned long long)c->seed);
-    else if (!strcmp(n, "penalties"))
-        snprintf(s->detail, sizeof s->detail, "(repeat %g, freq %g, presence %g, last %d)", (double)c->repeat_penalty,
-                 (double)c->freq_penalty, (double)c->presence_penalty, c->penalty_last_n);
-    else s->detail[0] = 0;
+/* The effective value of key: the last setting, else NULL. */
+static const char *setting(const picolm_param *p, int n, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(p[i].key, key)) v = p[i].value;
+    return v;
 }
 
-int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg,
-                   const picolm_vocab *vocab, char *err, size_t errlen) {
+/* "(v)", "(label v, label v)" and "seed N" from the stage's declarations. */
+static void stage_detail(stage *s, const picolm_param *p, int np, uint64_t seed) {
+    size_t used = 0;
+    s->detail[0] = 0;
+    for (const picolm_param_desc *d = s->vt->params; d && d->key && used < sizeof s->detail; d++) {
+        const char *v = setting(p, np, d->key);
+        double x = 0;
+        if (parse_value(d, v ? v : d->def, &x)) x = 0;
+        used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%s%s%s", used ? ", " : "(",
+                                 d->label ? d->label : "", d->label ? " " : "");
+        if (used >= sizeof s->detail) break;
+        if (d->type == PICOLM_PARAM_INT) used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%lld", (long long)x);
+        else used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%g", (double)(float)x);
+    }
+    if ((s->vt->flags & PICOLM_SAMPLER_SEEDED) && used < sizeof s->detail)
+        used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%sseed %llu", used ? ", " : "(", (unsigned long long)seed);
+    if (used && used + 1 < sizeof s->detail) snprintf(s->detail + used, sizeof s->detail - used, ")");
+}
+
+static int chain_error(const pl_registry *reg, const char *name, const char *chain, char *err, size_t errlen) {
+    char avail[1024];
+    list_samplers(reg, avail, sizeof avail);
+    const char *why = NULL;
+    for (int k = 0; k < reg->n; k++)
+        if (reg->items[k].kind == PICOLM_KIND_SAMPLER && !strcmp(reg->items[k].name, name) && reg->items[k].why[0])
+            why = reg->items[k].why;
+    if (why) return pl_fail(err, errlen, "sampler '%s' was not loaded (%s); available samplers: %s", name, why, avail);
+    if (!strcmp(avail, "none"))
+        return pl_fail(err, errlen, "no sampler plugin was found (plugin dirs searched: %s), so sampler '%s' cannot run",
+                       reg->searched[0] ? reg->searched : "none", name);
+    return pl_fail(err, errlen, "unknown sampler '%s' in chain '%s'; available samplers: %s (plugin dirs searched: %s)", name,
+                   chain, avail, reg->searched[0] ? reg->searched : "none");
+}
+
+int sampling_build(sampling **out, const pl_registry *reg, const sampling_settings *set, const picolm_vocab *vocab,
+                   char *err, size_t errlen) {
     *out = NULL;
     if (!vocab || vocab->n_vocab <= 0) return pl_fail(err, errlen, "sampler: no vocabulary");
-    if (sampling_check_params(reg, cfg, err, errlen)) return -1;
+    if (set->n_params > MAX_PARAMS / 2) return pl_fail(err, errlen, "sampler: too many parameters (max %d)", MAX_PARAMS / 2);
+    if (sampling_check_params(reg, set->params, set->n_params, err, errlen)) return -1;
 
     char names[MAX_STAGES][64];
-    const int n = chain_names(cfg, names, err, errlen);
+    const int n = chain_names(set->chain, names, err, errlen);
     if (n < 0) return -1;
-    if (n == 0) return pl_fail(err, errlen, "sampler chain '%s' is empty", cfg->sampler_chain);
+    if (n == 0) return pl_fail(err, errlen, "sampler chain '%s' is empty", set->chain ? set->chain : "");
+    const pl_plugin *plug[MAX_STAGES];
+    for (int i = 0; i < n; i++)
+        if (!(plug[i] = registry_find(reg, PICOLM_KIND_SAMPLER, names[i]))) return chain_error(reg, names[i], set->chain, err, errlen);
 
-    /* Parameters: typed (effective) values first-class, then the foreign keys. */
-    char typed[N_TYPED][32];
-    snprintf(typed[0], 32, "%.9g", (double)cfg->temperature);
-    snprintf(typed[1], 32, "%.9g", (double)cfg->top_p);
-    snprintf(typed[2], 32, "%d", cfg->top_k);
-    snprintf(typed[3], 32, "%.9g", (double)cfg->min_p);
-    snprintf(typed[4], 32, "%.9g", (double)cfg->repeat_penalty);
-    snprintf(typed[5], 32, "%.9g", (double)cfg->freq_penalty);
-    snprintf(typed[6], 32, "%.9g", (double)cfg->presence_penalty);
-    snprintf(typed[7], 32, "%d", cfg->penalty_last_n);
-    picolm_param params[N_TYPED + PICOLM_MAX_PARAMS];
+    /* The settings, then the declared defaults of the stages' keys not set. */
+    picolm_param params[MAX_PARAMS];
     int np = 0;
-    for (int i = 0; i < cfg->n_params && i < PICOLM_MAX_PARAMS; i++) {
-        int dup = 0;
-        for (size_t k = 0; k < N_TYPED; k++) dup |= !strcmp(cfg->params[i].key, TYPED_KEYS[k]);
-        if (!dup) params[np++] = (picolm_param){cfg->params[i].key, cfg->params[i].value};
-    }
-    for (size_t k = 0; k < N_TYPED; k++) params[np++] = (picolm_param){TYPED_KEYS[k], typed[k]};
+    for (int i = 0; i < set->n_params; i++) params[np++] = (picolm_param){set->params[i].key, set->params[i].value};
+    for (int i = 0; i < n; i++)
+        for (const picolm_param_desc *d = sampler_vt(plug[i])->params; d && d->key && np < MAX_PARAMS; d++)
+            if (!setting(params, np, d->key)) params[np++] = (picolm_param){d->key, d->def};
 
     sampling *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(err, errlen, "sampler: out of memory");
@@ -181,29 +189,10 @@ int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *
         .vocab = vocab,
         .params = params,
         .n_params = np,
-        .seed = cfg->seed,
+        .seed = set->seed,
     };
     for (int i = 0; i < n; i++) {
-        const pl_plugin *p = registry_find(reg, PICOLM_KIND_SAMPLER, names[i]);
-        if (!p) {
-            char avail[1024];
-            list_samplers(reg, avail, sizeof avail);
-            const char *why = NULL;
-            for (int k = 0; k < reg->n; k++)
-                if (reg->items[k].kind == PICOLM_KIND_SAMPLER && !strcmp(reg->items[k].name, names[i]) && reg->items[k].why[0])
-                    why = reg->items[k].why;
-            if (why)
-                snprintf(err, errlen, "sampler '%s' was not loaded (%s); available samplers: %s", names[i], why, avail);
-            else if (!strcmp(avail, "none"))
-                snprintf(err, errlen, "no sampler plugin was found (plugin dirs searched: %s), so sampler '%s' cannot run",
-                         reg->searched[0] ? reg->searched : "none", names[i]);
-            else
-                snprintf(err, errlen, "unknown sampler '%s' in chain '%s'; available samplers: %s (plugin dirs searched: %s)",
-                         names[i], cfg->sampler_chain, avail, reg->searched[0] ? reg->searched : "none");
-            sampling_free(s);
-            return -1;
-        }
-        const picolm_sampler_vtable *vt = sampler_vt(p);
+        const picolm_sampler_vtable *vt = sampler_vt(plug[i]);
         const int last = i == n - 1;
         if (vt->role == PICOLM_SAMPLER_SELECT && !last) {
             snprintf(err, errlen, "sampler chain: '%s' picks the token, so it must be the last stage", names[i]);
@@ -227,7 +216,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *
             sampling_free(s);
             return -1;
         }
-        stage_detail(st, cfg);
+        stage_detail(st, params, np, set->seed);
         s->n++;
     }
     *out = s;

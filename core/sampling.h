@@ -1,46 +1,49 @@
 /*
  * The sampling chain: sampler plugins (logit processors, then one selector)
- * run in order over a candidates array that is allocated once.
+ * run in order over a candidates array that is allocated once.  The core
+ * knows no sampler by name: the chain and its parameters come from the
+ * front end (sampling_settings), and each sampler declares the parameters
+ * it takes (picolm_sampler_vtable.params), which are checked here.
  *
- * cfg->sampler_chain is a comma-separated list of sampler plugin names, or
- * "auto" (also ""):
- *   temperature <= 0:  [json] [penalties] greedy
- *   otherwise:         [json] [penalties] [top_k] temperature [top_p] [min_p] dist
- * where json is included when cfg->json_mode, penalties when any penalty is
- * active (repeat != 1, freq != 0 or presence != 0, and penalty_last_n != 0),
- * top_k when > 0, top_p when < 1, min_p when > 0.  With an explicit chain and
- * --json, "json" is put first unless the chain already names it.  Every stage
- * but the last must be a PROCESS sampler, the last a SELECT one.
- *
- * Parameters: every sampler plugin gets the typed values of cfg (temperature,
- * top_p, top_k, min_p, repeat_penalty, freq_penalty, presence_penalty,
- * penalty_last_n; the effective values, so defaults and CLI flags count) plus
- * every other [sampler] key of cfg->params, and cfg->seed.  A [sampler] key
- * that no loaded sampler plugin lists in its param_keys (and that is not one
- * of the core's own keys, SAMPLING_CORE_KEYS) is an error naming FILE:LINE.
+ * Every stage but the last must be a PROCESS sampler, the last a SELECT one.
+ * A stage gets every parameter of the settings (the last of a key wins)
+ * followed by the declared defaults of its own keys that were not set.
  */
 #ifndef PICOLM_SAMPLING_H
 #define PICOLM_SAMPLING_H
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "picolm/plugin.h"
 #include "plugins.h"
 
-/* [sampler] keys the core itself understands (NULL-terminated). */
-extern const char *const SAMPLING_CORE_KEYS[];
+/* One [sampler] setting and where it was set ("FILE:LINE", "command line",
+   "built-in default"), for messages. */
+typedef struct sampling_param {
+    const char *key, *value, *where;
+} sampling_param;
+
+typedef struct sampling_settings {
+    const char *chain;              /* sampler plugin names, comma-separated, in order */
+    const sampling_param *params;   /* n_params settings for the samplers */
+    int n_params;
+    uint64_t seed;                  /* for PICOLM_SAMPLER_SEEDED samplers */
+} sampling_settings;
 
 typedef struct sampling sampling;
 
 /* Build the chain.  0 on success; else non-zero and a message in err. */
-int sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg,
-                   const picolm_vocab *vocab, char *err, size_t errlen);
+int sampling_build(sampling **out, const pl_registry *reg, const sampling_settings *set, const picolm_vocab *vocab,
+                   char *err, size_t errlen);
 
-/* Check that every [sampler] key of cfg->params is understood by the core or
-   by some accepted sampler plugin of reg ("FILE:LINE: unknown sampler key
-   'x'", or "command line: ..." for line 0).  sampling_build calls it. */
-int sampling_check_params(const pl_registry *reg, const picolm_config *cfg, char *err, size_t errlen);
+/* Check params against the parameters the accepted sampler plugins of reg
+   declare: "WHERE: unknown sampler key 'x' (known: ...)", or a value of the
+   wrong type or out of range.  sampling_build calls it. */
+int sampling_check_params(const pl_registry *reg, const sampling_param *params, int n, char *err, size_t errlen);
+
+/* The declaration of key by an accepted sampler plugin of reg (its name in
+   *sampler when non-NULL), or NULL. */
+const picolm_param_desc *sampling_find_param(const pl_registry *reg, const char *key, const char **sampler);
 
 /* Pick the next token from n_vocab logits.  n_remaining = tokens left in the
    generation budget, this one included (-1: unlimited); the json processor
@@ -52,13 +55,13 @@ int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32
    every generated token (after sampling_sample picked it). */
 void sampling_accept(sampling *s, int32_t token);
 
-/* Forget the history (new conversation); dist restarts from its seed. */
+/* Forget the history (new conversation); seeded samplers restart from the seed. */
 void sampling_reset(sampling *s);
 
 void sampling_free(sampling *s);
 
-/* One line for stderr, e.g.
-   "penalties(repeat 1.1, last 64) -> top_k(40) -> temperature(0.8) -> top_p(0.9) -> dist(seed 42)" */
+/* One line for stderr: each stage with its parameters, e.g.
+   "penalties(repeat 1.1, last 64) -> top_k(40) -> temperature(0.8) -> dist(seed 42)" */
 void sampling_describe(const sampling *s, char *buf, size_t n);
 
 /* Number of stages and the name of stage i (for tests / --verbose). */

@@ -76,3 +76,17 @@ void pl_atomic_abort(pl_atomic_file *a) {
     if (a->tmp[0]) unlink(a->tmp);
     a->tmp[0] = 0;
 }
+
+void pl_sbuf_add(pl_sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char *q = realloc(b->p, cap);
+        if (!q) { b->oom = 1; return; }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}

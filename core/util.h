@@ -26,4 +26,12 @@ typedef struct pl_atomic_file {
 int pl_atomic_open(pl_atomic_file *a, const char *path, char *err, size_t errlen);
 int pl_atomic_commit(pl_atomic_file *a, char *err, size_t errlen); /* aborts on failure */
 void pl_atomic_abort(pl_atomic_file *a);                            /* no-op after commit */
+/* A growing NUL-terminated byte buffer (zero-initialise; free(p)).  After a
+   failed allocation oom is set and further appends do nothing. */
+typedef struct pl_sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} pl_sbuf;
+void pl_sbuf_add(pl_sbuf *b, const char *s, size_t n);
 #endif /* PICOLM_UTIL_H */

@@ -14,7 +14,6 @@
 ifneq (,$(findstring arm-,$(MACHINE)))
 ISA_neon = -march=armv7-a/NEON -mfpu=neon-vfpv4/ -mfloat-abi=hard/ -mfp16-format=ieee/
 $(BUILD)/obj/backends/neon/neon_dot.o: ISA_neon = -march=armv8.2-a+dotprod -mfpu=neon-fp-armv8 -mfloat-abi=hard -mfp16-format=ieee
-$(call level_objs,neon): $(wildcard backends/neon/*.h)
 endif
 
 # riscv64 (rv64gc: LicheeRV Nano, VisionFive 2, SpacemiT K1 boards...).  The
@@ -23,8 +22,7 @@ endif
 # ISA flags, like every descriptor.
 ifneq (,$(findstring riscv64,$(MACHINE)))
 CC_rvv ?= clang-16 --target=riscv64-linux-gnu
-ISA_rvv = -march=rv64gcv/RVV
-$(call level_objs,rvv): $(wildcard backends/rvv/*.h)
+ISA_rvv = -march=rv64gcv
 endif
 
 # $(1) target name, $(2) cross gcc, $(3) qemu-user binary, $(4) sysroot,

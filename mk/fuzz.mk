@@ -12,35 +12,22 @@ FUZZ_SMOKE_TIME ?= 10
 FUZZ_OPTS  ?= -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 FUZZ_DIR    = $(BUILD)/fuzz
 FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Icore -g -O1 $(FUZZ_SAN)
-# Harnesses whose code under test exists (kvcache: when core/kvcache.h lands).
-FUZZ_ALL   := $(filter gguf tokenizer json plugin_note $(if $(wildcard core/config.c),ini) $(if $(wildcard core/kvcache.h),kvcache),\
-                $(basename $(notdir $(wildcard fuzz/*.c))))
+FUZZ_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Icore $(FRONT_INC) -MMD -MP -g -O1 $(FUZZ_SAN)
+FUZZ_ALL   := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ       ?= $(FUZZ_ALL)
 FUZZ_BINS   = $(FUZZ:%=$(FUZZ_DIR)/%)
+# The engine, sanitized; the ini harness also gets the front end's config.c.
 FUZZ_CORE   = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+$(FUZZ_DIR)/ini: $(FUZZ_DIR)/obj/tools/cli/config.o
 
-$(FUZZ_DIR)/obj/core/%.o: core/%.c $(HEADERS)
+$(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-
-# FUZZ_UAF_WORKAROUND=1: fuzz a copy of core/gguf.c in which the error paths
-# format their message BEFORE gguf_close() (the original reads the freed
-# tensor array there: heap-use-after-free, reported to the lead).  Lets the
-# fuzzer get past that known bug; a no-op once it is fixed.
-ifeq ($(FUZZ_UAF_WORKAROUND),1)
-$(FUZZ_DIR)/obj/core/gguf.o: core/gguf.c $(HEADERS)
-	@mkdir -p $(dir $@)
-	perl -0pe 's/gguf_close\(f\);\s*return fail\((.*?)\);/{ int rc_ = fail($$1); gguf_close(f); return rc_; }/gs' $< >$(FUZZ_DIR)/gguf_workaround.c
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $(FUZZ_DIR)/gguf_workaround.c -o $@
-endif
-
-$(FUZZ_DIR)/obj/fuzz/%.o: fuzz/%.c $(HEADERS) $(wildcard fuzz/*.h) $(wildcard plugins/*.c)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+# fuzz/json.c compiles plugins/json.c in
+$(FUZZ_DIR)/obj/fuzz/json.o: plugins/json.c
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/fuzz/%.o $(FUZZ_CORE)
-	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ $(CORE_LIBS)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ $(if $(filter ini,$*),$(INIH_LIBS)) $(CORE_LIBS)
 
 fuzz-build: $(FUZZ_BINS)
 

@@ -47,10 +47,10 @@ STATIC_OBJS = $(BUILD)/builtin/table.o $(STATIC_PLUGINS:%=$(BUILD)/builtin/%.o)
 $(BUILD)/builtin/table.o: $(BUILD)/builtin/table.c
 	$(CC) $(BASE_CFLAGS) -c $< -o $@
 
-$(BUILD)/picolm: $(BUILD)/obj/core/main.o $(STATIC_OBJS) $(CORE_LIB)
-	$(CC) -static $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
-$(BUILD)/picolm-%: $(BUILD)/obj/tools/%.o $(STATIC_OBJS) $(CORE_LIB)
-	$(CC) -static $(LDFLAGS) $^ -o $@ $(CORE_LIBS)
+$(BUILD)/picolm: $(BUILD)/obj/tools/cli/main.o $(STATIC_OBJS) $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
+	$(CC) -static $(LDFLAGS) $^ -o $@ $(FRONT_LIBS)
+$(BUILD)/picolm-%: $(BUILD)/obj/tools/%.o $(STATIC_OBJS) $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
+	$(CC) -static $(LDFLAGS) $^ -o $@ $(FRONT_LIBS)
 
 static-all: $(BUILD)/picolm $(TOOLS:%=$(BUILD)/picolm-%)
 

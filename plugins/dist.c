@@ -81,7 +81,7 @@ static void dist_reset(void *state) { reseed(state); }
 static const picolm_sampler_vtable dist_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_SELECT,
-    .param_keys = NULL,
+    .flags = PICOLM_SAMPLER_SEEDED,
     .create = dist_create,
     .destroy = dist_destroy,
     .apply = dist_apply,

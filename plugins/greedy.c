@@ -24,7 +24,6 @@ static int greedy_apply(void *state, picolm_candidates *c, char *err, size_t err
 static const picolm_sampler_vtable greedy_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_SELECT,
-    .param_keys = NULL,
     .create = greedy_create,
     .apply = greedy_apply,
 };

@@ -364,7 +364,6 @@ static void json_reset(void *state) {
 static const picolm_sampler_vtable json_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
-    .param_keys = NULL,
     .create = json_create,
     .destroy = json_destroy,
     .apply = json_apply,

@@ -42,12 +42,15 @@ static int minp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     return 0;
 }
 
-static const char *const minp_keys[] = {"min_p", NULL};
+static const picolm_param_desc minp_params[] = {
+    {"min_p", PICOLM_PARAM_FLOAT, "0", 0, 1, NULL, "drop tokens below min_p x the top probability; 0 = off"},
+    {0},
+};
 
 static const picolm_sampler_vtable minp_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
-    .param_keys = minp_keys,
+    .params = minp_params,
     .create = minp_create,
     .destroy = minp_destroy,
     .apply = minp_apply,

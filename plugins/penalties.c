@@ -129,12 +129,18 @@ static int pen_apply(void *state, picolm_candidates *c, char *err, size_t errlen
     return 0;
 }
 
-static const char *const pen_keys[] = {"repeat_penalty", "freq_penalty", "presence_penalty", "penalty_last_n", NULL};
+static const picolm_param_desc pen_params[] = {
+    {"repeat_penalty", PICOLM_PARAM_FLOAT, "1", 0.01, 100, "repeat", "divide logits of recent tokens by this; 1 = off"},
+    {"freq_penalty", PICOLM_PARAM_FLOAT, "0", -100, 100, "freq", "subtract this x count of each recent token; 0 = off"},
+    {"presence_penalty", PICOLM_PARAM_FLOAT, "0", -100, 100, "presence", "subtract this from every recent token; 0 = off"},
+    {"penalty_last_n", PICOLM_PARAM_INT, "64", -1, 1 << 24, "last", "recent tokens the penalties look at; -1 = whole context, 0 = none"},
+    {0},
+};
 
 static const picolm_sampler_vtable pen_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
-    .param_keys = pen_keys,
+    .params = pen_params,
     .create = pen_create,
     .destroy = pen_destroy,
     .apply = pen_apply,

@@ -43,12 +43,15 @@ static int temp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     return 0;
 }
 
-static const char *const temp_keys[] = {"temperature", NULL};
+static const picolm_param_desc temp_params[] = {
+    {"temperature", PICOLM_PARAM_FLOAT, "0.8", 0, 100, NULL, "sampling temperature; 0 = greedy"},
+    {0},
+};
 
 static const picolm_sampler_vtable temp_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
-    .param_keys = temp_keys,
+    .params = temp_params,
     .create = temp_create,
     .destroy = temp_destroy,
     .apply = temp_apply,

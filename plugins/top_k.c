@@ -66,12 +66,15 @@ static int topk_apply(void *state, picolm_candidates *c, char *err, size_t errle
     return 0;
 }
 
-static const char *const topk_keys[] = {"top_k", NULL};
+static const picolm_param_desc topk_params[] = {
+    {"top_k", PICOLM_PARAM_INT, "0", 0, 1 << 24, NULL, "keep the k most likely tokens; 0 = off"},
+    {0},
+};
 
 static const picolm_sampler_vtable topk_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
-    .param_keys = topk_keys,
+    .params = topk_params,
     .create = topk_create,
     .destroy = topk_destroy,
     .apply = topk_apply,

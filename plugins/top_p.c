@@ -371,12 +371,15 @@ static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     return 0;
 }
 
-static const char *const topp_keys[] = {"top_p", NULL};
+static const picolm_param_desc topp_params[] = {
+    {"top_p", PICOLM_PARAM_FLOAT, "0.9", 0, 1, NULL, "nucleus sampling probability mass; 1 = off"},
+    {0},
+};
 
 static const picolm_sampler_vtable topp_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
-    .param_keys = topp_keys,
+    .params = topp_params,
     .create = topp_create,
     .destroy = topp_destroy,
     .apply = topp_apply,

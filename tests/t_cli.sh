@@ -24,7 +24,7 @@ brief() { head -c 300 "$1" | tr '\n' ' '; }
 "$BIN" --help >"$tmp/help" 2>"$tmp/err"; rc=$?
 [ $rc -eq 0 ] && [ -s "$tmp/help" ] && [ ! -s "$tmp/err" ]; ok "--help exits 0 and prints to stdout"
 # every option of config.c's table except aliases (help text "")
-flags=$(sed -n '/static const cli_opt opts\[\]/,/^};/p' core/config.c | grep -v '""},' |
+flags=$(sed -n '/static const cli_opt opts\[\]/,/^};/p' tools/cli/config.c | grep -v '""},' |
         sed -n 's/^ *{"\([a-z0-9-]*\)", .*/\1/p')
 missing=
 for f in $flags; do grep -q -- "--$f\b" "$tmp/help" || missing="$missing --$f"; done
@@ -129,6 +129,12 @@ run --config "$tmp/c1.ini" --dump-config
 grep -v '^; read from' "$tmp/out" >"$tmp/c2.ini"
 [ $rc -eq 0 ] && cmp -s "$tmp/c1.ini" "$tmp/c2.ini" && grep -q "temperature = 0.25" "$tmp/c1.ini"
 ok "--dump-config round-trips through --config (stops, quotes, sampler keys)"
+grep -q '^; penalties: penalty_last_n = 64, integer in \[-1, 16777216\]$' "$tmp/c1.ini"
+ok "--dump-config lists the loaded samplers' keys (as comments)"
+run --help
+[ $rc -eq 0 ] && grep -q '^  penalty_last_n .*(penalties: integer in \[-1, 16777216\], default 64)$' "$tmp/out" &&
+    grep -q '^  top_p .*(top_p: number in \[0, 1\], default 0.9)$' "$tmp/out"
+ok "--help lists each loaded sampler's keys with type, range and default"
 
 # --- --list-plugins -------------------------------------------------------------
 run --list-plugins

@@ -1,6 +1,6 @@
 #!/bin/sh
 # picolm-quantize on the newer architectures (qwen2, qwen3, llama with
-# rope_freqs): an F32 model of each (core/synth.c's test shapes, written by
+# rope_freqs): an F32 model of each (tools/common/synth.c's test shapes, written by
 # picolm-bench --synth) is quantized to Q4_K_M and
 # - every tensor gets the type of llama.cpp's policy (llama_tensor_get_type):
 #   rows of 384 are not whole 256-blocks, so K-quants fall back (Q4_K ->

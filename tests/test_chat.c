@@ -285,7 +285,7 @@ static void session_tests(const char *shared) {
     cfg.context = 256;
     snprintf(cfg.system_prompt, sizeof cfg.system_prompt, "You are Hamlet.");
     chat_session s;
-    int r = chat_open(&s, e, &cfg, err, sizeof err);
+    int r = chat_session_open(&s, e, &cfg, err, sizeof err);
     CHECK(r == 0 && s.kind == CHAT_CHATML, "session opens with the fallback template, chatml (%s)", r ? err : "ok");
     if (r) { free_engine(e); return; }
     CHECK(s.cfg->n_stops >= 2, "the template adds its end-of-turn stop strings (%d)", s.cfg->n_stops);
@@ -294,7 +294,7 @@ static void session_tests(const char *shared) {
     char *out = NULL;
     size_t olen = 0;
     FILE *f = open_memstream(&out, &olen);
-    r = chat_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
+    r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     fflush(f);
     const int p1 = s.st.n_prompt, past1 = s.c.n_past;
     CHECK(r == 0 && olen > 0, "turn 1 replies (%d prompt tokens, %d generated, %zu bytes)", p1, s.st.n_gen, olen);
@@ -303,7 +303,7 @@ static void session_tests(const char *shared) {
           "the printed reply becomes the assistant message");
 
     /* turn 2: the whole conversation is rendered, only what the cache lacks is prefilled */
-    r = chat_turn(&s, "JULIET: answer", 14, f, err, sizeof err);
+    r = chat_session_turn(&s, "JULIET: answer", 14, f, err, sizeof err);
     size_t tl;
     char *t2 = chat_render(s.kind, s.msgs, 4, 1, &tl);
     int32_t *tk = NULL;
@@ -334,40 +334,40 @@ static void session_tests(const char *shared) {
     f = fopen("/dev/null", "w");
     int full = 0, turns = 0;
     for (; turns < 40 && !full; turns++) {
-        r = chat_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
+        r = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
         if (r < 0) break;
         full = r == 1;
     }
     CHECK(full && strstr(err, "filled the context"), "a full context refuses the next message clearly: %s", err);
     const int before = s.c.n_past, msgs = s.n_msgs;
-    r = chat_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
+    r = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
     CHECK(r == 1 && s.c.n_past == before && s.n_msgs == msgs, "a refused message leaves the conversation as it was");
-    chat_reset(&s);
-    r = chat_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
+    chat_session_reset(&s);
+    r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     CHECK(r == 0 && s.st.n_prompt == p1, "after a reset the conversation starts over (%d prompt tokens)", s.st.n_prompt);
 
     /* --truncate: the oldest exchanges make room (issue 13 item 7) */
     s.cfg->truncate = 1;
     int ok = 1, most = 0;
     for (int i = 0; i < 12 && ok; i++) {
-        ok = chat_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err) == 0;
+        ok = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err) == 0;
         most = s.n_msgs > most ? s.n_msgs : most;
     }
     CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && s.c.n_past <= s.c.n_ctx,
           "with --truncate a long conversation keeps going: the oldest turns are dropped, the system prompt stays (%d messages at most)", most);
     s.cfg->truncate = 0;
     fclose(f);
-    chat_close(&s);
+    chat_session_close(&s);
 
     /* a message too long for the context */
     cfg.context = 16;
-    r = chat_open(&s, e, &cfg, err, sizeof err);
+    r = chat_session_open(&s, e, &cfg, err, sizeof err);
     if (!r) {
         f = fopen("/dev/null", "w");
-        r = chat_turn(&s, "ROMEO: but soft, what light through yonder window breaks?", 58, f, err, sizeof err);
+        r = chat_session_turn(&s, "ROMEO: but soft, what light through yonder window breaks?", 58, f, err, sizeof err);
         CHECK(r == 1 && strstr(err, "does not fit"), "a first message longer than the context is refused: %s", err);
         fclose(f);
-        chat_close(&s);
+        chat_session_close(&s);
     }
     free_engine(e);
 
@@ -380,16 +380,16 @@ static void session_tests(const char *shared) {
     cfg.temperature = 0;
     cfg.max_tokens = 3;
     snprintf(cfg.chat_template, sizeof cfg.chat_template, "llama2-sys-bos");
-    if (!chat_open(&s, e, &cfg, err, sizeof err)) {
+    if (!chat_session_open(&s, e, &cfg, err, sizeof err)) {
         f = fopen("/dev/null", "w");
-        chat_turn(&s, "Hello", 5, f, err, sizeof err);
-        r = chat_turn(&s, "Again", 5, f, err, sizeof err);
+        chat_session_turn(&s, "Hello", 5, f, err, sizeof err);
+        r = chat_session_turn(&s, "Again", 5, f, err, sizeof err);
         int eos_bos = 0;
         for (int i = 1; i < s.n_hist; i++) eos_bos |= s.hist[i - 1] == tokenizer_eos(e->tok) && s.hist[i] == tokenizer_bos(e->tok);
         CHECK(r == 0 && s.hist[0] == tokenizer_bos(e->tok), "llama2-sys-bos: the conversation starts with BOS");
         CHECK(r == 0 && eos_bos, "llama2-sys-bos: the template's </s><s> between turns are the EOS and BOS tokens");
         fclose(f);
-        chat_close(&s);
+        chat_session_close(&s);
     }
     free_engine(e);
 }

@@ -3,6 +3,7 @@
    errors, --dump-config round trip, every conf/ INI loads. */
 #include "check.h"
 #include "config.h"
+#include "model.h"
 
 #include <glob.h>
 #include <math.h>
@@ -50,7 +51,7 @@ static int write_file(const char *path, const char *text) {
 static int same_config(const picolm_config *a, const picolm_config *b, char *why, size_t n) {
 #define SAME(f) if (a->f != b->f) { snprintf(why, n, "%s differs", #f); return 0; }
 #define SAMES(f) if (strcmp(a->f, b->f)) { snprintf(why, n, "%s: '%.200s' vs '%.200s'", #f, a->f, b->f); return 0; }
-    SAME(threads) SAME(context) SAMES(backend) SAMES(kv_type) SAMES(plugin_dir) SAME(ram_bytes)
+    SAME(threads) SAME(context) SAMES(backend) SAME(kv_type) SAMES(plugin_dir) SAME(ram_bytes)
     SAME(batch) SAME(max_tokens) SAME(seed) SAME(ignore_eos) SAME(json_mode) SAMES(cache_path)
     SAME(special) SAME(chat) SAMES(chat_template) SAMES(system_prompt) SAME(truncate)
     SAME(n_stops) SAMES(sampler_chain) SAME(temperature) SAME(top_p) SAME(top_k) SAME(min_p)
@@ -67,7 +68,7 @@ static void test_defaults(void) {
     config_defaults(&cfg);
     CHECK(cfg.max_tokens == 256 && fabsf(cfg.temperature - 0.8f) < 1e-6f && fabsf(cfg.top_p - 0.9f) < 1e-6f &&
           cfg.seed == 42 && cfg.context == 2048, "defaults match picoLM: -n 256 -t 0.8 -k 0.9 -s 42 -c 2048");
-    CHECK(cfg.threads == 0 && !strcmp(cfg.backend, "auto") && !strcmp(cfg.kv_type, "f16") && cfg.batch > 0 &&
+    CHECK(cfg.threads == 0 && !strcmp(cfg.backend, "auto") && cfg.kv_type == KV_F16 && cfg.batch > 0 &&
           cfg.special == -1 && !strcmp(cfg.sampler_chain, "auto") && cfg.n_stops == 0 && !cfg.config_path[0],
           "defaults: threads 0 (all), backend auto, kv f16, special auto, chain auto");
     int line = -1;
@@ -81,7 +82,7 @@ static void test_good_ini(void) {
     int rc = load(&cfg, DATA "good.ini");
     CHECK(rc == 0, "good.ini loads (%s)", err);
     CHECK(!strcmp(cfg.config_path, DATA "good.ini"), "config_path recorded");
-    CHECK(cfg.threads == 3 && cfg.context == 512 && !strcmp(cfg.backend, "avx2") && !strcmp(cfg.kv_type, "q8_0") &&
+    CHECK(cfg.threads == 3 && cfg.context == 512 && !strcmp(cfg.backend, "avx2") && cfg.kv_type == KV_Q8_0 &&
           !strcmp(cfg.plugin_dir, "/opt/picolm/plugins") && cfg.batch == 8,
           "[engine] values (inline comment stripped, enum case-folded)");
     CHECK(cfg.ram_bytes == 1610612736ull, "ram = 1.5G -> %llu", (unsigned long long)cfg.ram_bytes);
@@ -197,7 +198,7 @@ static void test_cli(void) {
                         "--", "-model-with-dash.gguf", NULL};
     rc = argv_parse(&cfg, a2);
     CHECK(rc == 0, "every long flag, --flag=value and -n7 forms accepted (%s)", err);
-    CHECK(cfg.threads == 3 && !strcmp(cfg.backend, "scalar") && !strcmp(cfg.kv_type, "q8_0") &&
+    CHECK(cfg.threads == 3 && !strcmp(cfg.backend, "scalar") && cfg.kv_type == KV_Q8_0 &&
           !strcmp(cfg.plugin_dir, "/p") && cfg.top_k == 20 && fabsf(cfg.min_p - 0.1f) < 1e-6f &&
           fabsf(cfg.repeat_penalty - 1.2f) < 1e-6f && fabsf(cfg.freq_penalty - 0.3f) < 1e-6f &&
           fabsf(cfg.presence_penalty - 0.4f) < 1e-6f && cfg.penalty_last_n == 32 &&
@@ -343,7 +344,7 @@ static void test_conf_files(void) {
     char why[600] = "";
     CHECK(rc == 0 && same_config(&cfg, &d, why, sizeof why), "conf/default.ini == built-in defaults (%s)", why);
     rc = load(&cfg, "conf/pi-zero-2w.ini");
-    CHECK(rc == 0 && cfg.threads == 4 && !strcmp(cfg.kv_type, "q8_0") && cfg.ram_bytes == 512ull << 20 &&
+    CHECK(rc == 0 && cfg.threads == 4 && cfg.kv_type == KV_Q8_0 && cfg.ram_bytes == 512ull << 20 &&
           cfg.context <= 1024, "pi-zero-2w: 4 threads, q8_0 KV, 512M, small context");
 }
 
@@ -510,7 +511,7 @@ static void test_shared_options(void) {
         else left++;
     }
     CHECK(!bad_rc && taken == 6 && left == 4 && cfg.threads == 3 && cfg.context == 64 && !strcmp(cfg.backend, "scalar") &&
-          cfg.verbose == 1 && !strcmp(cfg.kv_type, "q8_0") && !strcmp(cfg.plugin_dir, "/x"),
+          cfg.verbose == 1 && cfg.kv_type == KV_Q8_0 && !strcmp(cfg.plugin_dir, "/x"),
           "config_common_arg takes -j, --context, --backend, -v, --kv-type, --plugin-dir and leaves the rest (%d taken, %d left)",
           taken, left);
     char *argv2[] = {"tool", "-j", "many", NULL};

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "cli.h"
 #include "config.h"
 #include "plugins.h"
 #include "sampling.h"
@@ -410,8 +411,39 @@ static void chain_str(const picolm_config *c, char *buf, size_t n, char *err, si
     sampling *s = NULL;
     buf[0] = 0;
     err[0] = 0;
-    if (sampling_build(&s, &reg, c, &vocab, err, errlen)) return;
+    if (cli_sampling_build(&s, &reg, c, &vocab, err, errlen)) return;
     sampling_describe(s, buf, n);
+    sampling_free(s);
+}
+
+/* The core's side: a chain of names and key = value settings, checked
+   against what each sampler declares (no sampler is known by name). */
+static void test_declared_params(void) {
+    char buf[512], err[512] = "";
+    sampling *s = NULL;
+    sampling_settings set = {.chain = "penalties, top_k ,dist", .seed = 7};
+    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "chain without settings builds: %s", err);
+    if (s) sampling_describe(s, buf, sizeof buf);
+    CHECK(s && !strcmp(buf, "penalties(repeat 1, freq 0, presence 0, last 64) -> top_k(0) -> dist(seed 7)"),
+          "unset keys take the declared defaults: '%s'", s ? buf : "");
+    sampling_free(s);
+    const char *sampler = NULL;
+    const picolm_param_desc *d = sampling_find_param(&reg, "penalty_last_n", &sampler);
+    CHECK(d && d->type == PICOLM_PARAM_INT && d->lo == -1 && sampler && !strcmp(sampler, "penalties") && d->help && d->help[0],
+          "penalties declares penalty_last_n (int, from -1, with help)");
+    const sampling_param bad_int = {"top_k", "4.5", "x.ini:3"};
+    set.params = &bad_int, set.n_params = 1;
+    s = NULL;
+    CHECK(sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && !s &&
+              !strncmp(err, "x.ini:3: sampler key 'top_k': '4.5' is not an integer", 53),
+          "a declared key with a malformed value is refused where it was set: %s", err);
+    const sampling_param bad_range = {"min_p", "1.5", "command line"};
+    set.params = &bad_range;
+    CHECK(sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && strstr(err, "command line: sampler key 'min_p': '1.5'") &&
+              strstr(err, "[0, 1]"), "a value out of the declared range is refused: %s", err);
+    const sampling_param edge = {"repeat_penalty", "0.00999999978", "command line"};
+    set.params = &edge;
+    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "a float bound admits its float value: %s", err);
     sampling_free(s);
 }
 
@@ -482,7 +514,7 @@ static void test_chain(void) {
     snprintf(c.params[0].key, 64, "top_k");
     snprintf(c.params[0].value, 256, "1000");
     sampling *s = NULL;
-    int bad = sampling_build(&s, &reg, &c, &vocab, err, sizeof err);
+    int bad = cli_sampling_build(&s, &reg, &c, &vocab, err, sizeof err);
     static float logits[NV];
     for (int t = 0; t < 30 && !bad; t++) {
         for (int i = 0; i < NV; i++) logits[i] = nrand();
@@ -499,7 +531,7 @@ static void test_chain(void) {
     int32_t seq[2][100];
     for (int r = 0; r < 2; r++) {
         rng = 999;
-        sampling_build(&s, &reg, &c, &vocab, err, sizeof err);
+        cli_sampling_build(&s, &reg, &c, &vocab, err, sizeof err);
         for (int t = 0; t < 100; t++) {
             for (int i = 0; i < NV; i++) logits[i] = 2 * nrand();
             seq[r][t] = -1;
@@ -518,7 +550,7 @@ static void test_chain(void) {
     base_cfg(&c);
     c.repeat_penalty = 1.1f;
     c.min_p = 0.05f;
-    if (!sampling_build(&s, &reg, &c, &big, err, sizeof err)) {
+    if (!cli_sampling_build(&s, &reg, &c, &big, err, sizeof err)) {
         double worst = 0;
         for (int t = 0; t < 100; t++) {
             const float scale = t % 2 ? 1.0f : 0.3f; /* flat distributions: a large nucleus */
@@ -538,7 +570,7 @@ static void test_chain(void) {
     /* top_p alone on a flat 32000 distribution (the nucleus is most of it) */
     snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_p,dist");
     c.top_p = 0.95f;
-    if (!sampling_build(&s, &reg, &c, &big, err, sizeof err)) {
+    if (!cli_sampling_build(&s, &reg, &c, &big, err, sizeof err)) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int t = 0; t < 20; t++) {
@@ -588,7 +620,7 @@ static void bench_chain(void) {
             c.repeat_penalty = conf ? 1.1f : 1.0f;
             sampling *s = NULL;
             char err[256];
-            if (sampling_build(&s, &reg, &c, &big, err, sizeof err)) { CHECK(0, "bench chain: %s", err); continue; }
+            if (cli_sampling_build(&s, &reg, &c, &big, err, sizeof err)) { CHECK(0, "bench chain: %s", err); continue; }
             double ms[2] = {0, 0};
             const int reps = 40;
             for (int t = 0; t < 2 * reps; t++) {
@@ -631,6 +663,7 @@ int main(void) {
     test_dist();
     test_dist_reset();
     test_chain();
+    test_declared_params();
     bench_chain();
     registry_free(&reg);
     return CHECK_DONE();

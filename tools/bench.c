@@ -5,7 +5,7 @@
  * against the machine's read bandwidth measured in the same run (the memory
  * roofline of decode), and RssAnon during generation.  --micro times each
  * format x backend vec_dot kernel alone.  --synth makes a random-weight
- * model of a given shape and type first (core/synth.c).
+ * model of a given shape and type first (tools/common/synth.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1138,7 +1138,7 @@ int main(int argc, char **argv) {
     }
     if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
     o.plugin_dir = cfg.plugin_dir;
-    o.kv_type = generate_kv_type(cfg.kv_type);
+    o.kv_type = cfg.kv_type;
     /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
     char ini_val[64];
     if (!tlist && cfg.threads > 0 && config_is_set(&cfg, "engine", "threads")) {

@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
         pos[npos++] = a;
     }
     if (npos != 3) { usage(stderr); return CLI_USAGE; }
-    const int kv = generate_kv_type(cfg.kv_type);
+    const int kv = cfg.kv_type;
 
     for (int i = 0; i < 2; i++)
         if (pl_same_file(pos[i], pos[2])) { /* writing would destroy an input */

@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
         pos[npos++] = a;
     }
     if (npos != 2) { usage(stderr); return CLI_USAGE; }
-    const int kv = generate_kv_type(cfg.kv_type);
+    const int kv = cfg.kv_type;
 
     size_t len = 0;
     char *text = read_file(pos[1], &len);

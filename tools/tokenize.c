@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
+#include "chat_template.h"
 #include "cli.h"
 #include "gguf.h"
 #include "tokenizer.h"

@@ -327,7 +327,8 @@ typedef struct picolm_sampler_init {
     uint32_t struct_size;
     const picolm_host *host;
     const picolm_vocab *vocab;
-    const picolm_param *params; /* every [sampler] key; ignore the foreign ones */
+    const picolm_param *params; /* every key of the sampler's params table (the
+                                   others may follow: ignore them) */
     int n_params;
     uint64_t seed;
 } picolm_sampler_init;
@@ -335,12 +336,31 @@ typedef struct picolm_sampler_init {
 #define PICOLM_SAMPLER_PROCESS 1u /* edits logits / removes candidates */
 #define PICOLM_SAMPLER_SELECT  2u /* picks candidates->selected */
 
+/* A parameter a sampler takes: the front ends list these in --help and
+   --dump-config, and the core checks every [sampler] value against them
+   before create() (so create() sees only well-formed values in range). */
+enum picolm_param_type { PICOLM_PARAM_INT = 1, PICOLM_PARAM_FLOAT = 2 };
+typedef struct picolm_param_desc {
+    const char *key;     /* [sampler] key, e.g. "top_k"; NULL ends the table */
+    uint32_t type;       /* enum picolm_param_type */
+    const char *def;     /* the default, as an INI would write it */
+    double lo, hi;       /* inclusive range */
+    const char *label;   /* name in the chain description ("repeat 1.1");
+                            NULL: the value alone ("top_k(40)") */
+    const char *help;    /* one line for --help */
+} picolm_param_desc;
+
+/* picolm_sampler_vtable.flags */
+#define PICOLM_SAMPLER_SEEDED 1u  /* draws from init->seed (shown in the chain description) */
+
 typedef struct picolm_sampler_vtable {
     uint32_t struct_size;  /* sizeof(picolm_sampler_vtable) */
     uint32_t role;         /* PICOLM_SAMPLER_PROCESS or _SELECT */
-    /* (optional) NULL-terminated list of parameter keys it understands, for
-       --help and config validation */
-    const char *const *param_keys;
+    uint32_t flags;        /* PICOLM_SAMPLER_* flags */
+    /* (optional) the parameters it understands, ended by a NULL key; create()
+       gets each of them: the value set in [sampler] or on the command line,
+       else def */
+    const picolm_param_desc *params;
     /* (required) make an instance */
     int (*create)(const picolm_sampler_init *init, void **state, char *err, size_t errlen);
     /* (optional) */

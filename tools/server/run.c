@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "cli.h"
 #include "generate.h"
 #include "kvpool.h"
 #include "sampling.h"
@@ -72,7 +73,7 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         runner_free(r);
         return NULL;
     }
-    const int kv = generate_kv_type(o->cfg->kv_type), bs = o->block_size > 0 ? o->block_size : 16;
+    const int kv = o->cfg->kv_type, bs = o->block_size > 0 ? o->block_size : 16;
     const size_t block = kv_pool_block_bytes(&e->model, kv, bs);
     /* the pool: --kv-ram, else what every slot's full context takes */
     const size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
@@ -250,7 +251,7 @@ static int admit(runner *r, job *j) {
                  "the prompt is %d tokens; the server's KV pool holds %d (--kv-ram)", n, r->pool.n_blocks * bs - 1);
         goto failed;
     }
-    if (sampling_build(&smp, &r->e->reg, cfg, tokenizer_vocab(r->e->tok), err, sizeof err)) {
+    if (cli_sampling_build(&smp, &r->e->reg, cfg, tokenizer_vocab(r->e->tok), err, sizeof err)) {
         api_fail(&ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
         goto failed;
     }

@@ -30,7 +30,7 @@ typedef struct picolm_config {
     int threads;                /* 0 = number of online CPUs */
     int context;                /* 0 = model's context length */
     char backend[64];           /* "auto" or a backend plugin name */
-    char kv_type[16];           /* "f16" or "q8_0" */
+    int kv_type;                /* KV_F16 or KV_Q8_0 (model.h), parsed from "f16" / "q8_0" */
     char plugin_dir[1024];      /* "" = next to the executable, then install dir */
     uint64_t ram_bytes;         /* 0 = unknown; else warn when the plan exceeds it */
     int batch;                  /* prefill chunk size (tokens) */

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "util.h"
 #include "gguf.h"
+#include "model.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -29,7 +30,7 @@ enum ktype {
     K_TRI,    /* auto or a bool: -1/0/1 */
     K_STR,    /* free text, up to size-1 bytes */
     K_NAME,   /* identifier [A-Za-z0-9_.-]+ */
-    K_ENUM,   /* one of enums ("a|b") */
+    K_ENUM,   /* one of enums ("a|b"): int, its position */
     K_SIZE,   /* bytes with K/M/G/T suffix */
     K_STOP,   /* repeatable string */
     K_CHAIN   /* "auto" or name,name,... */
@@ -82,6 +83,7 @@ static const keydef keys[] = {
 #undef F
 #define N_KEYS (sizeof keys / sizeof keys[0])
 _Static_assert(N_KEYS <= PICOLM_MAX_KEYS, "raise PICOLM_MAX_KEYS");
+_Static_assert(KV_F16 == 0 && KV_Q8_0 == 1, "kv_type's enums list the KV types in order");
 
 /* [sampler] keys seeded into params[] by config_defaults */
 static const struct { const char *key, *value; } sampler_defaults[] = {
@@ -263,11 +265,10 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
     case K_ENUM: {
         const char *e = k->enums;
         size_t vl = strlen(v);
-        while (*e) {
+        for (int pos = 0; *e; pos++) {
             size_t l = strcspn(e, "|");
             if (l == vl && !strncasecmp(e, v, l)) {
-                memcpy(base, e, l); /* canonical spelling */
-                base[l] = '\0';
+                *(int *)base = pos;
                 return 0;
             }
             e += l + (e[l] == '|');
@@ -341,7 +342,7 @@ void config_defaults(picolm_config *c) {
     c->threads = 0;
     c->context = 2048;
     snprintf(c->backend, sizeof c->backend, "auto");
-    snprintf(c->kv_type, sizeof c->kv_type, "f16");
+    c->kv_type = KV_F16;
     c->ram_bytes = 0;
     c->batch = 64;
     c->max_tensors = gguf_default_limits.max_tensors;
@@ -804,7 +805,13 @@ static void value_str(const picolm_config *c, const keydef *k, char *buf, size_t
     case K_BOOL: snprintf(buf, n, "%s", *(const int *)base ? "true" : "false"); break;
     case K_TRI: { int v = *(const int *)base; snprintf(buf, n, "%s", v < 0 ? "auto" : v ? "true" : "false"); break; }
     case K_SIZE: format_size(*(const uint64_t *)base, buf, n); break;
-    case K_STR: case K_NAME: case K_ENUM: case K_CHAIN: snprintf(buf, n, "%s", base); break;
+    case K_ENUM: { /* the alternative at the stored position */
+        const char *e = k->enums;
+        for (int pos = *(const int *)base; pos > 0 && strchr(e, '|'); pos--) e = strchr(e, '|') + 1;
+        snprintf(buf, n, "%.*s", (int)strcspn(e, "|"), e);
+        break;
+    }
+    case K_STR: case K_NAME: case K_CHAIN: snprintf(buf, n, "%s", base); break;
     case K_STOP: buf[0] = '\0'; break;
     }
 }

@@ -90,16 +90,13 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
    when they (with the mapped weights) exceed cfg->ram_bytes. */
 int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen);
 
-/* Returns 0, 1 when the verdict is DOES NOT FIT, or -1 with a message. */
-int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen);
+/* Returns 0, or 1 when the verdict is DOES NOT FIT. */
+int generate_fit(engine *e, const picolm_config *cfg, FILE *out);
 
 /* The resident bytes of --fit's plan (KV cache and RoPE tables for n_ctx,
    buffers for a batch on n_threads, runtime estimate; the mapped weights
    excluded): what must fit in the RAM budget.  kv_type: KV_F16 or KV_Q8_0. */
 double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads);
-
-/* KV-cache element type from the config string ("f16" / "q8_0"), -1 if bad. */
-int generate_kv_type(const char *name);
 
 /* Resident memory of this process from /proc/self/status (kB; 0 if unknown). */
 void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb);

@@ -8,8 +8,11 @@
  */
 #ifndef PICOLM_CLI_H
 #define PICOLM_CLI_H
+#include <stdio.h>
+
 #include "config.h"
 #include "engine.h"
+#include "sampling.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
@@ -44,4 +47,14 @@ int cli_context(const picolm_config *c, const char *tool, int n_ctx_train);
    "TOOL: cannot write the output: REASON".  Returns CLI_OK or CLI_FAIL.
    A closed pipe ends quietly: SIGPIPE, or EPIPE when it is ignored. */
 int cli_close_stdout(const char *tool);
+/* The parameters the sampler plugins found through cfg's plugin_dir declare:
+   a --help section, or (as_ini) comment lines for --dump-config. */
+void cli_print_sampler_keys(const picolm_config *cfg, FILE *out, int as_ini);
+
+/* The sampler chain cfg asks for: its chain, "auto" expanded (greedy for
+   temperature 0, else the stages whose parameters are not neutral, json
+   first with --json), the [sampler] keys and the seed.  0, or -1 with a
+   message. */
+int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *vocab,
+                       char *err, size_t errlen);
 #endif

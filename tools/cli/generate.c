@@ -1,4 +1,5 @@
 #include "generate.h"
+#include "cli.h"
 #include "util.h"
 
 #include <errno.h>
@@ -11,12 +12,6 @@
 
 #include "kvcache.h"
 #include "sampling.h"
-
-int generate_kv_type(const char *name) {
-    if (!strcmp(name, "f16")) return KV_F16;
-    if (!strcmp(name, "q8_0")) return KV_Q8_0;
-    return -1;
-}
 
 void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb) {
     size_t a = 0, f = 0, hwm = 0;
@@ -239,7 +234,7 @@ int generate_n_ctx(const engine *e, const picolm_config *cfg) {
 }
 
 void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_stats *st, int n_ctx) {
-    const int kv = generate_kv_type(cfg->kv_type);
+    const int kv = cfg->kv_type;
     const int n_pre = st->n_prompt - st->n_reused;
     fprintf(stderr, "picolm: load %.2f s | prefill %d token%s %.2f s (%.1f tok/s)", st->load_s, n_pre, n_pre == 1 ? "" : "s",
             st->prefill_s, n_pre / (st->prefill_s > 0 ? st->prefill_s : 1e-9));
@@ -261,8 +256,7 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     memset(&c, 0, sizeof c);
 
     const int n_ctx = generate_n_ctx(e, cfg);
-    const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s' (f16 or q8_0)", cfg->kv_type);
+    const int kv = cfg->kv_type;
 
     /* 1. tokenize: special tokens only when asked (or in chat mode) */
     const int special = cfg->special >= 0 ? cfg->special : cfg->chat;
@@ -290,7 +284,7 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     }
     if (generate_check_memory(e, cfg, err, errlen)) goto done;
     if (build_ctx(&c, m, n_ctx, cfg->batch, kv, e->pool, err, errlen)) goto done;
-    if (sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
+    if (cli_sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
     if (cfg->verbose) {
         char desc[512];
         sampling_describe(smp, desc, sizeof desc);
@@ -371,12 +365,9 @@ static void fill_plan(const llama_model *m, int kv, int batch, int n_threads, me
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
 }
 
-static int make_plan(engine *e, const picolm_config *cfg, mem_plan *p, char *err, size_t errlen) {
-    const int kv = generate_kv_type(cfg->kv_type);
-    if (kv < 0) return pl_fail(err, errlen, "unknown kv_type '%s'", cfg->kv_type);
-    fill_plan(&e->model, kv, cfg->batch, threadpool_size(e->pool), p);
+static void make_plan(engine *e, const picolm_config *cfg, mem_plan *p) {
+    fill_plan(&e->model, cfg->kv_type, cfg->batch, threadpool_size(e->pool), p);
     p->n_ctx = generate_n_ctx(e, cfg);
-    return 0;
 }
 
 double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads) {
@@ -387,7 +378,7 @@ double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int
 
 int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen) {
     mem_plan p;
-    if (make_plan(e, cfg, &p, err, errlen)) return -1;
+    make_plan(e, cfg, &p);
     const double MB = 1 << 20, need = resident_bytes(&p, p.n_ctx);
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     const double phys = pages > 0 && psz > 0 ? (double)pages * psz : 0;
@@ -405,17 +396,17 @@ int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t
     return 0;
 }
 
-int generate_fit(engine *e, const picolm_config *cfg, FILE *out, char *err, size_t errlen) {
+int generate_fit(engine *e, const picolm_config *cfg, FILE *out) {
     const llama_hparams *hp = &e->model.hp;
     mem_plan p;
-    if (make_plan(e, cfg, &p, err, errlen)) return -1;
+    make_plan(e, cfg, &p);
     const double MB = 1 << 20;
     const int n_ctx = p.n_ctx;
     fprintf(out, "model        %s\n", cfg->model_path);
     fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp->n_embd, hp->n_layer, hp->n_head,
             hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
     fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", p.weights / MB);
-    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, cfg->kv_type, n_ctx, p.kv_tok / 1024);
+    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, llama_kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
     fprintf(out, "RoPE tables  %8.1f MB\n", p.rope_tok * n_ctx / MB);
     fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", p.bufs / MB, cfg->batch);
     fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);

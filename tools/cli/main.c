@@ -43,14 +43,14 @@ static char *read_all(FILE *f, size_t *len) {
 static int run_chat(engine *e, const picolm_config *cfg, int interactive, const char *msg, size_t len, double load_s) {
     char err[2048];
     chat_session s;
-    if (chat_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
+    if (chat_session_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
     int rc;
     if (interactive) {
-        rc = chat_interactive(&s, stdin, stdout, stderr) ? CLI_FAIL : CLI_OK;
+        rc = chat_session_interactive(&s, stdin, stdout, stderr) ? CLI_FAIL : CLI_OK;
     } else {
         /* a trailing newline of piped input is not part of the message */
         while (len && (msg[len - 1] == '\n' || msg[len - 1] == '\r')) len--;
-        int r = chat_turn(&s, msg, len, stdout, err, sizeof err);
+        int r = chat_session_turn(&s, msg, len, stdout, err, sizeof err);
         if (r) fprintf(stderr, "picolm: %s\n", err);
         rc = r ? CLI_FAIL : CLI_OK;
         if (!r) {
@@ -62,7 +62,7 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
             generate_print_stats(e, cfg, &s.st, s.c.n_ctx);
         }
     }
-    chat_close(&s);
+    chat_session_close(&s);
     return rc;
 }
 
@@ -84,9 +84,17 @@ int main(int argc, char **argv) {
     const char *ini = config_find_ini(argc, argv);
     if (ini && config_load_ini(&cfg, ini, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return CLI_USAGE; }
     if (config_parse_args(&cfg, argc, argv, err, sizeof err)) return cli_usage_error("picolm", err);
-    if (cfg.show_help) { config_usage(argv[0], stdout); return cli_close_stdout("picolm"); }
+    if (cfg.show_help) {
+        config_usage(argv[0], stdout);
+        cli_print_sampler_keys(&cfg, stdout, 0);
+        return cli_close_stdout("picolm");
+    }
     if (cfg.show_version) { printf("picolm %s (plugin ABI %u)\n", PICOLM_VERSION, PICOLM_ABI_VERSION); return cli_close_stdout("picolm"); }
-    if (cfg.dump_config) { config_dump(&cfg, stdout); return cli_close_stdout("picolm"); }
+    if (cfg.dump_config) {
+        config_dump(&cfg, stdout);
+        cli_print_sampler_keys(&cfg, stdout, 1);
+        return cli_close_stdout("picolm");
+    }
 
     if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
         char where[1200];
@@ -120,15 +128,14 @@ int main(int argc, char **argv) {
     }
     cfg.context = cli_context(&cfg, "picolm", e->model.hp.n_ctx_train);
     if (cfg.fit) {
-        int fit = generate_fit(e, &cfg, stdout, err, sizeof err);
-        if (fit < 0) fprintf(stderr, "picolm: %s\n", err);
+        const int fit = generate_fit(e, &cfg, stdout);
         free_engine(e);
         rc = cli_close_stdout("picolm");
         return fit || rc ? CLI_FAIL : CLI_OK; /* fit > 0: the verdict is DOES NOT FIT */
     }
     /* a sampler name, key or value the plugins refuse is the user's to fix */
     sampling *probe;
-    if (sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
+    if (cli_sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
         char where[1200] = "";
         /* a name in the chain (the keys' messages carry their own place) */
         if (strstr(err, "in chain") || !strncmp(err, "sampler '", 9)) cli_where(&cfg, "sampler", "chain", "--sampler", where, sizeof where);

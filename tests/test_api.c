@@ -1,0 +1,135 @@
+/* The library API (include/picolm/picolm.h) against llama.cpp's reference
+   data, through that header alone: tokenize the reference prompt, two
+   contexts on one model generating the greedy reference continuation in
+   lockstep (each its own KV cache), pieces back to the reference text, a
+   chat template, and errors as messages. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "picolm/picolm.h"
+#include "testlib.h"
+
+#define MODEL "tiny-shakespeare-q8_0"
+
+static void errors(const char *sh) {
+    char err[512] = "", path[1024];
+    picolm_model_params mp = {.path = "/nonexistent/model.gguf", .threads = 1};
+    picolm_model *m = picolm_model_load(&mp, err, sizeof err);
+    CHECK(!m && strstr(err, "/nonexistent/model.gguf"), "a missing model is NULL and a message naming it: %s", err);
+    snprintf(path, sizeof path, "%s/models/%s.gguf", sh, MODEL);
+    mp.path = path;
+    mp.backend = "no-such-backend";
+    m = picolm_model_load(&mp, err, sizeof err);
+    CHECK(!m && strstr(err, "no-such-backend"), "an unknown backend is a message: %s", err);
+    mp.backend = NULL;
+    m = picolm_model_load(&mp, err, sizeof err);
+    CHECK(m != NULL, "loads %s: %s", MODEL, m ? "ok" : err);
+    if (!m) return;
+    picolm_context_params cp = {.sampler_chain = "top_k,bogus,dist"};
+    picolm_context *c = picolm_context_new(m, &cp, err, sizeof err);
+    CHECK(!c && strstr(err, "unknown sampler 'bogus'"), "an unknown sampler is a message: %s", err);
+    const picolm_param bad = {"top_k", "many"};
+    cp = (picolm_context_params){.sampler_chain = "top_k,dist", .sampler_params = &bad, .n_sampler_params = 1};
+    c = picolm_context_new(m, &cp, err, sizeof err);
+    CHECK(!c && strstr(err, "top_k") && strstr(err, "'many'"), "a malformed sampler value is a message: %s", err);
+    cp = (picolm_context_params){.n_ctx = 8};
+    c = picolm_context_new(m, &cp, err, sizeof err);
+    CHECK(c != NULL, "a context of 8: %s", c ? "ok" : err);
+    int32_t tok;
+    CHECK(c && picolm_logits(c) == NULL && picolm_sample(c, &tok, err, sizeof err) < 0, "no logits, no sample, before any eval: %s", err);
+    const int32_t nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, bad_id[1] = {1 << 30};
+    CHECK(c && picolm_eval(c, nine, 9, err, sizeof err) < 0 && strstr(err, "context of 8") && picolm_n_past(c) == 0,
+          "9 tokens in a context of 8: refused, nothing evaluated: %s", err);
+    CHECK(c && picolm_eval(c, bad_id, 1, err, sizeof err) < 0 && strstr(err, "vocabulary"), "a token id out of range: %s", err);
+    picolm_context_free(c);
+    picolm_model_free(m);
+}
+
+static void greedy_two_contexts(const char *sh) {
+    char path[1024], err[512] = "";
+    size_t pl, tl, gl, xl;
+    snprintf(path, sizeof path, "%s/reference/logits/tiny-shakespeare.prompt.txt", sh);
+    char *prompt = tl_slurp(path, &pl);
+    snprintf(path, sizeof path, "%s/reference/logits/%s.tokens.i32", sh, MODEL);
+    int32_t *ref_toks = tl_slurp(path, &tl);
+    snprintf(path, sizeof path, "%s/reference/logits/%s.greedy.i32", sh, MODEL);
+    int32_t *greedy = tl_slurp(path, &gl);
+    snprintf(path, sizeof path, "%s/reference/logits/%s.greedy.txt", sh, MODEL);
+    char *greedy_txt = tl_slurp(path, &xl);
+    snprintf(path, sizeof path, "%s/models/%s.gguf", sh, MODEL);
+    picolm_model_params mp = {.path = path, .threads = 2};
+    picolm_model *m = prompt && ref_toks && greedy && greedy_txt ? picolm_model_load(&mp, err, sizeof err) : NULL;
+    if (!m) {
+        CHECK(!prompt || !ref_toks || !greedy || !greedy_txt, "loads %s: %s", MODEL, err);
+        if (!prompt || !ref_toks || !greedy || !greedy_txt) SKIP("%s: reference files missing", MODEL);
+        goto out;
+    }
+    const int nt = (int)(tl / 4), ng = (int)(gl / 4);
+    int32_t toks[1024];
+    const int n = picolm_tokenize(m, prompt, pl, picolm_add_bos(m), 0, toks, 1024);
+    CHECK(n == nt && !memcmp(toks, ref_toks, tl), "the reference prompt tokenizes to llama.cpp's %d ids (%d)", nt, n);
+
+    /* two contexts, interleaved token by token: each must follow the
+       reference on its own KV cache */
+    picolm_context *c[2];
+    for (int k = 0; k < 2; k++) c[k] = picolm_context_new(m, NULL, err, sizeof err);
+    CHECK(c[0] && c[1], "two greedy contexts on one model: %s", c[0] && c[1] ? "ok" : err);
+    if (!c[0] || !c[1]) goto done;
+    int ok = 1, same[2] = {0, 0};
+    for (int k = 0; k < 2 && ok; k++) ok = !picolm_eval(c[k], toks, n, err, sizeof err);
+    CHECK(ok, "both evaluate the prompt: %s", ok ? "ok" : err);
+    int32_t out[2][256];
+    for (int i = 0; i < ng && i < 256 && ok; i++)
+        for (int k = 0; k < 2 && ok; k++) {
+            ok = !picolm_sample(c[k], &out[k][i], err, sizeof err) && !picolm_eval(c[k], &out[k][i], 1, err, sizeof err);
+            same[k] += ok && out[k][i] == greedy[i];
+        }
+    CHECK(ok && same[0] == ng && same[1] == ng, "both continue as llama.cpp's greedy reference (%d and %d of %d): %s", same[0],
+          same[1], ng, ok ? "ok" : err);
+    CHECK(picolm_n_past(c[0]) == n + ng && picolm_n_past(c[1]) == n + ng, "each context holds prompt + continuation");
+
+    /* the pieces give the reference text */
+    char *txt = malloc(xl + 1024);
+    size_t tn = 0;
+    for (int i = 0; i < ng && txt; i++) {
+        size_t l;
+        const char *p = picolm_token_piece(m, out[0][i], &l);
+        if (tn + l <= xl + 1024) memcpy(txt + tn, p, l), tn += l;
+    }
+    CHECK(txt && tn == xl && !memcmp(txt, greedy_txt, xl), "the pieces of the continuation are the reference text");
+    free(txt);
+
+    /* reset: the same prompt again gives the same first token */
+    picolm_reset(c[1]);
+    int32_t again = -1;
+    ok = picolm_n_past(c[1]) == 0 && !picolm_eval(c[1], toks, n, err, sizeof err) && !picolm_sample(c[1], &again, err, sizeof err);
+    CHECK(ok && again == greedy[0], "after reset the context starts over (%d, reference %d)", again, greedy[0]);
+done:
+    for (int k = 0; k < 2; k++) picolm_context_free(c[k]);
+
+    /* chat: tiny-shakespeare has no template, so auto renders chatml */
+    const picolm_chat_msg msgs[2] = {{"system", "You are terse.", 14}, {"user", "Hello", 5}};
+    size_t len = 0;
+    char *got = picolm_chat_render(m, NULL, msgs, 2, 1, &len, err, sizeof err);
+    const char *expect = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n";
+    CHECK(got && len == strlen(expect) && !strcmp(got, expect), "chat: the model's template (chatml by default): %s", got ? got : err);
+    free(got);
+    got = picolm_chat_render(m, "no-such-template", msgs, 2, 1, &len, err, sizeof err);
+    CHECK(!got && strstr(err, "no-such-template"), "an unknown template is a message: %s", err);
+    picolm_model_free(m);
+out:
+    free(prompt);
+    free(ref_toks);
+    free(greedy);
+    free(greedy_txt);
+}
+
+int main(void) {
+    const char *sh = shared_dir("library API");
+    if (!sh) return 0;
+    errors(sh);
+    greedy_two_contexts(sh);
+    return CHECK_DONE();
+}
