@@ -107,54 +107,10 @@ static void tail_bounds(topp_state *s, const picolm_token_data *d, size_t n, flo
     *hi = (*hi + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]) * s0;
 }
 
-/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
-   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
-   within NEAR of their lane's best so far (a superset of those within NEAR
-   of the best) to s->near; the best logit to *max.  1 when a logit is NaN. */
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-
-static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float *max, size_t *n_near) {
-    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
-    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    v4i nan = {0, 0, 0, 0};
-    uint32_t *cnt = s->cnt;
-    picolm_token_data *near = s->near;
-    size_t i = 0, m = 0;
-    for (; i + 4 <= n; i += 4) {
-        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
-        v4f x = (anchor - l) * BPU;
-        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
-        const v4i low = x < top;
-        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
-        const v4i b = __builtin_convertvector(x, v4i);
-        cnt[b[0]]++;
-        cnt[b[1]]++;
-        cnt[b[2]]++;
-        cnt[b[3]]++;
-        nan |= l != l;
-        const v4i up = l > vmax;
-        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
-        const v4i keep = l >= vmax - NEAR;
-        if (keep[0] | keep[1] | keep[2] | keep[3])
-            for (int j = 0; j < 4; j++)
-                if (keep[j]) near[m++] = d[i + j];
-    }
-    float best = vmax[0];
-    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
-    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
-    for (; i < n; i++) {
-        const float l = d[i].logit, x = (anchor - l) * BPU;
-        const float xc = x > 0 ? x : 0;
-        cnt[(int)(xc < N_BINS - 1 ? xc : N_BINS - 1)]++;
-        odd |= l != l;
-        if (l > best) best = l;
-        if (l >= best - NEAR) near[m++] = d[i];
-    }
-    *max = best;
-    *n_near = m;
-    return odd;
-}
+typedef float v2f __attribute__((vector_size(8)));
+typedef double v2d __attribute__((vector_size(16)));
 
 /* e^y for y in [-87, 87] (clamped), four at a time: 2^n e^f with n the
    nearest integer to y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor
@@ -174,63 +130,122 @@ static inline v4f exp4(v4f y) {
     return q * (v4f)((ni + 127) << 23);
 }
 
-/* The quick path: one pass sums the masses with exp4 (S within 3e-5), finds
-   the max and copies the candidates within NEAR of the max so far (a
-   superset of those within NEAR of the max).  When those hold the nucleus
-   and the cut is clear of S's uncertainty, it is the exact method's.  The
-   k kept (in s->head), or 0 when undecided. */
-static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
-    const picolm_token_data *d = c->data;
-    const size_t n = c->size, n4 = n - n % 4, room = n < 16384 ? n : 16384;
-    float max = -INFINITY;
-    v4f vmax = {max, max, max, max}, vkeep = vmax;
+/* e^x of four logits relative to max (x <= 0) is within 2.6e-7 of exp's
+   (measured over every 1.3e-6 of [-87, 87]); DELTA bounds a sum of them. A
+   mass below e^-87 comes out as e^-87: TINY per candidate covers it. */
+#define DELTA 1e-6
+#define TINY 1.7e-38
+
+/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
+   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
+   within NEAR of their lane's best so far (a superset of those within NEAR
+   of the best) to s->near; the best logit to *max; the sum of the masses
+   e^(logit - ref) by exp4 to *sum.  1 when a logit is NaN. */
+static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float ref, float *max, size_t *n_near,
+                      double *sum) {
+    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
+    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     v4i nan = {0, 0, 0, 0};
-    double sum = 0;
+    v2d acc = {0, 0};
+    uint32_t *cnt = s->cnt;
     picolm_token_data *near = s->near;
-    size_t m = 0;
-    for (size_t i = 0; i < n4;) {
-        v4f acc = {0, 0, 0, 0}; /* float partial sums of 64 candidates at most, then double */
-        for (const size_t end = i + 64 <= n4 ? i + 64 : n4; i < end; i += 4) {
-            const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
-            acc += exp4(l - ref);
-            nan |= l != l;
-            const v4i keep = l >= vkeep;
-            if (!(keep[0] | keep[1] | keep[2] | keep[3])) continue;
-            for (int j = 0; j < 4; j++) {
-                if (!keep[j]) continue;
-                if (m == room) return 0; /* a flat top: the binned path sorts it better */
-                near[m++] = d[i + j];
-                if (l[j] > max) max = l[j];
-            }
-            vmax = (v4f){max, max, max, max};
-            vkeep = vmax - NEAR;
-        }
-        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
+    size_t i = 0, m = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+        v4f x = (anchor - l) * BPU;
+        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
+        const v4i low = x < top;
+        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
+        const v4i b = __builtin_convertvector(x, v4i);
+        cnt[b[0]]++;
+        cnt[b[1]]++;
+        cnt[b[2]]++;
+        cnt[b[3]]++;
+        const v4f e = exp4(l - ref);
+        acc += __builtin_convertvector((v2f){e[0], e[1]}, v2d) + __builtin_convertvector((v2f){e[2], e[3]}, v2d);
+        nan |= l != l;
+        const v4i up = l > vmax;
+        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
+        const v4i keep = l >= vmax - NEAR;
+        if (keep[0] | keep[1] | keep[2] | keep[3])
+            for (int j = 0; j < 4; j++)
+                if (keep[j]) near[m++] = d[i + j];
     }
+    float best = vmax[0];
+    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
     int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
-    for (size_t i = n4; i < n; i++) {
-        const float l = d[i].logit;
-        sum += exp4((v4f){l - ref, -87, -87, -87})[0];
+    double tot = acc[0] + acc[1];
+    for (; i < n; i++) {
+        const float l = d[i].logit, x = (anchor - l) * BPU;
+        const float xc = x > 0 ? x : 0;
+        cnt[(int)(xc < N_BINS - 1 ? xc : N_BINS - 1)]++;
+        tot += exp4((v4f){l - ref, -87, -87, -87})[0];
         odd |= l != l;
-        if (l > max) max = l;
-        if (l >= max - NEAR) {
-            if (m == room) return 0;
-            near[m++] = d[i];
-        }
+        if (l > best) best = l;
+        if (l >= best - NEAR) near[m++] = d[i];
     }
-    /* exp4 clamps at +-87: candidates far above the sample were not summed right */
-    if (odd || !(max - ref < 80)) return 0;
-    const float lim = max - NEAR;
-    size_t h = 0;
-    for (size_t j = 0; j < m; j++)
-        if (near[j].logit >= lim) s->head[h++] = near[j];
-    sort_best_first(s->head, h);
-    const double rel = 3e-5, slack = 1e-9, s_mid = sum * exp((double)ref - max);
-    const double s_lo = s_mid * (1 - rel) * (1 - slack), s_hi = s_mid * (1 + rel) * (1 + slack);
-    double head = 0;
-    for (size_t j = 0; j < h; j++) head += s->mass[j] = exp((double)s->head[j].logit - max);
-    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
-    return nucleus_cut(s->mass, h, s->p, s_lo, s_hi);
+    *max = best;
+    *n_near = m;
+    *sum = tot;
+    return odd;
+}
+
+/* Copy the head (x < lim, x computed as the first pass does) into its bins'
+   slots, best bins first; sum the rest's masses by exp4 into *tail. */
+static void scatter_head(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim, float max, double *tail) {
+    picolm_token_data *t = s->head;
+    const v4f vlim = {lim, lim, lim, lim};
+    v2d acc = {0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+        const v4i head = (anchor - l) * BPU < vlim;
+        const v4f e = (v4f)((v4i)exp4(l - max) & ~head);
+        acc += __builtin_convertvector((v2f){e[0], e[1]}, v2d) + __builtin_convertvector((v2f){e[2], e[3]}, v2d);
+        if (head[0] | head[1] | head[2] | head[3])
+            for (int j = 0; j < 4; j++)
+                if (head[j]) t[s->pos[(int)((anchor - l[j]) * BPU)]++] = d[i + j];
+    }
+    double sum = acc[0] + acc[1];
+    for (; i < n; i++) {
+        const float x = (anchor - d[i].logit) * BPU;
+        if (x < lim) t[s->pos[(int)x]++] = d[i];
+        else sum += exp4((v4f){d[i].logit - max, -87, -87, -87})[0];
+    }
+    *tail = sum;
+}
+
+static void insertion_sort(picolm_token_data *t, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        const picolm_token_data v = t[i];
+        size_t j = i;
+        for (; j > 0 && (t[j - 1].logit < v.logit || (t[j - 1].logit == v.logit && t[j - 1].id > v.id)); j--) t[j] = t[j - 1];
+        t[j] = v;
+    }
+}
+
+/* Best first, bin b's n candidates (no NaN): a crowded bin is first split
+   by the next 6 bits of x (sub = floor((anchor - logit) * 64 * SUB) less the
+   bin's start, clamped: monotone in the logit, so equal logits share a
+   sub-bin), through tmp; then insertion sort of each short run. */
+#define SUB 64
+static void sort_bin(picolm_token_data *t, size_t n, float anchor, int b, picolm_token_data *tmp) {
+    if (n <= 32) {
+        insertion_sort(t, n);
+        return;
+    }
+    uint32_t pos[SUB + 1] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
+        pos[(k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k) + 1]++;
+    }
+    for (int k = 0; k < SUB; k++) pos[k + 1] += pos[k];
+    for (size_t i = 0; i < n; i++) {
+        const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
+        tmp[pos[k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k]++] = t[i];
+    }
+    for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) insertion_sort(tmp + start, pos[k] - (uint32_t)start);
+    memcpy(t, tmp, n * sizeof *t);
 }
 
 /* The fast path (see the top).  1 when it decided c, 0 when the exact
@@ -252,21 +267,14 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     for (size_t i = 0; i < n; i += 61)
         if (d[i].logit > sample) sample = d[i].logit;
     if (!(sample > -INFINITY) || sample == INFINITY) return 0;
-    size_t k = topp_quick(s, c, sample);
-    if (k) {
-        memcpy(d, s->head, k * sizeof *d);
-        c->size = k;
-        c->sorted = 1;
-        c->has_p = 0;
-        return 1;
-    }
     const float anchor = sample + 32;
 
     /* first pass: x = (anchor - logit) * 64, bin floor(x) */
     memset(s->cnt, 0, sizeof s->cnt);
     float max;
     size_t n_near;
-    if (first_pass(s, d, n, anchor, &max, &n_near)) return 0;
+    double sum4;
+    if (first_pass(s, d, n, anchor, sample, &max, &n_near, &sum4)) return 0;
     if (!(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
 
     /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
@@ -279,6 +287,16 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     }
     s_hi = s_lo * s0 * hi_f + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1] * s0;
     s_lo *= s0 * lo_f;
+    /* the exp4 sum is far tighter, unless exp4 clamped masses far above the sample */
+    double s4_lo = 0, s4_hi = INFINITY;
+    if (max - sample < 80) {
+        const double sc = exp((double)sample - max);
+        s4_lo = (sum4 * (1 - DELTA) - n * TINY) * sc;
+        s4_hi = (sum4 * (1 + DELTA) + n * TINY) * sc;
+    }
+    const double bins_lo = s_lo, bins_hi = s_hi;
+    if (s4_lo > s_lo) s_lo = s4_lo;
+    if (s4_hi < s_hi) s_hi = s4_hi;
 
     /* the head: the best bins whose lower bound surely reaches p * S */
     int last = -1;
@@ -300,29 +318,41 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     /* every candidate >= max - NEAR was kept; the head needs them down to about
        anchor - lim/64 (one bin of margin for rounding) */
     const int near_enough = ((double)anchor - max + NEAR) * BPU - 1 >= lim;
-    const picolm_token_data *src = near_enough ? s->near : d;
-    const size_t n_src = near_enough ? n_near : n;
-    for (size_t i = 0; i < n_src; i++) {
-        const float x = (anchor - src[i].logit) * BPU; /* the same arithmetic as the first pass */
-        if (x < lim) t[s->pos[(int)x]++] = src[i];
+    double tail = -1; /* the mass outside the head by exp4, when the pass saw it */
+    if (near_enough) {
+        for (size_t i = 0; i < n_near; i++) {
+            const float x = (anchor - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
+            if (x < lim) t[s->pos[(int)x]++] = s->near[i];
+        }
+    } else {
+        scatter_head(s, d, n, anchor, lim, max, &tail);
     }
     /* best first within each bin, then exact masses in that order */
     size_t start = 0;
     double head = 0;
     for (int b = 0; b <= last; b++) {
-        sort_best_first(t + start, s->cnt[b]);
+        sort_bin(t + start, s->cnt[b], anchor, b, s->near);
         start += s->cnt[b];
     }
     for (size_t j = 0; j < m; j++) {
         s->mass[j] = exp((double)t[j].logit - max);
         head += s->mass[j];
     }
-    double tail_lo = s_lo - head_lo, tail_hi = s_hi - head_hi;
-    if (tail_lo < 0) tail_lo = 0;
-    k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    /* S = head + the rest: the tightest of the bounds at hand */
+    double lo = head + (bins_lo - head_lo), hi = head + (bins_hi - head_hi);
+    if (s_lo > lo) lo = s_lo;
+    if (s_hi < hi) hi = s_hi;
+    if (tail >= 0) {
+        if (head + tail * (1 - DELTA) - n * TINY > lo) lo = head + tail * (1 - DELTA) - n * TINY;
+        if (head + tail * (1 + DELTA) + n * TINY < hi) hi = head + tail * (1 + DELTA) + n * TINY;
+    }
+    size_t k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
     if (!k) {
+        double tail_lo, tail_hi;
         tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
-        k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+        if (head + tail_lo > lo) lo = head + tail_lo;
+        if (head + tail_hi < hi) hi = head + tail_hi;
+        k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
     }
     if (!k) return 0;
     memcpy(d, t, k * sizeof *d);
