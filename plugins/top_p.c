@@ -28,6 +28,7 @@
 #define BPU 64.0f            /* bins per logit unit */
 #define N_BINS 4096          /* 64 units below the anchor; the last bin holds everything lower */
 #define FAST_MIN 4096        /* smaller lists take the exact method directly */
+#define QUICK_ROOM 4096     /* near candidates the quick path copies before it leaves a flat top to the bins */
 #define NEAR 6.0f            /* logit units below the max: the candidates a pass copies as it goes */
 
 typedef struct topp_state {
@@ -215,6 +216,73 @@ static void scatter_head(topp_state *s, const picolm_token_data *d, size_t n, fl
     *tail = sum;
 }
 
+/* Keep the candidates >= lim of t[0..m) (in order); how many. */
+static size_t drop_far(picolm_token_data *t, size_t m, float lim) {
+    size_t k = 0;
+    for (size_t j = 0; j < m; j++)
+        if (t[j].logit >= lim) t[k++] = t[j];
+    return k;
+}
+
+/* The quick path: one pass sums the masses with exp4 (S within 3e-5), finds
+   the max and copies the candidates within NEAR of the max so far (a
+   superset of those within NEAR of the max).  When those hold the nucleus
+   and the cut is clear of S's uncertainty, it is the exact method's.  The
+   k kept (in s->head), or 0 when undecided. */
+static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
+    const picolm_token_data *d = c->data;
+    const size_t n = c->size, n4 = n - n % 4, room = n < QUICK_ROOM ? n : QUICK_ROOM;
+    float max = -INFINITY;
+    v4f vmax = {max, max, max, max}, vkeep = vmax;
+    v4i nan = {0, 0, 0, 0};
+    double sum = 0;
+    picolm_token_data *near = s->near;
+    size_t m = 0;
+    for (size_t i = 0; i < n4;) {
+        v4f acc = {0, 0, 0, 0}; /* float partial sums of 64 candidates at most, then double */
+        for (const size_t end = i + 64 <= n4 ? i + 64 : n4; i < end; i += 4) {
+            const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+            acc += exp4(l - ref);
+            nan |= l != l;
+            const v4i keep = l >= vkeep;
+            if (!(keep[0] | keep[1] | keep[2] | keep[3])) continue;
+            for (int j = 0; j < 4; j++) {
+                if (!keep[j]) continue;
+                if (m == room && (m = drop_far(near, m, max - NEAR)) > room / 2) return 0; /* a flat top: to the bins, early */
+                near[m++] = d[i + j];
+                if (l[j] > max) max = l[j];
+            }
+            vmax = (v4f){max, max, max, max};
+            vkeep = vmax - NEAR;
+        }
+        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
+    }
+    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (size_t i = n4; i < n; i++) {
+        const float l = d[i].logit;
+        sum += exp4((v4f){l - ref, -87, -87, -87})[0];
+        odd |= l != l;
+        if (l > max) max = l;
+        if (l >= max - NEAR) {
+            if (m == room && (m = drop_far(near, m, max - NEAR)) > room / 2) return 0;
+            near[m++] = d[i];
+        }
+    }
+    /* exp4 clamps at +-87: candidates far above the sample were not summed right */
+    if (odd || !(max - ref < 80)) return 0;
+    const float lim = max - NEAR;
+    size_t h = 0;
+    for (size_t j = 0; j < m; j++)
+        if (near[j].logit >= lim) s->head[h++] = near[j];
+    sort_best_first(s->head, h);
+    const double rel = 3e-5, slack = 1e-9, s_mid = sum * exp((double)ref - max);
+    const double s_lo = s_mid * (1 - rel) * (1 - slack), s_hi = s_mid * (1 + rel) * (1 + slack);
+    double head = 0;
+    for (size_t j = 0; j < h; j++) head += s->mass[j] = exp((double)s->head[j].logit - max);
+    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
+    return nucleus_cut(s->mass, h, s->p, s_lo, s_hi);
+}
+
 static void insertion_sort(picolm_token_data *t, size_t n) {
     for (size_t i = 1; i < n; i++) {
         const picolm_token_data v = t[i];
@@ -267,6 +335,14 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     for (size_t i = 0; i < n; i += 61)
         if (d[i].logit > sample) sample = d[i].logit;
     if (!(sample > -INFINITY) || sample == INFINITY) return 0;
+    size_t k = topp_quick(s, c, sample);
+    if (k) {
+        memcpy(d, s->head, k * sizeof *d);
+        c->size = k;
+        c->sorted = 1;
+        c->has_p = 0;
+        return 1;
+    }
     const float anchor = sample + 32;
 
     /* first pass: x = (anchor - logit) * 64, bin floor(x) */
@@ -346,7 +422,7 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
         if (head + tail * (1 - DELTA) - n * TINY > lo) lo = head + tail * (1 - DELTA) - n * TINY;
         if (head + tail * (1 + DELTA) + n * TINY < hi) hi = head + tail * (1 + DELTA) + n * TINY;
     }
-    size_t k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
+    k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
     if (!k) {
         double tail_lo, tail_hi;
         tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
