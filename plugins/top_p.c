@@ -40,6 +40,7 @@ typedef struct topp_state {
     uint32_t cnt[N_BINS], pos[N_BINS];
     double f1[N_BINS], f2[N_BINS]; /* second pass: sums of f, f^2 (f = position in the bin, [0, 1)) */
     double scale[N_BINS];    /* e^(-b / BPU) */
+    double m4[N_BINS];       /* first pass: each bin's mass e^(logit - ref) by exp4 */
 } topp_state;
 
 static int topp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
@@ -140,15 +141,14 @@ static inline v4f exp4(v4f y) {
 /* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
    plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
    within NEAR of their lane's best so far (a superset of those within NEAR
-   of the best) to s->near; the best logit to *max; the sum of the masses
-   e^(logit - ref) by exp4 to *sum.  1 when a logit is NaN. */
-static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float ref, float *max, size_t *n_near,
-                      double *sum) {
+   of the best) to s->near; the best logit to *max; each bin's masses
+   e^(logit - ref) by exp4 to s->m4.  1 when a logit is NaN. */
+static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float ref, float *max, size_t *n_near) {
     const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
     v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     v4i nan = {0, 0, 0, 0};
-    v2d acc = {0, 0};
     uint32_t *cnt = s->cnt;
+    double *m4 = s->m4;
     picolm_token_data *near = s->near;
     size_t i = 0, m = 0;
     for (; i + 4 <= n; i += 4) {
@@ -163,7 +163,10 @@ static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float
         cnt[b[2]]++;
         cnt[b[3]]++;
         const v4f e = exp4(l - ref);
-        acc += __builtin_convertvector((v2f){e[0], e[1]}, v2d) + __builtin_convertvector((v2f){e[2], e[3]}, v2d);
+        m4[b[0]] += e[0];
+        m4[b[1]] += e[1];
+        m4[b[2]] += e[2];
+        m4[b[3]] += e[3];
         nan |= l != l;
         const v4i up = l > vmax;
         vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
@@ -175,45 +178,38 @@ static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float
     float best = vmax[0];
     for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
     int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
-    double tot = acc[0] + acc[1];
     for (; i < n; i++) {
         const float l = d[i].logit, x = (anchor - l) * BPU;
         const float xc = x > 0 ? x : 0;
-        cnt[(int)(xc < N_BINS - 1 ? xc : N_BINS - 1)]++;
-        tot += exp4((v4f){l - ref, -87, -87, -87})[0];
+        const int b = (int)(xc < N_BINS - 1 ? xc : N_BINS - 1);
+        cnt[b]++;
+        m4[b] += exp4((v4f){l - ref, -87, -87, -87})[0];
         odd |= l != l;
         if (l > best) best = l;
         if (l >= best - NEAR) near[m++] = d[i];
     }
     *max = best;
     *n_near = m;
-    *sum = tot;
     return odd;
 }
 
 /* Copy the head (x < lim, x computed as the first pass does) into its bins'
-   slots, best bins first; sum the rest's masses by exp4 into *tail. */
-static void scatter_head(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim, float max, double *tail) {
+   slots, best bins first. */
+static void scatter_head(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim) {
     picolm_token_data *t = s->head;
     const v4f vlim = {lim, lim, lim, lim};
-    v2d acc = {0, 0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
         const v4i head = (anchor - l) * BPU < vlim;
-        const v4f e = (v4f)((v4i)exp4(l - max) & ~head);
-        acc += __builtin_convertvector((v2f){e[0], e[1]}, v2d) + __builtin_convertvector((v2f){e[2], e[3]}, v2d);
         if (head[0] | head[1] | head[2] | head[3])
             for (int j = 0; j < 4; j++)
                 if (head[j]) t[s->pos[(int)((anchor - l[j]) * BPU)]++] = d[i + j];
     }
-    double sum = acc[0] + acc[1];
     for (; i < n; i++) {
         const float x = (anchor - d[i].logit) * BPU;
         if (x < lim) t[s->pos[(int)x]++] = d[i];
-        else sum += exp4((v4f){d[i].logit - max, -87, -87, -87})[0];
     }
-    *tail = sum;
 }
 
 /* Keep the candidates >= lim of t[0..m) (in order); how many. */
@@ -347,10 +343,10 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
 
     /* first pass: x = (anchor - logit) * 64, bin floor(x) */
     memset(s->cnt, 0, sizeof s->cnt);
+    memset(s->m4, 0, sizeof s->m4);
     float max;
     size_t n_near;
-    double sum4;
-    if (first_pass(s, d, n, anchor, sample, &max, &n_near, &sum4)) return 0;
+    if (first_pass(s, d, n, anchor, sample, &max, &n_near)) return 0;
     if (!(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
 
     /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
@@ -364,9 +360,11 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     s_hi = s_lo * s0 * hi_f + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1] * s0;
     s_lo *= s0 * lo_f;
     /* the exp4 sum is far tighter, unless exp4 clamped masses far above the sample */
-    double s4_lo = 0, s4_hi = INFINITY;
-    if (max - sample < 80) {
-        const double sc = exp((double)sample - max);
+    double s4_lo = 0, s4_hi = INFINITY, sum4 = 0;
+    const double sc = exp((double)sample - max);
+    const int have4 = max - sample < 80;
+    for (int b = 0; b < N_BINS; b++) sum4 += s->m4[b];
+    if (have4) {
         s4_lo = (sum4 * (1 - DELTA) - n * TINY) * sc;
         s4_hi = (sum4 * (1 + DELTA) + n * TINY) * sc;
     }
@@ -394,14 +392,19 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     /* every candidate >= max - NEAR was kept; the head needs them down to about
        anchor - lim/64 (one bin of margin for rounding) */
     const int near_enough = ((double)anchor - max + NEAR) * BPU - 1 >= lim;
-    double tail = -1; /* the mass outside the head by exp4, when the pass saw it */
     if (near_enough) {
         for (size_t i = 0; i < n_near; i++) {
             const float x = (anchor - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
             if (x < lim) t[s->pos[(int)x]++] = s->near[i];
         }
     } else {
-        scatter_head(s, d, n, anchor, lim, max, &tail);
+        scatter_head(s, d, n, anchor, lim);
+    }
+    double tail = -1; /* the mass outside the head (bins after last) by exp4, relative to max */
+    if (have4) {
+        tail = 0;
+        for (int b = last + 1; b < N_BINS; b++) tail += s->m4[b];
+        tail *= sc;
     }
     /* best first within each bin, then exact masses in that order */
     size_t start = 0;
@@ -419,8 +422,8 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     if (s_lo > lo) lo = s_lo;
     if (s_hi < hi) hi = s_hi;
     if (tail >= 0) {
-        if (head + tail * (1 - DELTA) - n * TINY > lo) lo = head + tail * (1 - DELTA) - n * TINY;
-        if (head + tail * (1 + DELTA) + n * TINY < hi) hi = head + tail * (1 + DELTA) + n * TINY;
+        if (head + tail * (1 - DELTA) - n * TINY * sc > lo) lo = head + tail * (1 - DELTA) - n * TINY * sc;
+        if (head + tail * (1 + DELTA) + n * TINY * sc < hi) hi = head + tail * (1 + DELTA) + n * TINY * sc;
     }
     k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
     if (!k) {
