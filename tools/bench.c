@@ -1251,6 +1251,7 @@ int main(int argc, char **argv) {
         if (o.model) { fprintf(stderr, "picolm-bench: more than one model given\n"); return 2; }
         o.model = a;
     }
+    if (vlist && !o.sampling) { fprintf(stderr, "picolm-bench: --vocab goes with --sampling\n"); return 2; }
     if (!o.model && !o.synth && !o.micro && !o.sampling) { usage(stderr); return 2; }
     o.plugin_dir = cfg.plugin_dir;
     o.kv_type = generate_kv_type(cfg.kv_type);
@@ -1267,7 +1268,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "picolm-bench: --formats: bad list\n");
         return 2;
     }
-    if (vlist && !o.sampling) { fprintf(stderr, "picolm-bench: --vocab goes with --sampling\n"); return 2; }
     if (o.sampling) {
         const char *vv[MAX_LIST];
         o.n_vocabs = vlist ? split_list(vlist, vv, MAX_LIST) : 0;
