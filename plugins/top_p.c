@@ -7,13 +7,16 @@
    ways that keep the same candidates in the same order (so dist draws the
    same token), each giving up when it cannot be sure:
    - quick: one pass sums the masses with a 4-wide polynomial exp (S within
-     3e-5) and copies the candidates near the max; those, sorted and summed
-     exactly, hold the nucleus when the max is peaked, and the cut is the
-     exact method's when it is clear of S's uncertainty;
-   - binned: one pass counts the candidates in bins of 1/64 logit, which
-     bounds each bin's mass; the best bins that surely hold the nucleus are
-     bucket-sorted and summed exactly; a cut still open gets a second pass
-     that bounds the rest with second-order terms per bin.
+     3e-5) and copies the candidates near the max (at most QUICK_ROOM: a
+     flat top leaves early); those, sorted and summed exactly, hold the
+     nucleus when the max is peaked, and the cut is the exact method's when
+     it is clear of S's uncertainty;
+   - binned: one pass counts the candidates in bins of 1/64 logit and sums
+     each bin's masses by exp4 (within DELTA); the best bins that surely
+     hold the nucleus are bucket-sorted (a crowded bin by 6 more bits) and
+     summed exactly, the rest is known from its bins' sums; a cut still
+     open gets a second pass that bounds the rest with second-order terms
+     per bin.
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
@@ -291,7 +294,8 @@ static void insertion_sort(picolm_token_data *t, size_t n) {
 /* Best first, bin b's n candidates (no NaN): a crowded bin is first split
    by the next 6 bits of x (sub = floor((anchor - logit) * 64 * SUB) less the
    bin's start, clamped: monotone in the logit, so equal logits share a
-   sub-bin), through tmp; then insertion sort of each short run. */
+   sub-bin), through tmp; then insertion sort of each short run (a heap
+   sort of a long one: many equal logits). */
 #define SUB 64
 static void sort_bin(picolm_token_data *t, size_t n, float anchor, int b, picolm_token_data *tmp) {
     if (n <= 32) {
@@ -308,7 +312,11 @@ static void sort_bin(picolm_token_data *t, size_t n, float anchor, int b, picolm
         const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
         tmp[pos[k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k]++] = t[i];
     }
-    for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) insertion_sort(tmp + start, pos[k] - (uint32_t)start);
+    for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) {
+        const size_t len = pos[k] - (uint32_t)start;
+        if (len > 64) sort_best_first(tmp + start, len); /* equal logits in bulk */
+        else insertion_sort(tmp + start, len);
+    }
     memcpy(t, tmp, n * sizeof *t);
 }
 
