@@ -10,11 +10,11 @@
    runs on its base type's (after unpacking, slower than the base file would
    be), and a type with only reference code is far slower still. */
 static void note_slow_types(const engine *e, const char *path) {
-    uint8_t seen[PICOLM_TYPE_MAX] = {0};
+    uint8_t seen[PL_TYPE_MAX] = {0};
     const char *be = e->d.backend ? e->d.backend->name : "reference";
     for (uint64_t i = 0; i < e->model.gguf.n_tensors; i++) {
         const uint32_t t = e->model.gguf.tensors[i].type;
-        const pl_type *ty = t < PICOLM_TYPE_MAX ? &e->d.types[t] : NULL;
+        const pl_type *ty = t < PL_TYPE_MAX ? &e->d.types[t] : NULL;
         if (!ty || !ty->fmt || seen[t] || t == PICOLM_TYPE_F32 || e->model.gguf.tensors[i].ne[1] <= 1) continue;
         seen[t] = 1;
         if (ty->to_base)

@@ -41,16 +41,14 @@ static void *host_alloc(size_t size, size_t align) {
 
 static void host_free(void *p) { free(p); }
 
-static struct threadpool *g_pool; /* the host's pool for parallel_for */
-
-static void host_parallel_for(int64_t n, picolm_task_fn fn, void *ctx) {
-    if (g_pool) threadpool_run(g_pool, n, fn, ctx);
-    else if (n > 0) fn(ctx, 0, n, 0);
+/* threadpool_run runs inline when the pool is NULL */
+static void host_parallel_for(const picolm_host *h, int64_t n, picolm_task_fn fn, void *ctx) {
+    threadpool_run(h->core_data, n, fn, ctx);
 }
 
 void registry_set_pool(pl_registry *r, struct threadpool *pool) {
-    g_pool = pool;
-    r->host.n_threads = pool ? threadpool_size(pool) : 1;
+    r->host.core_data = pool;
+    r->host.n_threads = threadpool_size(pool);
 }
 
 /* ---------------- loading ---------------- */
@@ -95,25 +93,40 @@ static const picolm_act_quant *act_quant_at(const picolm_backend_vtable *v, uint
     return (const picolm_act_quant *)((const char *)v->act_quants + (size_t)i * v->act_quant_size);
 }
 
-/* A format's row group (1 = plain rows); 1 when the plugin's struct predates the member. */
-static uint32_t format_row_group(const picolm_format_vtable *v, const picolm_format *f) {
-    if (v->format_size < offsetof(picolm_format, row_group) + sizeof f->row_group) return 1;
-    return f->row_group ? f->row_group : 1;
+/* A format's row group (1 = plain rows). */
+static uint32_t format_row_group(const picolm_format *f) { return f->row_group ? f->row_group : 1; }
+
+/* The v1 size of a struct: through its last v1 member.  It stays the
+   minimum a plugin must provide when members are appended later (the core
+   then reads those only where a plugin's size covers them). */
+#define V1_SIZE(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
+#define V1_PLUGIN V1_SIZE(picolm_plugin, vtable)
+#define V1_FORMAT_VTABLE V1_SIZE(picolm_format_vtable, formats)
+#define V1_FORMAT V1_SIZE(picolm_format, to_base)
+#define V1_BACKEND_VTABLE V1_SIZE(picolm_backend_vtable, attn_f16)
+#define V1_KERNEL V1_SIZE(picolm_kernel, gemm)
+#define V1_ACT_QUANT V1_SIZE(picolm_act_quant, quantize_row)
+#define V1_SAMPLER_VTABLE V1_SIZE(picolm_sampler_vtable, reset)
+
+/* A size a plugin gives for one of the ABI's structs covers v1's members. */
+static int size_ok(uint32_t have, size_t need, const char *what, char *why, size_t n) {
+    if (have >= need) return 1;
+    snprintf(why, n, "%s too small (%u bytes, ABI v1 needs %zu)", what, have, need);
+    return 0;
 }
 
-/* The vtable must at least reach its first array/function members. */
+/* The vtable and its tables cover v1 and are well formed. */
 static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
     if (!d->vtable) { snprintf(why, n, "descriptor has no vtable"); return 0; }
     if (d->kind == PICOLM_KIND_FORMAT) {
         const picolm_format_vtable *v = d->vtable;
-        if (v->struct_size < sizeof(picolm_format_vtable)) { snprintf(why, n, "format vtable too small (%u bytes)", v->struct_size); return 0; }
-        if (v->format_size < offsetof(picolm_format, vec_dot) + sizeof(void *) || (v->n_formats && !v->formats)) {
-            snprintf(why, n, "format table malformed (entry size %u)", v->format_size);
+        if (!size_ok(v->struct_size, V1_FORMAT_VTABLE, "format vtable", why, n) ||
+            (v->n_formats && !size_ok(v->format_size, V1_FORMAT, "format table entry", why, n)))
             return 0;
-        }
+        if (v->n_formats && !v->formats) { snprintf(why, n, "format table missing (%u entries)", v->n_formats); return 0; }
         for (uint32_t i = 0; i < v->n_formats; i++) {
             const picolm_format *f = format_at(v, i);
-            if (!f->name || !f->block_size || !f->type_size || !f->dequantize_row || f->type_id >= PICOLM_TYPE_MAX) {
+            if (!f->name || !f->block_size || !f->type_size || !f->dequantize_row || f->type_id >= PL_TYPE_MAX) {
                 snprintf(why, n, "format #%u (%s) is missing a required member or has an invalid type id", i, f->name ? f->name : "?");
                 return 0;
             }
@@ -121,7 +134,7 @@ static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
                 snprintf(why, n, "weight format %s has no reference vec_dot", f->name);
                 return 0;
             }
-            const uint32_t g = format_row_group(v, f);
+            const uint32_t g = format_row_group(f);
             if (g != 1 && g != 2 && g != 4 && g != 8 && g != 16) {
                 snprintf(why, n, "format %s has row_group %u (allowed: 0, 1, 2, 4, 8, 16)", f->name, g);
                 return 0;
@@ -129,22 +142,24 @@ static int vtable_ok(const picolm_plugin *d, char *why, size_t n) {
         }
     } else if (d->kind == PICOLM_KIND_BACKEND) {
         const picolm_backend_vtable *v = d->vtable;
-        if (v->struct_size < offsetof(picolm_backend_vtable, score)) { snprintf(why, n, "backend vtable too small (%u bytes)", v->struct_size); return 0; }
-        if ((v->n_kernels && (!v->kernels || v->kernel_size < offsetof(picolm_kernel, gemm))) ||
-            (v->n_act_quants && (!v->act_quants || v->act_quant_size < sizeof(picolm_act_quant)))) {
-            snprintf(why, n, "backend kernel tables malformed");
+        if (!size_ok(v->struct_size, V1_BACKEND_VTABLE, "backend vtable", why, n) ||
+            (v->n_kernels && !size_ok(v->kernel_size, V1_KERNEL, "kernel table entry", why, n)) ||
+            (v->n_act_quants && !size_ok(v->act_quant_size, V1_ACT_QUANT, "act_quant table entry", why, n)))
+            return 0;
+        if ((v->n_kernels && !v->kernels) || (v->n_act_quants && !v->act_quants)) {
+            snprintf(why, n, "backend kernel tables malformed (%u kernels, %u act_quants, an array missing)", v->n_kernels, v->n_act_quants);
             return 0;
         }
         for (uint32_t i = 0; i < v->n_kernels; i++) {
             const picolm_kernel *k = kernel_at(v, i);
-            if (k->type_id >= PICOLM_TYPE_MAX || k->vec_dot_type >= PICOLM_TYPE_MAX || !k->vec_dot) {
+            if (k->type_id >= PL_TYPE_MAX || k->vec_dot_type >= PL_TYPE_MAX || !k->vec_dot) {
                 snprintf(why, n, "kernel #%u is missing vec_dot or has an invalid type id", i);
                 return 0;
             }
         }
     } else {
         const picolm_sampler_vtable *v = d->vtable;
-        if (v->struct_size < offsetof(picolm_sampler_vtable, accept)) { snprintf(why, n, "sampler vtable too small (%u bytes)", v->struct_size); return 0; }
+        if (!size_ok(v->struct_size, V1_SAMPLER_VTABLE, "sampler vtable", why, n)) return 0;
         if (!v->create || !v->apply || (v->role != PICOLM_SAMPLER_PROCESS && v->role != PICOLM_SAMPLER_SELECT)) {
             snprintf(why, n, "sampler vtable lacks create/apply or has an invalid role");
             return 0;
@@ -211,10 +226,7 @@ static int note_valid(const picolm_note *n, char *why, size_t wn) {
         return -1;
     }
     if (n->kind < PICOLM_KIND_FORMAT || n->kind > PICOLM_KIND_SAMPLER) { snprintf(why, wn, "unknown plugin kind %u", n->kind); return -1; }
-    if (n->desc_size < offsetof(picolm_plugin, vtable) + sizeof(void *)) {
-        snprintf(why, wn, "descriptor too small (%u bytes, need %zu)", n->desc_size, offsetof(picolm_plugin, vtable) + sizeof(void *));
-        return -1;
-    }
+    if (!size_ok(n->desc_size, V1_PLUGIN, "descriptor", why, wn)) return -1;
     if (!memchr(n->name, 0, sizeof n->name) || !n->name[0]) { snprintf(why, wn, "the note lacks a name (or it is not terminated)"); return -1; }
     if (!name_ok(n)) { snprintf(why, wn, "the note's name has a character other than letters, digits, _ - ."); return -1; }
     return 0;
@@ -468,7 +480,8 @@ static void exe_dir(char *buf, size_t n) {
     if (slash) *slash = 0;
 }
 
-static void init_host(pl_registry *r) {
+void registry_init(pl_registry *r) {
+    memset(r, 0, sizeof *r);
     r->cpu = cpu_probe();
     r->host.abi_version = PICOLM_ABI_VERSION;
     r->host.struct_size = sizeof(picolm_host);
@@ -478,7 +491,6 @@ static void init_host(pl_registry *r) {
     r->host.free = host_free;
     r->host.parallel_for = host_parallel_for;
     r->host.n_threads = 1;
-    r->host.caps = PICOLM_HOST_ROW_GROUPS;
 }
 
 static void load_path_list(pl_registry *r, const char *list) {
@@ -489,8 +501,7 @@ static void load_path_list(pl_registry *r, const char *list) {
 }
 
 int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errlen) {
-    memset(r, 0, sizeof *r);
-    init_host(r);
+    registry_init(r);
     if (plugin_dir && plugin_dir[0]) load_path_list(r, plugin_dir);
     const char *env = getenv("PICOLM_PLUGIN_DIR");
     if (env && env[0]) load_path_list(r, env);
@@ -535,10 +546,16 @@ const pl_plugin *registry_find(const pl_registry *r, uint32_t kind, const char *
 #define FOR_FORMATS(v, f, i)                                                                       \
     for (uint32_t i = 0; i < (v)->n_formats; i++)                                                  \
         for (const picolm_format *f = format_at((v), i); f; f = NULL)
+/* Every format f of every accepted format plugin p, in load order. */
+#define FOR_LOADED_FORMATS(r, p, f)                                                                \
+    for (int p##_i = 0; p##_i < (r)->n; p##_i++)                                                   \
+        for (const pl_plugin *p = &(r)->items[p##_i]; p; p = NULL)                                 \
+            if (p->ok && p->kind == PICOLM_KIND_FORMAT)                                            \
+                FOR_FORMATS((const picolm_format_vtable *)p->desc->vtable, f, p##_j)
 
 int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size) {
     const pl_dispatch *d = ctx;
-    if (type >= PICOLM_TYPE_MAX || !d->types[type].fmt) return 0;
+    if (type >= PL_TYPE_MAX || !d->types[type].fmt) return 0;
     *block_size = d->types[type].fmt->block_size;
     *type_size = d->types[type].fmt->type_size;
     return 1;
@@ -576,24 +593,19 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
     if (!be && err[0]) return -1;
     d->backend = be;
     /* 1. formats: the portable reference code, first provider wins */
-    for (int i = 0; i < r->n; i++) {
-        const pl_plugin *p = &r->items[i];
-        if (!p->ok || p->kind != PICOLM_KIND_FORMAT) continue;
-        const picolm_format_vtable *v = p->desc->vtable;
-        FOR_FORMATS(v, f, j) {
-            pl_type *t = &d->types[f->type_id];
-            if (t->fmt) continue;
-            t->fmt = f;
-            t->row_group = format_row_group(v, f);
-            t->fmt_plugin = p->name;
-            t->vec_dot_type = f->vec_dot_type;
-            t->vec_dot = f->vec_dot;
-            t->kernel_from = "reference";
-        }
+    FOR_LOADED_FORMATS(r, p, f) {
+        pl_type *t = &d->types[f->type_id];
+        if (t->fmt) continue;
+        t->fmt = f;
+        t->row_group = format_row_group(f);
+        t->fmt_plugin = p->name;
+        t->vec_dot_type = f->vec_dot_type;
+        t->vec_dot = f->vec_dot;
+        t->kernel_from = "reference";
     }
-    for (uint32_t ty = 0; ty < PICOLM_TYPE_MAX; ty++) {
+    for (uint32_t ty = 0; ty < PL_TYPE_MAX; ty++) {
         pl_type *t = &d->types[ty];
-        if (t->fmt && t->vec_dot && t->vec_dot_type < PICOLM_TYPE_MAX && d->types[t->vec_dot_type].fmt)
+        if (t->fmt && t->vec_dot && t->vec_dot_type < PL_TYPE_MAX && d->types[t->vec_dot_type].fmt)
             t->act_quant = d->types[t->vec_dot_type].fmt->quantize_row;
     }
     ops_reference(&d->ops);
@@ -613,36 +625,30 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
         if (!q) continue;
         t->vec_dot = k->vec_dot;
         t->vec_dot_type = k->vec_dot_type;
-        t->gemm = bv->kernel_size >= offsetof(picolm_kernel, gemm) + sizeof(void *) ? k->gemm : NULL;
+        t->gemm = k->gemm;
         t->act_quant = q;
         t->kernel_from = be->name;
     }
     /* 2b. a layout the backend has no kernels for runs its base type's on
        groups unpacked by the format's to_base (same values, same kernels,
        same results), rather than the layout's slow reference code */
-    for (int i = 0; i < r->n; i++) {
-        const pl_plugin *p = &r->items[i];
-        if (!p->ok || p->kind != PICOLM_KIND_FORMAT) continue;
-        const picolm_format_vtable *v = p->desc->vtable;
-        if (v->format_size < offsetof(picolm_format, to_base) + sizeof(void *)) continue;
-        FOR_FORMATS(v, f, j) {
-            pl_type *t = &d->types[f->type_id];
-            if (t->fmt != f || !f->to_base || f->base_type >= PICOLM_TYPE_MAX || strcmp(t->kernel_from, "reference")) continue;
-            const pl_type *b = &d->types[f->base_type];
-            if (!b->fmt || b->row_group != 1 || !strcmp(b->kernel_from, "reference") || b->fmt->block_size != f->block_size)
-                continue;
-            t->vec_dot = b->vec_dot;
-            t->vec_dot_type = b->vec_dot_type;
-            t->gemm = b->gemm;
-            t->act_quant = b->act_quant;
-            t->kernel_from = b->kernel_from;
-            t->to_base = f->to_base;
-            t->base_type = f->base_type;
-        }
+    FOR_LOADED_FORMATS(r, p, f) {
+        pl_type *t = &d->types[f->type_id];
+        if (t->fmt != f || !f->to_base || f->base_type >= PL_TYPE_MAX || strcmp(t->kernel_from, "reference")) continue;
+        const pl_type *b = &d->types[f->base_type];
+        if (!b->fmt || b->row_group != 1 || !strcmp(b->kernel_from, "reference") || b->fmt->block_size != f->block_size)
+            continue;
+        t->vec_dot = b->vec_dot;
+        t->vec_dot_type = b->vec_dot_type;
+        t->gemm = b->gemm;
+        t->act_quant = b->act_quant;
+        t->kernel_from = b->kernel_from;
+        t->to_base = f->to_base;
+        t->base_type = f->base_type;
     }
-    /* 3. primitives (only the members this backend's struct_size covers) */
+    /* 3. primitives */
 #define OVERLAY(m) \
-    if (bv->struct_size >= offsetof(picolm_backend_vtable, m) + sizeof(void *) && bv->m) d->ops.m = bv->m
+    if (bv->m) d->ops.m = bv->m
     OVERLAY(rmsnorm);
     OVERLAY(dot_f32);
     OVERLAY(dot_f32_f16);
@@ -657,12 +663,8 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
 /* ---------------- report ---------------- */
 
 const char *registry_type_name(const pl_registry *r, uint32_t type) {
-    for (int i = 0; i < r->n; i++) {
-        if (!r->items[i].ok || r->items[i].kind != PICOLM_KIND_FORMAT) continue;
-        const picolm_format_vtable *v = r->items[i].desc->vtable;
-        for (uint32_t j = 0; j < v->n_formats; j++)
-            if (format_at(v, j)->type_id == type) return format_at(v, j)->name;
-    }
+    FOR_LOADED_FORMATS(r, p, f)
+        if (f->type_id == type) return f->name;
     return gguf_type_name(type);
 }
 

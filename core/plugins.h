@@ -24,6 +24,11 @@
 
 #include "picolm/plugin.h"
 
+/* Size of the dispatch table: every type id (GGUF's and picolm's own,
+   include/picolm/plugin.h) is below it.  The core's, not the ABI's: a
+   plugin's id at or above it is refused. */
+#define PL_TYPE_MAX 2048
+
 typedef struct pl_plugin {
     char path[1024];
     void *handle;                 /* NULL once rejected and closed, or built in */
@@ -83,9 +88,12 @@ typedef struct pl_type {
 typedef struct pl_dispatch {
     const pl_plugin *backend;     /* chosen backend (may be NULL: reference only) */
     pl_ops ops;
-    pl_type types[PICOLM_TYPE_MAX];
+    pl_type types[PL_TYPE_MAX];
 } pl_dispatch;
 
+/* An empty registry whose host is the core's (no pool yet: parallel_for
+   runs inline).  registry_load starts with it; tests load files into it. */
+void registry_init(pl_registry *r);
 /* Build the search path (config dir(s) ':'-separated, $PICOLM_PLUGIN_DIR,
    then next to the executable: ../plugins, ../lib/picolm) and load every
    plugin found.  A plugin whose kind+name is already loaded is skipped
@@ -115,7 +123,7 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
 
 /* Format lookups through a dispatch table. */
 static inline const picolm_format *dispatch_format(const pl_dispatch *d, uint32_t type) {
-    return type < PICOLM_TYPE_MAX ? d->types[type].fmt : NULL;
+    return type < PL_TYPE_MAX ? d->types[type].fmt : NULL;
 }
 /* Bytes of a row of n elements of type (n must be a multiple of the block). */
 static inline size_t dispatch_row_size(const pl_dispatch *d, uint32_t type, int64_t n) {
@@ -125,7 +133,7 @@ static inline size_t dispatch_row_size(const pl_dispatch *d, uint32_t type, int6
 /* Rows a type converts and multiplies at once: its row_group, 1 for plain
    rows and for a type no format plugin describes. */
 static inline int dispatch_row_group(const pl_dispatch *d, uint32_t type) {
-    return type < PICOLM_TYPE_MAX && d->types[type].row_group > 1 ? (int)d->types[type].row_group : 1;
+    return type < PL_TYPE_MAX && d->types[type].row_group > 1 ? (int)d->types[type].row_group : 1;
 }
 /* gguf_bind_types callback (ctx = const pl_dispatch *). */
 int dispatch_type_size(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size);
@@ -140,7 +148,8 @@ void registry_print(const pl_registry *r, const char *chosen_backend, void *FILE
    reason: what -v shows. */
 void registry_print_unloaded(const pl_registry *r, void *FILE_stream);
 
-/* The host's thread pool hook: plugins' parallel_for runs here. */
+/* The pool the registry's host runs parallel_for on (NULL: inline), reached
+   through host.core_data, so each engine's plugins use its own pool. */
 struct threadpool;
 void registry_set_pool(pl_registry *r, struct threadpool *pool);
 

@@ -72,7 +72,7 @@ void qp_model_count(qp_model *m, const char *name) {
 static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
-    const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
+    const picolm_format *f = t < PL_TYPE_MAX ? d->types[t].fmt : NULL;
     return f ? f->block_size : 0;
 }
 
@@ -161,7 +161,7 @@ uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, 
     for (int k = 0; k < QP_MAX_STORE && m->store[k].as; k++) {
         const uint32_t as = m->store[k].as;
         if (t != m->store[k].base) continue;
-        const pl_type *pt = as < PICOLM_TYPE_MAX ? &d->types[as] : NULL;
+        const pl_type *pt = as < PL_TYPE_MAX ? &d->types[as] : NULL;
         if (!pt || !pt->fmt || pt->fmt->block_size != block_of(d, t)) {
             snprintf(err, errlen, "tensor '%s' needs type %u (mix %s: %s repacked), which no loaded format plugin provides "
                      "with %s's block size", name, as, m->name, gguf_type_name(t), gguf_type_name(t));

@@ -238,7 +238,7 @@ static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t 
 }
 
 static uint32_t find_type(const pl_dispatch *d, const char *name) {
-    for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+    for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
         const picolm_format *f = d->types[t].fmt;
         if (f && (f->flags & PICOLM_FMT_WEIGHT) && !strcasecmp(f->name, name)) return t;
     }

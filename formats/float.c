@@ -67,20 +67,5 @@ static const picolm_format float_formats[] = {
     PICOLM_FORMAT(PICOLM_TYPE_BF16, WA, "BF16", 1, 2, bf16_to_float, bf16_from_float, PICOLM_TYPE_BF16, bf16_vec_dot),
 };
 
-static const picolm_format_vtable float_vtable = {
-    sizeof(picolm_format_vtable), sizeof(picolm_format),
-    sizeof float_formats / sizeof float_formats[0], float_formats,
-};
-
-static const picolm_plugin float_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_FORMAT,
-    .name = "float",
-    .version = "1.0",
-    .description = "F32, F16 and BF16 weights (reference code)",
-    .vtable = &float_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "float", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &float_plugin; }
+static const picolm_format_vtable float_vtable = PICOLM_FORMAT_VTABLE(float_formats);
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "float", "1.0", "F32, F16 and BF16 weights (reference code)", 0, 0, &float_vtable);

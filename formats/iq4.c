@@ -225,20 +225,5 @@ static const picolm_format iq4_formats[] = {
     PICOLM_FORMAT(PICOLM_TYPE_IQ4_XS, W, "IQ4_XS", QK_K, sizeof(block_iq4_xs), iq4_xs_dequantize, iq4_xs_quantize, PICOLM_TYPE_Q8_K, iq4_xs_vec_dot),
 };
 
-static const picolm_format_vtable iq4_vtable = {
-    sizeof(picolm_format_vtable), sizeof(picolm_format),
-    sizeof iq4_formats / sizeof iq4_formats[0], iq4_formats,
-};
-
-static const picolm_plugin iq4_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_FORMAT,
-    .name = "iq4",
-    .version = "1.0",
-    .description = "IQ4_NL and IQ4_XS (reference code)",
-    .vtable = &iq4_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "iq4", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &iq4_plugin; }
+static const picolm_format_vtable iq4_vtable = PICOLM_FORMAT_VTABLE(iq4_formats);
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "iq4", "1.0", "IQ4_NL and IQ4_XS (reference code)", 0, 0, &iq4_vtable);

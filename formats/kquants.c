@@ -907,22 +907,8 @@ static const picolm_format kquant_formats[] = {
       q8_K_dequantize, q8_K_quantize, PICOLM_TYPE_Q8_K, NULL),
 };
 
-static const picolm_format_vtable kquant_vtable = {
-    sizeof(picolm_format_vtable), sizeof(picolm_format),
-    sizeof kquant_formats / sizeof kquant_formats[0], kquant_formats,
-};
-
-static const picolm_plugin kquant_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_FORMAT,
-    .name = "kquants",
-    .version = "1.0",
-    .description = "K-quants Q2_K..Q6_K weights and Q8_K activations (ggml-exact reference code)",
-    .vtable = &kquant_vtable,
-};
-#ifndef PICOLM_KQUANTS_NO_NOTE /* repack.c includes this file and has its own */
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "kquants", 0);
+#ifndef PICOLM_KQUANTS_NO_PLUGIN /* repack.c includes this file for its code and is a plugin of its own */
+static const picolm_format_vtable kquant_vtable = PICOLM_FORMAT_VTABLE(kquant_formats);
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "kquants", "1.0", "K-quants Q2_K..Q6_K weights and Q8_K activations (ggml-exact reference code)",
+                     0, 0, &kquant_vtable);
 #endif
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &kquant_plugin; }

@@ -23,10 +23,8 @@
  * The quantizer is Q4_K's reference quantizer (kquants.c, included below so
  * that both are the same code), followed by the unpacking.
  */
-#define picolm_plugin_v1 repack_kquants_entry_unused /* kquants.c's entry: not exported under our name */
-#define PICOLM_KQUANTS_NO_NOTE                       /* nor its note: one note per plugin file */
+#define PICOLM_KQUANTS_NO_PLUGIN /* its code only: one descriptor, note and entry per file */
 #include "kquants.c"
-#undef picolm_plugin_v1
 
 #define PICOLM_TYPE_Q4_K_R 1012u
 
@@ -420,35 +418,8 @@ static const picolm_format repack_formats[] = {
 _Static_assert(sizeof(block_q4_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q4_K), "Q4_K_R16 row bytes = Q4_K's");
 _Static_assert(sizeof(block_q6_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q6_K), "Q6_K_R16 row bytes = Q6_K's");
 
-/* An older core reads picolm_format without row_group and would treat a
-   group as 16 independent rows: refuse to load there. */
-static int repack_init(const picolm_host *host, char *err, size_t errlen) {
-    if (picolm_host_has(host, PICOLM_HOST_ROW_GROUPS)) return 0;
-    if (err && errlen) {
-        const char *m = "format-repack needs a core with row-group support (PICOLM_HOST_ROW_GROUPS) for Q4_K_R16/Q6_K_R16";
-        size_t k = strlen(m) < errlen - 1 ? strlen(m) : errlen - 1;
-        memcpy(err, m, k);
-        err[k] = 0;
-    }
-    return 1;
-}
-
-static const picolm_format_vtable repack_vtable = {
-    sizeof(picolm_format_vtable), sizeof(picolm_format),
-    sizeof repack_formats / sizeof repack_formats[0], repack_formats,
-};
-
-static const picolm_plugin repack_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_FORMAT,
-    .name = "repack",
-    .version = "1.0",
-    .description = "Repacked layouts (picolm type ids >= 1024): Q4_K_R = Q4_K with pre-unpacked 8-bit scales/mins; "
-                   "Q4_K_R16/Q6_K_R16 = Q4_K/Q6_K with 16 rows interleaved",
-    .init = repack_init,
-    .vtable = &repack_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "repack", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &repack_plugin; }
+static const picolm_format_vtable repack_vtable = PICOLM_FORMAT_VTABLE(repack_formats);
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "repack", "1.0",
+                     "Repacked layouts (picolm type ids >= 1024): Q4_K_R = Q4_K with pre-unpacked 8-bit scales/mins; "
+                     "Q4_K_R16/Q6_K_R16 = Q4_K/Q6_K with 16 rows interleaved",
+                     0, 0, &repack_vtable);

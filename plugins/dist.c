@@ -88,15 +88,5 @@ static const picolm_sampler_vtable dist_vtable = {
     .reset = dist_reset,
 };
 
-static const picolm_plugin dist_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "dist",
-    .version = "1.0",
-    .description = "draw a token from the softmax of the candidates (seeded, reproducible)",
-    .vtable = &dist_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "dist", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &dist_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "dist", "1.0",
+                     "draw a token from the softmax of the candidates (seeded, reproducible)", 0, 0, &dist_vtable);

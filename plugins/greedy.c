@@ -29,15 +29,5 @@ static const picolm_sampler_vtable greedy_vtable = {
     .apply = greedy_apply,
 };
 
-static const picolm_plugin greedy_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "greedy",
-    .version = "1.0",
-    .description = "pick the most likely token (argmax, ties -> lowest id)",
-    .vtable = &greedy_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "greedy", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &greedy_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "greedy", "1.0",
+                     "pick the most likely token (argmax, ties -> lowest id)", 0, 0, &greedy_vtable);

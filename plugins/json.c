@@ -372,15 +372,5 @@ static const picolm_sampler_vtable json_vtable = {
     .reset = json_reset,
 };
 
-static const picolm_plugin json_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "json",
-    .version = "1.0",
-    .description = "constrain output to one JSON object or array (--json)",
-    .vtable = &json_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "json", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &json_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "json", "1.0",
+                     "constrain output to one JSON object or array (--json)", 0, 0, &json_vtable);

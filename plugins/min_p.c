@@ -53,15 +53,5 @@ static const picolm_sampler_vtable minp_vtable = {
     .apply = minp_apply,
 };
 
-static const picolm_plugin minp_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "min_p",
-    .version = "1.0",
-    .description = "drop tokens less likely than min_p times the best one",
-    .vtable = &minp_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "min_p", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &minp_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "min_p", "1.0",
+                     "drop tokens less likely than min_p times the best one", 0, 0, &minp_vtable);

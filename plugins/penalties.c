@@ -142,15 +142,5 @@ static const picolm_sampler_vtable pen_vtable = {
     .reset = pen_reset,
 };
 
-static const picolm_plugin pen_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "penalties",
-    .version = "1.0",
-    .description = "repetition, frequency and presence penalties over the last tokens",
-    .vtable = &pen_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "penalties", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &pen_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "penalties", "1.0",
+                     "repetition, frequency and presence penalties over the last tokens", 0, 0, &pen_vtable);

@@ -54,15 +54,5 @@ static const picolm_sampler_vtable temp_vtable = {
     .apply = temp_apply,
 };
 
-static const picolm_plugin temp_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "temperature",
-    .version = "1.0",
-    .description = "scale logits by 1/temperature (<= 0 keeps only the best token)",
-    .vtable = &temp_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "temperature", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &temp_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "temperature", "1.0",
+                     "scale logits by 1/temperature (<= 0 keeps only the best token)", 0, 0, &temp_vtable);

@@ -77,15 +77,4 @@ static const picolm_sampler_vtable topk_vtable = {
     .apply = topk_apply,
 };
 
-static const picolm_plugin topk_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "top_k",
-    .version = "1.0",
-    .description = "keep the k most likely tokens",
-    .vtable = &topk_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "top_k", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &topk_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_k", "1.0", "keep the k most likely tokens", 0, 0, &topk_vtable);

@@ -499,15 +499,5 @@ static const picolm_sampler_vtable topp_vtable = {
     .apply = topp_apply,
 };
 
-static const picolm_plugin topp_desc = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_SAMPLER,
-    .name = "top_p",
-    .version = "1.0",
-    .description = "nucleus: keep the most likely tokens up to probability mass p (picoLM's -k)",
-    .vtable = &topp_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_SAMPLER, "top_p", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &topp_desc; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_p", "1.0",
+                     "nucleus: keep the most likely tokens up to probability mass p (picoLM's -k)", 0, 0, &topp_vtable);

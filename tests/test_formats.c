@@ -25,6 +25,7 @@
 
 #include "check.h"
 #include "gguf.h"
+#include "plugins.h" /* PL_TYPE_MAX */
 #include "picolm/blocks.h"
 #include "picolm/plugin.h"
 #include "testlib.h"
@@ -91,7 +92,7 @@ static void *libs[MAX_LIBS];
 static int n_libs;
 static loaded_fmt fmts[MAX_FMTS];
 static int n_fmts;
-static const loaded_fmt *by_type[PICOLM_TYPE_MAX];
+static const loaded_fmt *by_type[PL_TYPE_MAX];
 
 static void load_plugin(const char *dir, const char *file) {
     char path[8192];
@@ -123,7 +124,7 @@ static void load_plugin(const char *dir, const char *file) {
         memcpy(&lf->f, tl_format_at(vt, i), sz);
         snprintf(lf->lib, sizeof lf->lib, "%s", file);
         const picolm_format *f = &lf->f;
-        ok = f->type_id < PICOLM_TYPE_MAX && f->name && f->block_size && f->type_size && f->dequantize_row;
+        ok = f->type_id < PL_TYPE_MAX && f->name && f->block_size && f->type_size && f->dequantize_row;
         CHECK(ok, "%s: format #%u has id, name, sizes and dequantize_row", file, i);
         if (!ok) continue;
         CHECK(by_type[f->type_id] == NULL, "%s: type %s (%u) declared once (also in %s)", file, f->name,
@@ -159,7 +160,7 @@ static void load_all(void) {
     }
 }
 
-static const picolm_format *fmt(uint32_t id) { return id < PICOLM_TYPE_MAX && by_type[id] ? &by_type[id]->f : NULL; }
+static const picolm_format *fmt(uint32_t id) { return id < PL_TYPE_MAX && by_type[id] ? &by_type[id]->f : NULL; }
 
 /* ------------------------------------------------------------------------ */
 /* Random data                                                               */

@@ -179,11 +179,6 @@ static int plugin_should_accept(const char *s, size_t n) {
 
 /* ======================= the plugin through its ABI ====================== */
 
-static void t_log(int level, const char *msg) { (void)level; printf("# plugin log: %s\n", msg); }
-static void *t_alloc(size_t size, size_t align) { (void)align; return calloc(1, size ? size : 1); }
-static void t_free(void *p) { free(p); }
-static void t_pfor(int64_t n, picolm_task_fn fn, void *ctx) { if (n > 0) fn(ctx, 0, n, 0); }
-
 static pl_registry reg;
 static const picolm_sampler_vtable *vt;
 
@@ -500,8 +495,7 @@ static int validate_stdin(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--validate")) return validate_stdin();
-    memset(&reg, 0, sizeof reg);
-    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1, PICOLM_HOST_ROW_GROUPS};
+    registry_init(&reg);
     char path[1024];
     snprintf(path, sizeof path, "%s/plugins/sampler-json.so", build_dir());
     int idx = registry_load_file(&reg, path);

@@ -20,6 +20,7 @@
  */
 #include "check.h"
 #include "cpu.h"
+#include "plugins.h" /* PL_TYPE_MAX */
 #include "picolm/plugin.h"
 #include "picolm/fp16.h"
 
@@ -60,12 +61,12 @@ static void *host_alloc(size_t size, size_t align) {
     return p;
 }
 static void host_free(void *p) { free(p); }
-static void host_parallel_for(int64_t n, picolm_task_fn fn, void *ctx) { fn(ctx, 0, n, 0); }
+static void host_parallel_for(const picolm_host *h, int64_t n, picolm_task_fn fn, void *ctx) { (void)h; fn(ctx, 0, n, 0); }
 
 /* ---- plugins --------------------------------------------------------------- */
 #define MAX_PLUGINS 32
-static const picolm_format *fmt_by_type[PICOLM_TYPE_MAX];
-static uint32_t fmt_size[PICOLM_TYPE_MAX]; /* its plugin's format_size: members past it are absent */
+static const picolm_format *fmt_by_type[PL_TYPE_MAX];
+static uint32_t fmt_size[PL_TYPE_MAX]; /* its plugin's format_size: members past it are absent */
 typedef struct { char file[512]; const picolm_plugin *pl; void *h; } loaded;
 static loaded backends[MAX_PLUGINS];
 static int n_backends;
@@ -104,7 +105,7 @@ static void load_all(const char *dir) {
             const picolm_format_vtable *vt = pl->vtable;
             for (uint32_t i = 0; i < vt->n_formats; i++) {
                 const picolm_format *f = (const picolm_format *)((const char *)vt->formats + (size_t)i * vt->format_size);
-                if (f->type_id < PICOLM_TYPE_MAX && !fmt_by_type[f->type_id]) {
+                if (f->type_id < PL_TYPE_MAX && !fmt_by_type[f->type_id]) {
                     fmt_by_type[f->type_id] = f;
                     fmt_size[f->type_id] = vt->format_size;
                 }
@@ -130,7 +131,7 @@ static int64_t group_of(const picolm_format *f) {
     return g > 1 ? g : 1;
 }
 #define GMAX 16
-static const char *tname(uint32_t t) { return t < PICOLM_TYPE_MAX && fmt_by_type[t] ? fmt_by_type[t]->name : "?"; }
+static const char *tname(uint32_t t) { return t < PL_TYPE_MAX && fmt_by_type[t] ? fmt_by_type[t]->name : "?"; }
 
 /* sum |w_i * a_i| in double, the scale of the rounding error of a dot, for
    each row of w (one row, or a whole group of a grouped format) */
@@ -150,8 +151,8 @@ static void dot_magnitudes(const picolm_format *fw, const void *w, const picolm_
 
 /* ---- kernels --------------------------------------------------------------- */
 static void test_kernel(const char *bname, const picolm_kernel *k) {
-    const picolm_format *fw = k->type_id < PICOLM_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
-    const picolm_format *fa = k->vec_dot_type < PICOLM_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
+    const picolm_format *fw = k->type_id < PL_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
+    const picolm_format *fa = k->vec_dot_type < PL_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
     if (!fw || !fa) { SKIP("%s: kernel type %u x %u: no format plugin", bname, k->type_id, k->vec_dot_type); return; }
     CHECK(k->vec_dot != NULL, "%s %s: vec_dot present", bname, fw->name);
     if (!k->vec_dot) return;
@@ -308,7 +309,7 @@ static double bench_kernel(const picolm_kernel *k, size_t bytes, int use_gemm) {
 
 /* ---- activation quantizers -------------------------------------------------- */
 static void test_act_quant(const char *bname, const picolm_act_quant *q) {
-    const picolm_format *f = q->type_id < PICOLM_TYPE_MAX ? fmt_by_type[q->type_id] : NULL;
+    const picolm_format *f = q->type_id < PL_TYPE_MAX ? fmt_by_type[q->type_id] : NULL;
     if (!f || !f->quantize_row) { SKIP("%s: act quant type %u has no reference quantizer", bname, q->type_id); return; }
     CHECK(q->quantize_row != NULL, "%s %s: quantize_row present", bname, f->name);
     if (!q->quantize_row) return;
@@ -538,7 +539,7 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
     const picolm_backend_vtable *vt = pl->vtable;
     if (pl->init) {
         picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
-                             host_parallel_for, 1, PICOLM_HOST_ROW_GROUPS };
+                             host_parallel_for, 1, NULL };
         char err[256] = "";
         const int rc = pl->init(&host, err, sizeof err);
         CHECK(rc == 0, "%s: init (%s)", label, rc ? err : "ok");
@@ -561,8 +562,8 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
         if (!all && k->type_id != PICOLM_TYPE_Q4_K && k->type_id != PICOLM_TYPE_Q6_K && k->type_id != PICOLM_TYPE_Q8_0 &&
             k->type_id != PICOLM_TYPE_Q4_K_R16 && k->type_id != PICOLM_TYPE_Q6_K_R16)
             continue;
-        const picolm_format *fw = k->type_id < PICOLM_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
-        const picolm_format *fa = k->vec_dot_type < PICOLM_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
+        const picolm_format *fw = k->type_id < PL_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
+        const picolm_format *fa = k->vec_dot_type < PL_TYPE_MAX ? fmt_by_type[k->vec_dot_type] : NULL;
         if (!fw || !fa || !fw->quantize_row || !fa->quantize_row || !k->vec_dot) continue;
         const double l3 = bench_kernel(k, 8u << 20, 0), mem = bench_kernel(k, 64u << 20, 0);
         const double g = k->gemm ? bench_kernel(k, 8u << 20, 4) : 0, g64 = k->gemm ? bench_kernel(k, 8u << 20, 64) : 0;
@@ -580,7 +581,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/plugins", build_dir());
     load_all(dir);
     int nfmt = 0;
-    for (int t = 0; t < PICOLM_TYPE_MAX; t++) nfmt += fmt_by_type[t] != NULL;
+    for (int t = 0; t < PL_TYPE_MAX; t++) nfmt += fmt_by_type[t] != NULL;
     CHECK(nfmt > 0 && n_backends > 0, "found %d format types and %d backends in %s", nfmt, n_backends, dir);
     const uint64_t feats = cpu_probe();
     char fs[512];
@@ -592,7 +593,7 @@ int main(void) {
         static const uint32_t hot[] = { PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q8_0 };
         for (int i = 0; i < 3; i++) {
             const picolm_format *f = fmt_by_type[hot[i]];
-            if (!f || !f->vec_dot || !f->quantize_row || f->vec_dot_type >= PICOLM_TYPE_MAX || !fmt_by_type[f->vec_dot_type]) continue;
+            if (!f || !f->vec_dot || !f->quantize_row || f->vec_dot_type >= PL_TYPE_MAX || !fmt_by_type[f->vec_dot_type]) continue;
             const picolm_kernel k = { f->type_id, f->vec_dot_type, f->vec_dot, NULL };
             printf("INFO: %-16s %-8s vec_dot %6.1f GB/s (8 MiB weights)\n", "reference", f->name, bench_kernel(&k, 8u << 20, 0));
         }
@@ -613,7 +614,7 @@ int main(void) {
             snprintf(label, sizeof label, "%s[no-vnni]", pl->name);
             test_backend(&backends[i], novnni, label);
             picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
-                                 host_parallel_for, 1, PICOLM_HOST_ROW_GROUPS };
+                                 host_parallel_for, 1, NULL };
             char err[256];
             pl->init(&host, err, sizeof err); /* restore the best kernels */
         }

@@ -14,19 +14,9 @@
 #include "cpu.h"
 #include "plugins.h"
 #include "testlib.h"
+#include "threadpool.h"
 
 static char dir[256], markfile[320];
-
-static void h_log(int level, const char *msg) { (void)level; (void)msg; }
-static void *h_alloc(size_t n, size_t a) { (void)a; return calloc(1, n ? n : 1); }
-static void h_free(void *p) { free(p); }
-static void h_par(int64_t n, picolm_task_fn fn, void *ctx) { if (n > 0) fn(ctx, 0, n, 0); }
-
-static void init_registry(pl_registry *r) {
-    memset(r, 0, sizeof *r);
-    r->cpu = cpu_probe();
-    r->host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), r->cpu, h_log, h_alloc, h_free, h_par, 1, PICOLM_HOST_ROW_GROUPS};
-}
 
 /* Build tests/plugins_src/probe.c as DIR/<file> with -DCASE_<c> (c may be ""). */
 static int build(const char *file, const char *c, const char *name) {
@@ -167,7 +157,7 @@ static void test_cross(void) {
               "%s plugin's note read: %s, %s", x[i].arch, note.name, rc ? why : "accepted (this machine)");
         if (rc) { /* listed as a sampler built for another machine, not as a non-plugin file */
             pl_registry r;
-            init_registry(&r);
+            registry_init(&r);
             int k = registry_load_file(&r, path);
             CHECK(k >= 0 && !r.items[k].ok && !r.items[k].skipped && r.items[k].kind == PICOLM_KIND_SAMPLER &&
                       !strcmp(r.items[k].name, "p_cross") && !r.items[k].handle && strstr(r.items[k].why, want),
@@ -216,12 +206,50 @@ static void test_builtin(pl_registry *r) {
           "a second built-in of the same name is shadowed %s", k >= 0 ? r->items[k].why : "-");
 }
 
+/* Each registry's host reaches its own pool (host.core_data), so two
+   engines in one process never share one: chunk i of n runs on thread i. */
+typedef struct { int max_id, calls; int64_t covered; } pfor_seen;
+static void pfor_record(void *ctx, int64_t begin, int64_t end, int id) {
+    pfor_seen *s = ctx;
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&s->covered, end - begin, __ATOMIC_SEQ_CST);
+    for (int m = __atomic_load_n(&s->max_id, __ATOMIC_SEQ_CST); id > m;)
+        if (__atomic_compare_exchange_n(&s->max_id, &m, id, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
+}
+
+static void test_host_pools(void) {
+    pl_registry a, b;
+    registry_init(&a);
+    registry_init(&b);
+    pfor_seen s = {0, 0, 0};
+    a.host.parallel_for(&a.host, 5, pfor_record, &s);
+    CHECK(a.host.n_threads == 1 && s.calls == 1 && s.covered == 5 && s.max_id == 0, "no pool: parallel_for runs inline (%d calls)", s.calls);
+    threadpool *p2 = threadpool_create(2), *p3 = threadpool_create(3);
+    registry_set_pool(&a, p2);
+    registry_set_pool(&b, p3); /* set last: a global pool would now serve a too */
+    s = (pfor_seen){0, 0, 0};
+    a.host.parallel_for(&a.host, 3, pfor_record, &s);
+    CHECK(a.host.n_threads == 2 && s.max_id == 1 && s.covered == 3, "registry a: its own 2-thread pool (threads 0..%d, n_threads %d)", s.max_id,
+          a.host.n_threads);
+    s = (pfor_seen){0, 0, 0};
+    b.host.parallel_for(&b.host, 3, pfor_record, &s);
+    CHECK(b.host.n_threads == 3 && s.max_id == 2 && s.covered == 3, "registry b: its own 3-thread pool (threads 0..%d, n_threads %d)", s.max_id,
+          b.host.n_threads);
+    registry_set_pool(&a, NULL);
+    registry_set_pool(&b, NULL);
+    threadpool_destroy(p2);
+    threadpool_destroy(p3);
+    registry_free(&a);
+    registry_free(&b);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/picolm-plugin-test-XXXXXX");
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return 1; }
     snprintf(markfile, sizeof markfile, "%s/marks", dir);
     setenv("PICOLM_TEST_MARK", markfile, 1);
 
+    test_host_pools();
     static const bad_case cases[] = {
         /* refused from the note, never loaded */
         {"abi.so", "ABI", "p_abi", "ABI version 2", 0},
@@ -237,7 +265,10 @@ int main(void) {
         {"nulldesc.so", "NULLDESC", "p_nulldesc", "returned no descriptor", 1},
         {"mismatch.so", "MISMATCH", "p_mismatch", "disagrees with the note", 1},
         {"novtable.so", "NOVTABLE", "p_novtable", "no vtable", 1},
-        {"smallvtable.so", "SMALLVTABLE", "p_smallvt", "sampler vtable too small (4 bytes)", 1},
+        {"smallvtable.so", "SMALLVTABLE", "p_smallvt", "sampler vtable too small (4 bytes, ABI v1 needs", 1},
+        {"smallformat.so", "SMALLFORMAT", "p_smallformat", "format table entry too small", 1},
+        {"smallbackend.so", "SMALLBACKEND", "p_smallbackend", "backend vtable too small", 1},
+        {"smallkernel.so", "SMALLKERNEL", "p_smallkernel", "kernel table entry too small", 1},
         {"nocreate.so", "NOCREATE", "p_nocreate", "lacks create/apply", 1},
         {"badrole.so", "BADROLE", "p_badrole", "invalid role", 1},
         {"badformat.so", "BADFORMAT", "p_badformat", "invalid type id", 1},
@@ -246,9 +277,9 @@ int main(void) {
         {"initfail.so", "INITFAIL", "p_initfail", "init failed: probe refuses to start", 1},
     };
     const int nc = (int)(sizeof cases / sizeof *cases);
-    int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good");
+    int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good") && build("wide.so", "WIDE", "p_wide");
     for (int i = 0; i < nc && built; i++) built = build(cases[i].file, cases[i].c, cases[i].name);
-    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 2);
+    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 3);
     if (!built) return 1;
     char p[512];
     snprintf(p, sizeof p, "%s/text.so", dir);
@@ -269,13 +300,19 @@ int main(void) {
     CHECK(lib[0] && system(p) == 0, "copied a real library (%s) into the plugin directory as libcopy.so", lib);
 
     pl_registry r;
-    init_registry(&r);
+    registry_init(&r);
     snprintf(p, sizeof p, "%s/good.so", dir);
     int gi = registry_load_file(&r, p);
     CHECK(gi >= 0 && r.items[gi].ok && r.items[gi].handle && !strcmp(r.items[gi].name, "p_good"),
           "good plugin accepted (%s)", gi >= 0 ? r.items[gi].why : "-");
     CHECK(registry_find(&r, PICOLM_KIND_SAMPLER, "p_good") != NULL, "registry_find finds it");
     CHECK(strstr(read_marks(), "p_good:init\n") != NULL, "good plugin's init ran");
+    /* a plugin built against a later (appended) header: larger sizes are fine */
+    snprintf(p, sizeof p, "%s/wide.so", dir);
+    int wi = registry_load_file(&r, p);
+    CHECK(wi >= 0 && r.items[wi].ok, "a plugin with wider structs than v1 is accepted (%s)", wi >= 0 ? r.items[wi].why : "-");
+    CHECK(!strcmp(registry_type_name(&r, 1500), "WIDE0") && !strcmp(registry_type_name(&r, 1501), "WIDE1"),
+          "its format table is stepped by its own entry size: %s, %s", registry_type_name(&r, 1500), registry_type_name(&r, 1501));
 
     for (int i = 0; i < nc; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, cases[i].file);
@@ -309,12 +346,13 @@ int main(void) {
     CHECK(strstr(out, "shadowed by ") && strstr(out, "p_good") && strstr(out, "skipped (no picolm note this picolm can use):") && strstr(out, "libcopy.so"),
           "--list-plugins says shadowed (by which file) and lists the skipped files with why");
 
-    /* only the good plugin's code, the failing init and the constructors of
+    /* only the accepted plugins' code, the failing init and the constructors of
        loaded (descriptor-checked) plugins may have run */
     const char *m = read_marks();
     int stray = 0;
     for (const char *line = m; *line; line = strchr(line, '\n') + 1) {
         int allowed = !strncmp(line, "p_good:init\n", 12) || !strncmp(line, "p_good:constructor\n", 19) ||
+                      !strncmp(line, "p_wide:init\n", 12) || !strncmp(line, "p_wide:constructor\n", 19) ||
                       !strncmp(line, "p_initfail:init\n", 16);
         for (int i = 0; i < nc && !allowed; i++) {
             size_t l = strlen(cases[i].name);
@@ -340,7 +378,7 @@ int main(void) {
     for (int i = 0; i < r2.n; i++) {
         if (!strncmp(r2.items[i].path, dir, strlen(dir))) { ok += r2.items[i].ok; rejected += !r2.items[i].ok; }
     }
-    CHECK(ok == 1 && rejected == nc + 3, "directory scan: 1 accepted, %d refused (got %d, %d)", nc + 3, ok, rejected);
+    CHECK(ok == 2 && rejected == nc + 3, "directory scan: 2 accepted (good, wide), %d refused (got %d, %d)", nc + 3, ok, rejected);
     if (rc == 0) {
         int formats = 0;
         for (int i = 0; i < r2.n; i++) formats += r2.items[i].ok && r2.items[i].kind == PICOLM_KIND_FORMAT;

@@ -4,8 +4,6 @@
  * is not the code under test).  Everything is bit for bit:
  *  - descriptor: row_group 16, per-row type_size = the base's, base_type,
  *    from_base, vec_dot_type Q8_K;
- *  - init refuses a host without PICOLM_HOST_ROW_GROUPS (old struct_size,
- *    caps 0, NULL) with a message, accepts one with it;
  *  - random base rows (256/512/2048 columns, random quant bits and scales,
  *    realistic fp16 d/dmin) -> from_base (padded source stride) ->
  *    dequantize_row equals the base dequantize_row of every row;
@@ -105,9 +103,7 @@ static float spec_value(uint32_t rid, const void *blk, int r, int c) {
 
 static size_t row_bytes(const picolm_format *f, int64_t n) { return (size_t)(n / f->block_size) * f->type_size; }
 
-/* ---- descriptor and init ------------------------------------------------ */
-static void host_log(int level, const char *msg) { (void)level; (void)msg; }
-
+/* ---- descriptor --------------------------------------------------------- */
 static void test_descriptor(void) {
     static const struct { uint32_t id, base, size; const char *name; } want[] = {
         {PICOLM_TYPE_Q4_K_R16, PICOLM_TYPE_Q4_K, 144, "Q4_K_R16"},
@@ -126,33 +122,6 @@ static void test_descriptor(void) {
     const picolm_format *r = find_in(vt_repack, 1012);
     CHECK(r && !strcmp(r->name, "Q4_K_R") && r->row_group <= 1 && r->type_size == 148,
           "repack: Q4_K_R (1012) still there, per-row, 148 bytes");
-}
-
-static void test_init(void) {
-    CHECK(repack_p->init != NULL, "repack: has an init (to refuse an old core)");
-    if (!repack_p->init) return;
-    picolm_host h = {PICOLM_ABI_VERSION, sizeof(picolm_host), 0, host_log, NULL, NULL, NULL, 1, PICOLM_HOST_ROW_GROUPS};
-    char err[256];
-    err[0] = 0;
-    CHECK(repack_p->init(&h, err, sizeof err) == 0, "init accepts a host with PICOLM_HOST_ROW_GROUPS (%s)", err);
-
-    /* an 0.1 core: struct ends before caps (whatever lies beyond is not caps) */
-    picolm_host old = h;
-    old.struct_size = (uint32_t)offsetof(picolm_host, caps);
-    err[0] = 0;
-    int rc = repack_p->init(&old, err, sizeof err);
-    CHECK(rc != 0 && err[0], "init refuses a host whose struct_size predates caps: rc %d, \"%s\"", rc, err);
-
-    picolm_host nocap = h;
-    nocap.caps = 0;
-    err[0] = 0;
-    rc = repack_p->init(&nocap, err, sizeof err);
-    CHECK(rc != 0 && err[0], "init refuses a host without PICOLM_HOST_ROW_GROUPS: rc %d, \"%s\"", rc, err);
-
-    char tiny[8];
-    memset(tiny, 'x', sizeof tiny);
-    rc = repack_p->init(&nocap, tiny, sizeof tiny);
-    CHECK(rc != 0 && memchr(tiny, 0, sizeof tiny), "init's refusal message fits a small buffer (NUL-terminated)");
 }
 
 /* ---- random rows -------------------------------------------------------- */
@@ -373,7 +342,6 @@ int main(void) {
     vt_repack = repack_p->vtable;
     vt_kq = kp->vtable;
     test_descriptor();
-    test_init();
     test_type(PICOLM_TYPE_Q4_K_R16);
     test_type(PICOLM_TYPE_Q6_K_R16);
     test_shared();

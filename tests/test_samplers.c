@@ -16,20 +16,10 @@
 static const char *NAMES[] = {"greedy", "dist", "temperature", "top_k", "top_p", "min_p", "penalties", "json"};
 #define N_NAMES (int)(sizeof NAMES / sizeof NAMES[0])
 
-static void t_log(int level, const char *msg) { (void)level; printf("# plugin log: %s\n", msg); }
-static void *t_alloc(size_t size, size_t align) {
-    void *p = aligned_alloc(align < sizeof(void *) ? sizeof(void *) : align, (size + align - 1) / align * align);
-    if (p) memset(p, 0, size);
-    return p;
-}
-static void t_free(void *p) { free(p); }
-static void t_pfor(int64_t n, picolm_task_fn fn, void *ctx) { if (n > 0) fn(ctx, 0, n, 0); }
-
 static pl_registry reg;
 
 static int load_samplers(void) {
-    memset(&reg, 0, sizeof reg);
-    reg.host = (picolm_host){PICOLM_ABI_VERSION, sizeof(picolm_host), 0, t_log, t_alloc, t_free, t_pfor, 1, PICOLM_HOST_ROW_GROUPS};
+    registry_init(&reg);
     int ok = 1;
     for (int i = 0; i < N_NAMES; i++) {
         char path[1024];

@@ -446,7 +446,7 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
     uint64_t s = 42;
     for (int64_t i = 0; i < cols; i++) y[i] = rng_normal(&s);
     const size_t want = (size_t)(o->micro_mib > 0 ? o->micro_mib : 8) << 20;
-    for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+    for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
         const picolm_format *f = ref->types[t].fmt;
         if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row || cols % f->block_size) continue;
         int wanted = !o->n_formats;

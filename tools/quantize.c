@@ -51,7 +51,7 @@ static void usage(FILE *o, const pl_dispatch *d) {
     for (const qp_mix *m = qp_mixes; m->name; m++) fprintf(o, "  %-8s %s\n", m->name, m->what);
     if (d) {
         int any = 0;
-        for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+        for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
             const picolm_format *f = d->types[t].fmt;
             if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row) continue;
             if (qp_find_mix(f->name)) continue;
@@ -66,12 +66,12 @@ static void usage(FILE *o, const pl_dispatch *d) {
 /* ggml's lower-case type names ("q4_K", "iq4_nl", "f32") for the progress lines. */
 /* A type's name as the log spells every type: the format's own (Q4_K, Q4_K_R16, F32). */
 static const char *lname(const pl_dispatch *d, uint32_t t) {
-    const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
+    const picolm_format *f = t < PL_TYPE_MAX ? d->types[t].fmt : NULL;
     return f ? f->name : gguf_type_name(t);
 }
 
 static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
-    const picolm_format *f = t < PICOLM_TYPE_MAX ? d->types[t].fmt : NULL;
+    const picolm_format *f = t < PL_TYPE_MAX ? d->types[t].fmt : NULL;
     return f ? f->block_size : 0;
 }
 
@@ -139,7 +139,7 @@ static int is_float_type(uint32_t t) { return t == PICOLM_TYPE_F32 || t == PICOL
 /* A format's base_type/from_base (ABI 0.2), read only when its plugin's
    format stride covers them (an older plugin's entries are shorter). */
 static const picolm_format *repack_format(const engine *e, uint32_t t) {
-    const pl_type *pt = t < PICOLM_TYPE_MAX ? &e->d.types[t] : NULL;
+    const pl_type *pt = t < PL_TYPE_MAX ? &e->d.types[t] : NULL;
     if (!pt || !pt->fmt || !pt->fmt_plugin) return NULL;
     const pl_plugin *p = registry_find(&e->reg, PICOLM_KIND_FORMAT, pt->fmt_plugin);
     const picolm_format_vtable *v = p && p->desc ? p->desc->vtable : NULL;
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
     const qp_mix *known = qp_find_mix(tname);
     qp_mix m = known ? *known : (qp_mix){0};
     if (!m.name) {
-        for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++) {
+        for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
             const picolm_format *f = d->types[t].fmt;
             if (f && (f->flags & PICOLM_FMT_WEIGHT) && f->quantize_row && !strcasecmp(f->name, tname)) {
                 m.name = f->name;

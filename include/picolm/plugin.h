@@ -6,15 +6,32 @@
  * `picolm_plugin` descriptor, and carrying the descriptor's facts in an ELF
  * note (PICOLM_PLUGIN_NOTE, at the end of this header).  The core checks the
  * note by reading the file before loading it, so a plugin the CPU cannot run,
- * of another ABI, or shadowed by another is never loaded.  The entry function
- * must do nothing but return the descriptor, and keep it (and any ELF
+ * of another ABI, or shadowed by another is never loaded.  One line,
+ * PICOLM_DEFINE_PLUGIN (at the end of this header), writes the descriptor,
+ * the note and the entry function.  Keep that line (and any ELF
  * constructor) in a translation unit compiled without -m flags; put ISA
  * kernels elsewhere.
  *
- * Versioning (as SQLite's sqlite3_vfs): every struct here starts with, or is
- * described by, a size field, and only ever grows at the END.  A newer core
- * reads an older plugin's shorter struct and treats missing members as NULL;
- * members are marked (required) or (optional, may be NULL).
+ * Versioning: this is ABI v1 and it is frozen; later picolm versions may
+ * only APPEND to it (as SQLite's sqlite3_vfs grows by iVersion):
+ *  - members at the END of a struct that carries its size (picolm_host,
+ *    picolm_plugin, the *_vtable structs, picolm_sampler_init) or whose
+ *    array stride a vtable carries (picolm_format, picolm_kernel,
+ *    picolm_act_quant); an appended member is optional, and 0 / NULL must
+ *    mean "absent: behave as v1 did";
+ *  - new constants (CPU bits, type ids, flags, log levels) and helpers.
+ * The core requires every size to cover v1's members (a smaller struct is
+ * refused, with the size it needs) and reads an appended member only when
+ * the plugin's size covers it, else takes it as 0 / NULL; arrays are stepped
+ * by the plugin's own entry size.  An older core reads a newer plugin's
+ * larger struct as far as it knows it and ignores the rest, so a plugin
+ * reads a host member appended after v1 only after checking
+ * host->struct_size.  PICOLM_ABI_VERSION (and PICOLM_ENTRY with it) changes
+ * when appending is not enough: a member removed, moved, retyped or given a
+ * new meaning, a new member the other side must not ignore, or a function
+ * with new arguments.  Cores and plugins of different versions refuse each
+ * other from the ELF note, before any code is loaded.
+ * Members are marked (required) or (optional, may be NULL).
  *
  * Errors cross the boundary as a return code (0 = ok, non-zero = error) plus
  * a message written into a caller-provided buffer.  Plugins never call
@@ -63,8 +80,7 @@ enum picolm_type {
     PICOLM_TYPE_BF16 = 30,
     /* picolm's row-interleaved layouts (blocks.h): 1100 + the base type */
     PICOLM_TYPE_Q4_K_R16 = 1112,
-    PICOLM_TYPE_Q6_K_R16 = 1114,
-    PICOLM_TYPE_MAX = 2048 /* exclusive upper bound of the dispatch table */
+    PICOLM_TYPE_Q6_K_R16 = 1114
 };
 
 /* ------------------------------------------------------------------------ */
@@ -114,21 +130,13 @@ typedef struct picolm_host {
     void *(*alloc)(size_t size, size_t align);
     /* (required) free memory from alloc (NULL is a no-op) */
     void (*free)(void *ptr);
-    /* (required) run fn over [0, n) split across the core's thread pool;
-       returns when every chunk is done.  May run inline. */
-    void (*parallel_for)(int64_t n, picolm_task_fn fn, void *ctx);
+    /* (required) run fn over [0, n) split across this host's thread pool
+       (each engine has its own): host->parallel_for(host, n, fn, ctx).
+       Returns when every chunk is done.  May run inline. */
+    void (*parallel_for)(const struct picolm_host *host, int64_t n, picolm_task_fn fn, void *ctx);
     int n_threads;          /* threads parallel_for uses */
-    /* ---- appended in picolm 0.2: check struct_size before reading ---- */
-    uint64_t caps;          /* PICOLM_HOST_* bits: what this core supports */
+    void *core_data;        /* the core's own (its thread pool): plugins leave it alone */
 } picolm_host;
-
-/* picolm_host.caps */
-#define PICOLM_HOST_ROW_GROUPS (1ull << 0) /* picolm_format.row_group */
-
-/* Nonzero when the host understands row-grouped formats. */
-static inline int picolm_host_has(const picolm_host *h, uint64_t cap) {
-    return h && h->struct_size >= offsetof(picolm_host, caps) + sizeof h->caps && (h->caps & cap) == cap;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Kernels (shared by formats and backends)                                   */
@@ -166,7 +174,6 @@ typedef struct picolm_format {
     uint32_t vec_dot_type;               /* activation type of vec_dot */
     picolm_vec_dot_fn vec_dot;           /* (required for WEIGHT types)
                                             portable reference dot product */
-    /* ---- appended in picolm 0.2 (format_size tells whether present) ---- */
     /* (optional; 0 or 1 = plain rows) Row groups: the layout interleaves
        this many consecutive rows (2, 4, 8 or 16) so that a kernel finds the
        same position of every row of the group side by side.  block_size and
@@ -180,10 +187,7 @@ typedef struct picolm_format {
          vec_dot(n, s, x, y)          x is a group: s[0..row_group) get the
              dot products of each of its rows with y (formats and backends);
          gemm                         unchanged, with nr a multiple of
-             row_group and w at the start of a group.
-       A core older than this member would misread such a format, so its
-       plugin must refuse to load unless host->caps has
-       PICOLM_HOST_ROW_GROUPS (see picolm_host). */
+             row_group and w at the start of a group. */
     uint32_t row_group;
     /* (optional) Lossless conversion from the layout's base type, for
        layouts that store another format's values in a different order (a
@@ -219,6 +223,10 @@ typedef struct picolm_format_vtable {
     uint32_t n_formats;
     const picolm_format *formats;
 } picolm_format_vtable;
+
+/* The vtable of a format plugin whose formats are the array arr. */
+#define PICOLM_FORMAT_VTABLE(arr) \
+    {sizeof(picolm_format_vtable), sizeof(picolm_format), sizeof(arr) / sizeof((arr)[0]), (arr)}
 
 /* ------------------------------------------------------------------------ */
 /* BACKEND plugins: fast kernels for one instruction set.  Anything missing  */
@@ -265,7 +273,6 @@ typedef struct picolm_backend_vtable {
     void (*swiglu)(float *g, const float *u, int n);
     /* dst[i] = float_to_half(src[i]) */
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
-    /* ---- appended in picolm 0.3: check struct_size before reading ---- */
     /* (optional) Attention of nq query heads that share one KV head, over n
        positions of an f16 K/V cache, continuing for each query j an online
        softmax whose state is (mx[j], sum[j], y_j = y + j*y_stride):
@@ -361,13 +368,11 @@ typedef struct picolm_plugin {
     uint32_t abi_version;   /* (required) PICOLM_ABI_VERSION */
     uint32_t struct_size;   /* (required) sizeof(picolm_plugin) */
     uint32_t kind;          /* (required) enum picolm_plugin_kind */
-    uint32_t reserved;
     const char *name;       /* (required) unique per kind, e.g. "avx2" */
     const char *version;    /* (required) e.g. "1.0" */
     const char *description;/* (optional) */
     uint64_t cpu_required;  /* PICOLM_CPU_* bits that must all be present */
     int32_t priority;       /* backends: base score (higher wins) */
-    int32_t reserved2;
     /* (optional) called once after the checks pass; non-zero = reject */
     int (*init)(const picolm_host *host, char *err, size_t errlen);
     /* (optional) called before dlclose */

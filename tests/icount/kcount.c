@@ -24,10 +24,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kcount: %s\n", err);
         return 1;
     }
-    uint32_t type = PICOLM_TYPE_MAX;
-    for (uint32_t t = 0; t < PICOLM_TYPE_MAX; t++)
+    uint32_t type = PL_TYPE_MAX;
+    for (uint32_t t = 0; t < PL_TYPE_MAX; t++)
         if (d.types[t].fmt && !strcmp(registry_type_name(&r, t), argv[2])) type = t;
-    if (type == PICOLM_TYPE_MAX || !d.types[type].vec_dot) {
+    if (type == PL_TYPE_MAX || !d.types[type].vec_dot) {
         fprintf(stderr, "kcount: no kernel for type %s\n", argv[2]);
         return 1;
     }

@@ -5,6 +5,7 @@
    the file named by $PICOLM_TEST_MARK, so the test can see exactly what ran.
    The CASE_NOTE* cases and the descriptor facts of ABI, SMALL, KIND, NONAME
    and CPU are in its ELF note: refused before the file is loaded. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -79,17 +80,45 @@ static const picolm_format bad_formats[1] = {{.type_id = 1500, .name = "BADGROUP
 static const picolm_format bad_formats[1] = {{.type_id = 5000, .name = "BAD", .block_size = 1, .type_size = 4,
                                               .dequantize_row = probe_deq}};
 #endif
-__attribute__((unused)) static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), sizeof(picolm_format), 1, bad_formats};
+/* SMALL*: sizes that stop short of v1's last member, as a plugin built
+   against a header from before some members were folded into v1 */
+#ifdef CASE_SMALLFORMAT
+#define FORMAT_SIZE offsetof(picolm_format, row_group)
+#else
+#define FORMAT_SIZE sizeof(picolm_format)
+#endif
+__attribute__((unused)) static const picolm_format_vtable format_vt = {sizeof(picolm_format_vtable), FORMAT_SIZE, 1, bad_formats};
+#ifdef CASE_SMALLBACKEND
+#define BACKEND_SIZE offsetof(picolm_backend_vtable, attn_f16)
+#else
+#define BACKEND_SIZE sizeof(picolm_backend_vtable)
+#endif
+#ifdef CASE_SMALLKERNEL
+#define KERNEL_SIZE offsetof(picolm_kernel, gemm)
+#else
+#define KERNEL_SIZE sizeof(picolm_kernel)
+#endif
+#ifdef CASE_WIDE
+/* as built against a later header that appended members: every struct is
+   wider than v1's; the core must step the table by the plugin's stride and
+   ignore what it does not know */
+typedef struct { picolm_format f; uint64_t appended[2]; } wide_format;
+static const wide_format wide_formats[2] = {
+    {{.type_id = 1500, .name = "WIDE0", .block_size = 1, .type_size = 4, .dequantize_row = probe_deq}, {~0ull, ~0ull}},
+    {{.type_id = 1501, .name = "WIDE1", .block_size = 1, .type_size = 4, .dequantize_row = probe_deq}, {~0ull, ~0ull}},
+};
+static const struct { picolm_format_vtable v; uint64_t appended; } wide_vt = {
+    {sizeof wide_vt, sizeof(wide_format), 2, &wide_formats[0].f}, ~0ull};
+#endif
 /* a backend table claiming 3 kernels with no array */
-__attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct_size = sizeof(picolm_backend_vtable),
-                                                 .kernel_size = sizeof(picolm_kernel), .n_kernels = 3,
-                                                 .score = probe_score};
+__attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct_size = BACKEND_SIZE, .kernel_size = KERNEL_SIZE,
+                                                                         .n_kernels = 3, .score = probe_score};
 
 #if defined(CASE_KIND)
 #define KIND 7
-#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP) || defined(CASE_SMALLFORMAT) || defined(CASE_WIDE)
 #define KIND PICOLM_KIND_FORMAT
-#elif defined(CASE_BADBACKEND)
+#elif defined(CASE_BADBACKEND) || defined(CASE_SMALLBACKEND) || defined(CASE_SMALLKERNEL)
 #define KIND PICOLM_KIND_BACKEND
 #else
 #define KIND PICOLM_KIND_SAMPLER
@@ -100,8 +129,10 @@ __attribute__((unused)) static const picolm_backend_vtable backend_vt = {.struct
 #else
 #define ABI PICOLM_ABI_VERSION
 #endif
-#ifdef CASE_SMALL
+#if defined(CASE_SMALL)
 #define SIZE 16
+#elif defined(CASE_WIDE)
+#define SIZE (sizeof(picolm_plugin) + 8) /* what the core reads of it is v1's */
 #else
 #define SIZE sizeof(picolm_plugin)
 #endif
@@ -125,9 +156,11 @@ __attribute__((unused)) static const picolm_plugin desc = {
     .fini = probe_fini,
 #if defined(CASE_NOVTABLE)
     .vtable = NULL,
-#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP)
+#elif defined(CASE_WIDE)
+    .vtable = &wide_vt.v,
+#elif defined(CASE_BADFORMAT) || defined(CASE_BADGROUP) || defined(CASE_SMALLFORMAT)
     .vtable = &format_vt,
-#elif defined(CASE_BADBACKEND)
+#elif defined(CASE_BADBACKEND) || defined(CASE_SMALLBACKEND) || defined(CASE_SMALLKERNEL)
     .vtable = &backend_vt,
 #else
     .vtable = &sampler_vt,
@@ -150,7 +183,7 @@ PICOLM_EXPORT const picolm_plugin *picolm_plugin_v0(void) { return &desc; }
 /* The note: the macro for a well-formed plugin, built by hand for the cases
    that break it. */
 #if defined(CASE_ABI) || defined(CASE_SMALL) || defined(CASE_KIND) || defined(CASE_NONAME) || defined(CASE_CPU) || \
-    defined(CASE_NOTETRUNC) || defined(CASE_MISMATCH)
+    defined(CASE_NOTETRUNC) || defined(CASE_MISMATCH) || defined(CASE_WIDE)
 #ifdef CASE_NOTETRUNC
 #define NOTE_DESCSZ 12 /* the record ends after kind and desc_size */
 #else

@@ -30,18 +30,6 @@ static const picolm_backend_vtable impossible_vtable = {
     .act_quant_size = sizeof(picolm_act_quant),
 };
 
-static const picolm_plugin impossible_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_BACKEND,
-    .name = "impossible",
-    .version = "0.1",
-    .description = "requires a CPU feature no CPU has",
-    .cpu_required = PICOLM_CPU_IMPOSSIBLE,
-    .priority = 1000, /* would win `auto` if the CPU check did not reject it */
-    .init = impossible_init,
-    .vtable = &impossible_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "impossible", PICOLM_CPU_IMPOSSIBLE);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &impossible_plugin; }
+/* priority 1000: would win `auto` if the CPU check did not reject it */
+PICOLM_DEFINE_PLUGIN_EX(PICOLM_KIND_BACKEND, "impossible", "0.1", "requires a CPU feature no CPU has", PICOLM_CPU_IMPOSSIBLE, 1000,
+                        &impossible_vtable, impossible_init, NULL);

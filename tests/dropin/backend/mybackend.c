@@ -53,17 +53,7 @@ static const picolm_backend_vtable my_vtable = {
     /* score and every primitive: NULL (the core's portable versions) */
 };
 
-static const picolm_plugin my_plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_BACKEND,
-    .name = "mybackend",
-    .version = "0.1",
-    .description = "out-of-tree example: plain-C Q8_0 x Q8_0 vec_dot, 4 accumulators",
-    .cpu_required = 0, /* plain C: any CPU */
-    .priority = 5,     /* below the stock backends: never chosen by auto over them */
-    .vtable = &my_vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_BACKEND, "mybackend", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &my_plugin; }
+/* plain C: any CPU (0); priority 5: below the stock backends, so never
+   chosen by auto over them */
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_BACKEND, "mybackend", "0.1", "out-of-tree example: plain-C Q8_0 x Q8_0 vec_dot, 4 accumulators",
+                     0, 5, &my_vtable);

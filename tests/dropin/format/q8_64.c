@@ -65,19 +65,7 @@ static const picolm_format formats[] = {
      PICOLM_TYPE_F32, q8_64_vec_dot),
 };
 
-static const picolm_format_vtable vtable = {
-    sizeof(picolm_format_vtable), sizeof(picolm_format), 1, formats,
-};
+static const picolm_format_vtable vtable = PICOLM_FORMAT_VTABLE(formats);
 
-static const picolm_plugin plugin = {
-    .abi_version = PICOLM_ABI_VERSION,
-    .struct_size = sizeof(picolm_plugin),
-    .kind = PICOLM_KIND_FORMAT,
-    .name = "dropin-q8_64",
-    .version = "1.0",
-    .description = "Q8_64: 64 int8 weights + f32 scale (out-of-tree example)",
-    .vtable = &vtable,
-};
-PICOLM_PLUGIN_NOTE(PICOLM_KIND_FORMAT, "dropin-q8_64", 0);
-
-PICOLM_EXPORT const picolm_plugin *picolm_plugin_v1(void) { return &plugin; }
+PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "dropin-q8_64", "1.0",
+                     "Q8_64: 64 int8 weights + f32 scale (out-of-tree example)", 0, 0, &vtable);
