@@ -95,6 +95,10 @@ CLI_LIB   = $(BUILD)/libpicolm-cli.a
 FORMATS   = $(basename $(notdir $(wildcard formats/*.c)))
 SAMPLERS  = $(basename $(notdir $(wildcard plugins/*.c)))
 TOOLS     = $(basename $(notdir $(wildcard tools/*.c)))
+# picolm-server: tools/server/*.c, with libmicrohttpd and json-c (README says why)
+SERVER_SRC = $(wildcard tools/server/*.c)
+SERVER_OBJ = $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/server/page_html.o
+SERVER_LIBS ?= $(shell pkg-config --libs libmicrohttpd json-c 2>/dev/null || echo -lmicrohttpd -ljson-c)
 TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
 # Tests of the front end (config, generation, chat session): the others are
 # the engine's and link without it and without libinih.
@@ -108,7 +112,7 @@ TEST_BIN   = $(TEST_PROGS:%=$(BUILD)/tests/%)
 # The front end and the tools see their own headers; the engine sees none.
 FRONT_INC  = -Itools/common -Itools/cli
 
-all: $(BUILD)/bin/picolm $(TOOL_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
+all: $(BUILD)/bin/picolm $(TOOL_BIN) $(BUILD)/bin/picolm-server $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -138,6 +142,18 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TSUP_LIB) $(CORE_LIB)
 $(FRONT_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(FRONT_LIBS)
+
+# picolm-server: a front end like picolm, plus libmicrohttpd and json-c
+$(BUILD)/obj/tools/server/%.o: BASE_CFLAGS += -Itools/server
+$(BUILD)/gen/page_html.c: tools/server/page.html mk/page.awk
+	@mkdir -p $(dir $@)
+	awk -f mk/page.awk $< >$@
+$(BUILD)/obj/tools/server/page_html.o: $(BUILD)/gen/page_html.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -c $< -o $@
+$(BUILD)/bin/picolm-server: $(SERVER_OBJ) $(CLI_LIB) $(TSUP_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SERVER_LIBS) $(FRONT_LIBS)
 
 # Plugins never link against the core: only libc/libm.
 $(BUILD)/plugins/format-%.so: $(BUILD)/obj/formats/%.o

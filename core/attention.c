@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "picolm/fp16.h"
+#include "kvpool.h"
 #include "threadpool.h"
 #include "util.h"
 
@@ -16,23 +17,39 @@ size_t att_tmp_floats(const llama_hparams *hp) {
     return group * hp->head_dim + 2 * group + 2 * (size_t)hp->head_dim;
 }
 
+int kv_run(const llama_ctx *c, int layer, int t0, int end, const uint8_t **k, const uint8_t **v) {
+    const kv_pool *p = c->kv_pool;
+    if (!p) {
+        const size_t off = ((size_t)layer * c->n_ctx + (size_t)t0) * c->kv_row_bytes;
+        *k = c->k_cache + off;
+        *v = c->v_cache + off;
+        return end - t0;
+    }
+    const int bs = p->block_size, in = t0 % bs;
+    const size_t off = (size_t)c->blocks[t0 / bs] * p->block_bytes + ((size_t)layer * bs + (size_t)in) * p->row_bytes;
+    *k = p->k + off;
+    *v = p->v + off;
+    return bs - in < end - t0 ? bs - in : end - t0;
+}
+
 void store_kv(llama_ctx *c, int layer, int pos, const float *k, const float *v) {
-    const size_t off = ((size_t)layer * c->n_ctx + (size_t)pos) * c->kv_row_bytes;
+    const uint8_t *kr, *vr;
+    kv_run(c, layer, pos, pos + 1, &kr, &vr);
     const int kvd = c->m->hp.n_head_kv * c->m->hp.head_dim;
     if (c->kv_type == KV_Q8_0) {
         const picolm_format *q8 = c->m->d->types[PICOLM_TYPE_Q8_0].fmt;
-        q8->quantize_row(k, c->k_cache + off, kvd);
-        q8->quantize_row(v, c->v_cache + off, kvd);
+        q8->quantize_row(k, (uint8_t *)kr, kvd);
+        q8->quantize_row(v, (uint8_t *)vr, kvd);
     } else {
-        c->m->d->ops.f32_to_f16((uint16_t *)(c->k_cache + off), k, kvd);
-        c->m->d->ops.f32_to_f16((uint16_t *)(c->v_cache + off), v, kvd);
+        c->m->d->ops.f32_to_f16((uint16_t *)kr, k, kvd);
+        c->m->d->ops.f32_to_f16((uint16_t *)vr, v, kvd);
     }
 }
 
 
 typedef struct att_task {
     llama_ctx *c;
-    int layer, nb, pos0;
+    int layer, nb;
     int qpt;                    /* query heads per task: a share of one KV head's group */
 } att_task;
 
@@ -54,13 +71,15 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
     const int hd = hp->head_dim, qd = hp->n_head * hd, qpt = A->qpt;
     const int group = hp->n_head / hp->n_head_kv, parts = group / qpt;
     const float scale = 1.0f / sqrtf((float)hd);
-    const size_t layer_off = (size_t)A->layer * c->n_ctx * c->kv_row_bytes;
     float *tmp = c->att + (size_t)c->n_batch * qd + (size_t)tid * att_tmp_floats(hp);
     float *qr = tmp, *mx = tmp + (size_t)group * hd, *sum = mx + group, *kv = sum + group;
     const picolm_format *q8 = c->kv_type == KV_Q8_0 ? c->m->d->types[PICOLM_TYPE_Q8_0].fmt : NULL;
     for (int64_t i = i0; i < i1; i++) {
         const int b = (int)(i / (hp->n_head_kv * parts)), kvh = (int)(i / parts % hp->n_head_kv), h0 = kvh * group + (int)(i % parts) * qpt;
-        const int pos = A->pos0 + b;
+        /* the token's own sequence: its cache, up to its position */
+        const llama_ctx *kc = c->tok_seq[b];
+        const int pos = c->tok_pos[b];
+        const size_t rb = kc->kv_row_bytes;
         const float *qg = c->q + (size_t)b * qd + (size_t)h0 * hd;
         float *yg = c->att + (size_t)b * qd + (size_t)h0 * hd;
         memset(yg, 0, (size_t)qpt * hd * sizeof(float));
@@ -72,35 +91,40 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
             for (int d = 0; d < qpt * hd; d++) qr[d] = picolm_half_to_float(picolm_float_to_half(qg[d]));
             qg = qr;
         }
-        const uint8_t *kbase = c->k_cache + layer_off, *vbase = c->v_cache + layer_off;
-        if (!q8 && ops->attn_f16) /* the loop below, in one backend call for the qpt heads */
-            ops->attn_f16(qg, (size_t)hd, qpt, (const uint16_t *)kbase + (size_t)kvh * hd, (const uint16_t *)vbase + (size_t)kvh * hd,
-                          c->kv_row_bytes / 2, pos + 1, hd, scale, yg, (size_t)hd, mx, sum);
-        else for (int t = 0; t <= pos; t++) {
-            /* position by position, all qpt queries: a q8_0 row is
-               dequantized once for them (each query's own steps and their
-               order are those of one query alone) */
-            const uint8_t *krow = kbase + (size_t)t * c->kv_row_bytes, *vrow = vbase + (size_t)t * c->kv_row_bytes;
-            if (q8) {
-                q8->dequantize_row(krow + (size_t)kvh * hd / 32 * 34, kv, hd);
-                q8->dequantize_row(vrow + (size_t)kvh * hd / 32 * 34, kv + hd, hd);
-            }
-            for (int j = 0; j < qpt; j++) {
-                const float *q = qg + (size_t)j * hd;
-                float *y = yg + (size_t)j * hd;
-                const float s = (q8 ? ops->dot_f32(q, kv, hd) : ops->dot_f32_f16(q, (const uint16_t *)krow + (size_t)kvh * hd, hd)) * scale;
-                /* online softmax: rescale the running sum when the max grows */
-                float wscale = 1.0f, w;
-                if (s > mx[j]) {
-                    wscale = expf(mx[j] - s);
-                    mx[j] = s;
-                    w = 1.0f;
-                } else {
-                    w = expf(s - mx[j]);
+        /* position order, run by run (one run for a contiguous cache, one
+           per block for a paged one): the same steps either way */
+        for (int t0 = 0, nr; t0 <= pos; t0 += nr) {
+            const uint8_t *kbase, *vbase;
+            nr = kv_run(kc, A->layer, t0, pos + 1, &kbase, &vbase);
+            if (!q8 && ops->attn_f16) /* the loop below, in one backend call for the qpt heads */
+                ops->attn_f16(qg, (size_t)hd, qpt, (const uint16_t *)kbase + (size_t)kvh * hd, (const uint16_t *)vbase + (size_t)kvh * hd,
+                              rb / 2, nr, hd, scale, yg, (size_t)hd, mx, sum);
+            else for (int t = 0; t < nr; t++) {
+                /* position by position, all qpt queries: a q8_0 row is
+                   dequantized once for them (each query's own steps and their
+                   order are those of one query alone) */
+                const uint8_t *krow = kbase + (size_t)t * rb, *vrow = vbase + (size_t)t * rb;
+                if (q8) {
+                    q8->dequantize_row(krow + (size_t)kvh * hd / 32 * 34, kv, hd);
+                    q8->dequantize_row(vrow + (size_t)kvh * hd / 32 * 34, kv + hd, hd);
                 }
-                sum[j] = sum[j] * wscale + w;
-                if (!q8) ops->scale_axpy_f16(y, wscale, w, (const uint16_t *)vrow + (size_t)kvh * hd, hd);
-                else axpby(y, wscale, w, kv + hd, hd);
+                for (int j = 0; j < qpt; j++) {
+                    const float *q = qg + (size_t)j * hd;
+                    float *y = yg + (size_t)j * hd;
+                    const float s = (q8 ? ops->dot_f32(q, kv, hd) : ops->dot_f32_f16(q, (const uint16_t *)krow + (size_t)kvh * hd, hd)) * scale;
+                    /* online softmax: rescale the running sum when the max grows */
+                    float wscale = 1.0f, w;
+                    if (s > mx[j]) {
+                        wscale = expf(mx[j] - s);
+                        mx[j] = s;
+                        w = 1.0f;
+                    } else {
+                        w = expf(s - mx[j]);
+                    }
+                    sum[j] = sum[j] * wscale + w;
+                    if (!q8) ops->scale_axpy_f16(y, wscale, w, (const uint16_t *)vrow + (size_t)kvh * hd, hd);
+                    else axpby(y, wscale, w, kv + hd, hd);
+                }
             }
         }
         for (int j = 0; j < qpt; j++) {
@@ -130,9 +154,9 @@ static int att_queries_per_task(int n_tok, int n_head, int group, int nthr) {
 }
 
 
-void attention(llama_ctx *c, int layer, int n, int pos0) {
+void attention(llama_ctx *c, int layer, int n) {
     const llama_hparams *hp = &c->m->hp;
-    att_task A = {c, layer, n, pos0, att_queries_per_task(n, hp->n_head, hp->n_head / hp->n_head_kv, threadpool_size(c->pool))};
+    att_task A = {c, layer, n, att_queries_per_task(n, hp->n_head, hp->n_head / hp->n_head_kv, threadpool_size(c->pool))};
     const double t0 = c->prof.on ? pl_now() : 0;
     threadpool_run(c->pool, (int64_t)n * hp->n_head / A.qpt, att_worker, &A);
     if (c->prof.on) c->prof.attention += pl_now() - t0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "kvpool.h"
 #include "matmul.h"
 #include "threadpool.h"
 #include "util.h"
@@ -370,6 +371,11 @@ size_t llama_scratch_bytes(const llama_model *m, int n_batch, int n_threads) {
 }
 
 int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, char *err, size_t errlen) {
+    return build_ctx_kv(c, m, n_ctx, n_batch, kv_type, pool, 1, err, errlen);
+}
+
+int build_ctx_kv(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, int own_kv,
+                 char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     const llama_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
@@ -385,13 +391,13 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->n_batch = n_batch;
     c->kv_type = kv_type;
     c->kv_row_bytes = kv_type == KV_Q8_0 ? (size_t)kvd / 32 * 34 : (size_t)kvd * 2;
-    const size_t kv = c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer;
+    const size_t kv = own_kv ? c->kv_row_bytes * (size_t)n_ctx * (size_t)hp->n_layer : 0;
     size_t sz[N_BUF];
     const size_t nthr = (size_t)threadpool_size(pool); /* 1 without a pool */
     scratch_sizes(m, (size_t)n_batch, nthr, sz);
     c->act_q_bytes = sz[BUF_ACTQ];
-    c->k_cache = xalloc(c, kv);
-    c->v_cache = xalloc(c, kv);
+    c->k_cache = own_kv ? xalloc(c, kv) : NULL;
+    c->v_cache = own_kv ? xalloc(c, kv) : NULL;
     c->rope_cos = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
     c->rope_sin = xalloc(c, (size_t)n_ctx * (size_t)(hp->rope_dim / 2) * sizeof(float));
     c->x = xalloc(c, sz[BUF_X]);
@@ -407,7 +413,10 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
     c->unpack_stride = sz[BUF_UNPACK] / nthr;
     c->unpack = c->unpack_stride ? xalloc(c, sz[BUF_UNPACK]) : NULL;
     c->mm_parts = xalloc(c, nthr * sizeof *c->mm_parts);
-    if ((c->unpack_stride && !c->unpack) || !c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
+    c->tok_seq = xalloc(c, (size_t)n_batch * sizeof *c->tok_seq);
+    c->tok_pos = xalloc(c, (size_t)n_batch * sizeof *c->tok_pos);
+    c->out_rows = xalloc(c, (size_t)n_batch * sizeof *c->out_rows);
+    if (!c->tok_seq || !c->tok_pos || !c->out_rows || (c->unpack_stride && !c->unpack) || (own_kv && (!c->k_cache || !c->v_cache)) || !c->rope_cos || !c->rope_sin || !c->x || !c->xb || !c->q || !c->k || !c->v ||
         !c->att || !c->hb || !c->hb2 || !c->logits || !c->act_q || !c->mm_parts) {
         free_ctx(c);
         return pl_fail(err, errlen, "out of memory allocating the context (%d tokens, %.1f MB of KV cache)", n_ctx, kv * 2 / 1e6);
@@ -429,8 +438,11 @@ int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv
 
 void free_ctx(llama_ctx *c) {
     void *bufs[] = {c->k_cache, c->v_cache, c->rope_cos, c->rope_sin, c->x, c->xb, c->q, c->k,
-                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q, c->unpack, c->mm_parts};
+                    c->v, c->att, c->hb, c->hb2, c->logits, c->act_q, c->unpack, c->mm_parts,
+                    c->tok_seq, c->tok_pos, c->out_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    if (c->kv_pool) llama_seq_truncate(c, 0);
+    free(c->blocks);
     memset(c, 0, sizeof *c);
 }
 
@@ -475,14 +487,15 @@ static void head_norm(const pl_ops *ops, float *x, const float *w, int n_heads, 
     for (int h = 0; h < n_heads; h++) ops->rmsnorm(x + (size_t)h * hd, x + (size_t)h * hd, w, hd, eps);
 }
 
-int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+/* The forward pass over c's batch: token b in the KV cache of
+   c->tok_seq[b] at position c->tok_pos[b]; logits of the n_out rows
+   c->out_rows[] into logits (n_out x n_vocab). */
+static int forward(llama_ctx *c, const int32_t *tokens, int n, int n_out, float *logits, char *err, size_t errlen) {
     const llama_model *m = c->m;
     const llama_hparams *hp = &m->hp;
     const pl_ops *ops = &m->d->ops;
-    if (n <= 0 || n > c->n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
-    if (c->n_past + n > c->n_ctx) return pl_fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
-    const int dim = hp->n_embd, hd = hp->head_dim, kvd = hp->n_head_kv * hd, qd = hp->n_head * hd, ff = hp->n_ff;
-    const int pos0 = c->n_past, half = hp->rope_dim / 2;
+    const int dim = hp->n_embd, kvd = hp->n_head_kv * hp->head_dim, qd = hp->n_head * hp->head_dim, ff = hp->n_ff;
+    const int half = hp->rope_dim / 2;
 
     /* 1. embed: dequantize each token's row of token_embd */
     const picolm_format *ef = m->d->types[m->tok_embd.type].fmt;
@@ -503,18 +516,19 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
         add_bias(c->k, L->bk, n, kvd);
         add_bias(c->v, L->bv, n, kvd);
         for (int b = 0; b < n; b++) {
+            llama_ctx *sq = c->tok_seq[b];
             float *q = c->q + (size_t)b * qd, *k = c->k + (size_t)b * kvd;
-            const float *cs = c->rope_cos + (size_t)(pos0 + b) * half, *sn = c->rope_sin + (size_t)(pos0 + b) * half;
+            const float *cs = sq->rope_cos + (size_t)c->tok_pos[b] * half, *sn = sq->rope_sin + (size_t)c->tok_pos[b] * half;
             /* 4. RMS norm of each q and k head (qwen3) */
-            head_norm(ops, q, L->q_norm, hp->n_head, hd, hp->rms_eps);
-            head_norm(ops, k, L->k_norm, hp->n_head_kv, hd, hp->rms_eps);
+            head_norm(ops, q, L->q_norm, hp->n_head, hp->head_dim, hp->rms_eps);
+            head_norm(ops, k, L->k_norm, hp->n_head_kv, hp->head_dim, hp->rms_eps);
             /* 5. RoPE on Q and K in the architecture's pair layout, then K/V into the cache */
-            m->rope(q, hp->n_head, hd, half, cs, sn);
-            m->rope(k, hp->n_head_kv, hd, half, cs, sn);
-            store_kv(c, l, pos0 + b, k, c->v + (size_t)b * kvd);
+            m->rope(q, hp->n_head, hp->head_dim, half, cs, sn);
+            m->rope(k, hp->n_head_kv, hp->head_dim, half, cs, sn);
+            store_kv(sq, l, c->tok_pos[b], k, c->v + (size_t)b * kvd);
         }
-        /* 6. attention over the cache (GQA: query head h reads KV head h / group) */
-        attention(c, l, n, pos0);
+        /* 6. attention over each token's cache (GQA: query head h reads KV head h / group) */
+        attention(c, l, n);
         /* 7. output projection and residual */
         matmul(c, &L->wo, c->xb, c->att, n);
         for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
@@ -527,16 +541,48 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
         matmul(c, &L->w_down, c->xb, c->hb, n);
         for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
     }
-    c->n_past += n;
+    for (int b = 0; b < n; b++) c->tok_seq[b]->n_past++;
 
-    /* 9. final rmsnorm and the output matrix: every token or just the last */
-    const int first = all_logits ? 0 : n - 1;
-    for (int b = first; b < n; b++) ops->rmsnorm(c->xb + (size_t)(b - first) * dim, c->x + (size_t)b * dim, m->output_norm, dim, hp->rms_eps);
-    if (all_logits) {
-        matmul(c, &m->output, all_logits, c->xb, n);
-        memcpy(c->logits, all_logits + (size_t)(n - 1) * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
-    } else {
-        matmul(c, &m->output, c->logits, c->xb, 1);
-    }
+    /* 9. final rmsnorm and the output matrix, for the rows asked for */
+    for (int r = 0; r < n_out; r++)
+        ops->rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)c->out_rows[r] * dim, m->output_norm, dim, hp->rms_eps);
+    if (n_out) matmul(c, &m->output, logits, c->xb, n_out);
     return 0;
+}
+
+/* Evaluate n tokens at positions n_past.. of c's own cache. */
+int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+    if (n <= 0 || n > c->n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
+    if (c->n_past + n > c->n_ctx) return pl_fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
+    if (llama_seq_reserve(c, n)) return pl_fail(err, errlen, "the KV pool has no free block for %d more tokens", n);
+    for (int b = 0; b < n; b++) c->tok_seq[b] = c, c->tok_pos[b] = c->n_past + b;
+    /* every token's logits, or just the last one's */
+    const int first = all_logits ? 0 : n - 1;
+    for (int b = first; b < n; b++) c->out_rows[b - first] = b;
+    if (forward(c, tokens, n, n - first, all_logits ? all_logits : c->logits, err, errlen)) return -1;
+    if (all_logits) memcpy(c->logits, all_logits + (size_t)(n - 1) * c->m->hp.n_vocab, (size_t)c->m->hp.n_vocab * sizeof(float));
+    return 0;
+}
+
+int llama_forward_seqs(llama_ctx *c, llama_ctx *const *seq, const int32_t *tokens, int n, const uint8_t *want,
+                       float *logits, char *err, size_t errlen) {
+    if (n <= 0 || n > c->n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
+    int n_out = 0;
+    for (int b = 0; b < n; b++) {
+        llama_ctx *sq = seq[b];
+        if (sq->m != c->m || sq->kv_type != c->kv_type) return pl_fail(err, errlen, "a sequence of another model or KV type");
+        /* the sequence's next position: after its cache and its earlier tokens here */
+        int pos = sq->n_past;
+        for (int e = 0; e < b; e++) pos += seq[e] == sq;
+        if (pos >= sq->n_ctx) return pl_fail(err, errlen, "context full: a sequence's context of %d is used up", sq->n_ctx);
+        if (pos == sq->n_past) { /* its first token here: its blocks for all of them */
+            int k = 0;
+            for (int e = b; e < n; e++) k += seq[e] == sq;
+            if (llama_seq_reserve(sq, k)) return pl_fail(err, errlen, "the KV pool has no free block for %d more tokens", k);
+        }
+        c->tok_seq[b] = sq;
+        c->tok_pos[b] = pos;
+        if (want && want[b]) c->out_rows[n_out++] = b;
+    }
+    return forward(c, tokens, n, n_out, logits, err, errlen);
 }

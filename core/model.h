@@ -90,7 +90,9 @@ typedef struct llama_ctx {
     int kv_type;
     int n_past;                 /* tokens in the KV cache */
     size_t kv_row_bytes;        /* bytes of one K (or V) row of kv_dim values */
-    uint8_t *k_cache, *v_cache; /* [layer][pos][kv_dim] */
+    uint8_t *k_cache, *v_cache; /* [layer][pos][kv_dim]; NULL when paged: */
+    struct kv_pool *kv_pool;    /* the pool of a paged cache (kvpool.h) */
+    int32_t *blocks;            /* its block table: n_ctx / block_size entries, -1 = none */
     float *rope_cos, *rope_sin; /* [n_ctx][rope_dim/2] */
     /* activations for a batch of up to n_batch tokens */
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
@@ -99,6 +101,10 @@ typedef struct llama_ctx {
     uint8_t *unpack;            /* per-thread buffers of one unpacked row group (pl_type.to_base) */
     size_t unpack_stride;
     struct mm_part *mm_parts;   /* per-thread row ranges of the running matmul */
+    /* per token of the running batch: whose KV cache, which position, and
+       the rows whose logits are wanted */
+    struct llama_ctx **tok_seq;
+    int *tok_pos, *out_rows;
     size_t anon_bytes;          /* bytes this context allocated */
     llama_prof prof;            /* phase timings, while prof.on */
 } llama_ctx;
@@ -108,12 +114,26 @@ void free_model(llama_model *m);
 
 int build_ctx(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool,
               char *err, size_t errlen);
+/* build_ctx, with (own_kv) or without a KV cache of its own (paged
+   sequences and a batch's activations: kvpool.h). */
+int build_ctx_kv(llama_ctx *c, const llama_model *m, int n_ctx, int n_batch, int kv_type, struct threadpool *pool, int own_kv,
+                 char *err, size_t errlen);
 void free_ctx(llama_ctx *c);
 
 /* Evaluate n tokens at positions n_past.. (n <= n_batch; the caller chunks).
    Logits of the last token land in c->logits; when all_logits is non-NULL
    the logits of every token are written there (n x n_vocab). */
 int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
+
+/* One step over several sequences (continuous batching): token b goes into
+   the KV cache of seq[b] (its RoPE tables and cache; n_past advances), at
+   that sequence's next position, in order; the activations are c's
+   (n <= c->n_batch).  The weights are read once for all of them, and each
+   token's result is the same bits as in a batch of its own sequence alone.
+   The logits of the tokens b with want[b] land in logits, one n_vocab row
+   each, in batch order. */
+int llama_forward_seqs(llama_ctx *c, llama_ctx *const *seq, const int32_t *tokens, int n, const uint8_t *want,
+                       float *logits, char *err, size_t errlen);
 
 /* Bytes of the scratch buffers build_ctx allocates beside the KV cache and
    RoPE tables, for a batch of n_batch tokens and n_threads threads. */

@@ -1,0 +1,67 @@
+#!/bin/sh
+# picolm-server end to end (tests/server/server.test.mjs): every endpoint,
+# streaming, the chat template, 8 concurrent clients against their solo
+# runs, a disconnect mid-stream, bad requests, limits, the official openai
+# Node SDK and the chat page in headless chromium.  Needs node and the npm
+# packages of tests/server (installed here with `npm ci` when missing), and
+# the shared Qwen2-vocabulary model (a chat template, real special tokens).
+BUILD=${PICOLM_BUILD:-build}
+SHARED=${PICOLM_SHARED:-../shared}
+BIN=$BUILD/bin/picolm-server
+CLI=$BUILD/bin/picolm
+MODEL=$SHARED/models/rand-qwen2-q4_0.gguf
+[ -x "$BIN" ] || { echo "SKIP: t_server: $BIN not built (libmicrohttpd-dev, libjson-c-dev)"; exit 0; }
+[ -f "$MODEL" ] || { echo "SKIP: t_server: $MODEL absent: SERVER TESTS NOT RUN"; exit 0; }
+command -v node >/dev/null 2>&1 || { echo "SKIP: t_server: node absent: SERVER TESTS NOT RUN"; exit 0; }
+if [ ! -d tests/server/node_modules/openai ] || [ ! -d tests/server/node_modules/playwright-core ]; then
+    (cd tests/server && npm ci --no-audit --no-fund >/dev/null 2>&1) ||
+        { echo "FAIL: t_server: npm ci in tests/server failed (the openai SDK and playwright-core are needed)"; exit 1; }
+fi
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+
+tmp=$(mktemp -d)
+pids=
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT INT TERM
+KEY=test-key-$$
+printf '[sampler]\ntemperature = 0\n' >"$tmp/srv.ini"
+
+# start_server LOG ARGS... -> URL (its base URL) and PID; tries ports until one binds
+start_server() {
+    log=$1; shift
+    for try in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + ($$ * 7 + try * 131 + $(date +%N | cut -c1-4 | sed 's/^0*//;s/^$/0/')) % 30000))
+        "$BIN" "$MODEL" --port "$port" --api-key "$KEY" -j 1 -c 512 --config "$tmp/srv.ini" "$@" >"$log" 2>&1 &
+        pid=$!
+        for i in $(seq 1 100); do
+            if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then pids="$pids $pid"; URL="http://127.0.0.1:$port"; PID=$pid; return 0; fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    done
+    return 1
+}
+start_server "$tmp/main.log" || { echo "FAIL: t_server: the server did not start: $(tail -3 "$tmp/main.log")"; exit 1; }
+BASE=$URL MAIN_PID=$PID
+start_server "$tmp/limited.log" --max-connections 2 --queue 1 --max-body 4096 --slots 1 ||
+    { echo "FAIL: t_server: the limited server did not start: $(tail -3 "$tmp/limited.log")"; exit 1; }
+LIMITED=$URL
+start_server "$tmp/pressure.log" --slots 4 --kv-blocks 12 ||
+    { echo "FAIL: t_server: the pressure server did not start: $(tail -3 "$tmp/pressure.log")"; exit 1; }
+PRESSURE=$URL
+
+# what the CLI generates for the same prompt, and its prompt token count
+printf 'Hello' | "$CLI" "$MODEL" -t 0 -n 24 -j 1 -c 512 >"$tmp/cli.txt" 2>"$tmp/cli.err"
+CLI_PROMPT_TOKENS=$(sed -n 's/.*prefill \([0-9]*\) token.*/\1/p' "$tmp/cli.err")
+
+BASE=$BASE LIMITED=$LIMITED PRESSURE=$PRESSURE KEY=$KEY CLI_TEXT=$tmp/cli.txt CLI_PROMPT_TOKENS=$CLI_PROMPT_TOKENS \
+    CHAT_REF=$SHARED/reference/chat/chatml.txt CONV=$SHARED/reference/chat/conversation.txt CHROMIUM=$CHROMIUM \
+    node tests/server/server.test.mjs
+rc=$?
+
+# the server survived all of it, and stops cleanly on SIGTERM
+if curl -sf "$BASE/health" >/dev/null; then echo "PASS: server: still serving after the suite"; else echo "FAIL: server: not serving after the suite"; rc=1; fi
+kill -TERM "$MAIN_PID"
+if wait "$MAIN_PID"; then echo "PASS: server: SIGTERM stops it with status 0"; else echo "FAIL: server: SIGTERM exit status $?: $(tail -2 "$tmp/main.log")"; rc=1; fi
+exit $rc

@@ -1,0 +1,121 @@
+#!/usr/bin/env node
+// picolm-server under concurrent streams: for each concurrency C, C clients
+// stream a completion of N tokens each at the same time; reports aggregate
+// generated tokens/s, time to first token p50/p99 (from the request to its
+// first token, as the client sees it), and the KV blocks the server reported
+// in use (peak, sampled from /metrics).  Each concurrency runs REPS times
+// and the best aggregate counts (a busy machine only makes runs slower).
+//
+//   node tools/bench-serve.mjs MODEL [--streams 1,2,4,8] [-n 64] [-p 32]
+//        [--reps 2] [--format md|json] [-- SERVER-OPTIONS...]
+//
+// It starts build/bin/picolm-server (PICOLM_BUILD) on a free port with
+// --slots at the largest concurrency and the SERVER-OPTIONS (e.g. -j 2 -c 512),
+// and stops it at the end.
+import { spawn } from "node:child_process";
+import net from "node:net";
+
+function usage(code) {
+  console.log(`usage: node tools/bench-serve.mjs MODEL [--streams 1,2,4,8] [-n 64] [-p 32] [--reps 2]
+       [--format md|json] [-- SERVER-OPTIONS...]
+Aggregate decode tokens/s, time to first token p50/p99 and peak KV blocks in use of
+picolm-server with 1, 2, 4 and 8 concurrent streams (each -n tokens after a prompt
+of -p tokens' worth of text; distinct prompts).`);
+  process.exit(code);
+}
+
+const args = process.argv.slice(2);
+let model, streams = [1, 2, 4, 8], n = 64, p = 32, reps = 2, format = "md", extra = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i];
+  if (a === "--") { extra = args.slice(i + 1); break; }
+  else if (a === "-h" || a === "--help") usage(0);
+  else if (a === "--streams") streams = args[++i].split(",").map(Number);
+  else if (a === "-n") n = Number(args[++i]);
+  else if (a === "-p") p = Number(args[++i]);
+  else if (a === "--reps") reps = Number(args[++i]);
+  else if (a === "--format") format = args[++i];
+  else if (a.startsWith("-")) { console.error(`bench-serve: unknown option ${a}`); usage(2); }
+  else model = a;
+}
+if (!model || streams.some(x => !(x >= 1)) || !(n >= 1) || !(reps >= 1)) usage(2);
+
+const freePort = () => new Promise(res => {
+  const s = net.createServer().listen(0, "127.0.0.1", () => { const port = s.address().port; s.close(() => res(port)); });
+});
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const bin = `${process.env.PICOLM_BUILD || "build"}/bin/picolm-server`;
+const maxC = Math.max(...streams);
+const srv = spawn(bin, [model, "--port", String(port), "--slots", String(maxC), "--queue", String(4 * maxC), ...extra],
+                  { stdio: ["ignore", "ignore", "pipe"] });
+let srvErr = "";
+srv.stderr.on("data", d => { srvErr += d; });
+const stop = () => { try { srv.kill("SIGTERM"); } catch { /* gone */ } };
+process.on("exit", stop);
+for (let i = 0; ; i++) {
+  try { if ((await fetch(base + "/health")).ok) break; } catch { /* not yet */ }
+  if (i > 600 || srv.exitCode !== null) { console.error(`bench-serve: the server did not start: ${srvErr}`); process.exit(1); }
+  await new Promise(r => setTimeout(r, 100));
+}
+
+async function metric(name) {
+  const t = await (await fetch(base + "/metrics")).text();
+  const m = t.match(new RegExp(`^${name} (\\S+)$`, "m"));
+  return m ? Number(m[1]) : NaN;
+}
+
+// One client: stream a completion; time to first token and tokens received.
+async function client(id) {
+  const t0 = performance.now();
+  const prompt = `Client ${id}: ` + "the quick brown fox ".repeat(Math.max(1, Math.round(p / 5)));
+  const r = await fetch(base + "/v1/completions", { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ prompt, max_tokens: n, temperature: 0, stream: true, stream_options: { include_usage: true } }) });
+  const rd = r.body.getReader(), dec = new TextDecoder();
+  let buf = "", ttft = null, tokens = 0;
+  for (;;) {
+    const { value, done } = await rd.read();
+    if (done) break;
+    if (ttft === null) ttft = performance.now() - t0;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const ev = buf.slice(6, i); buf = buf.slice(i + 2);
+      if (ev !== "[DONE]") { const j = JSON.parse(ev); if (j.usage) tokens = j.usage.completion_tokens; }
+    }
+  }
+  return { ttft, tokens };
+}
+
+const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
+const rows = [];
+await client(-1); // warm up: the weights' pages
+for (const c of streams) {
+  let best = null;
+  for (let r = 0; r < reps; r++) {
+    let peak = 0, sampling = true;
+    const sampler = (async () => { while (sampling) { peak = Math.max(peak, await metric("picolm_kv_blocks_used")); await new Promise(res => setTimeout(res, 50)); } })();
+    const t0 = performance.now();
+    const res = await Promise.all(Array.from({ length: c }, (_, i) => client(i + 100 * r)));
+    const secs = (performance.now() - t0) / 1000;
+    sampling = false;
+    await sampler;
+    const tokens = res.reduce((a, x) => a + x.tokens, 0);
+    const row = { streams: c, tokens, seconds: secs, tok_s: tokens / secs, ttft_p50_ms: pct(res.map(x => x.ttft), 0.5),
+                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), kv_blocks_peak: peak };
+    if (!best || row.tok_s > best.tok_s) best = row;
+  }
+  rows.push(best);
+}
+stop();
+const one = rows.find(x => x.streams === 1);
+for (const r of rows) r.vs_one = one ? r.tok_s / one.tok_s : NaN;
+if (format === "json") console.log(JSON.stringify({ model, n, p, reps, server_options: extra, rows }, null, 1));
+else {
+  console.log(`| streams | aggregate tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | KV blocks peak |`);
+  console.log(`|---:|---:|---:|---:|---:|---:|`);
+  for (const r of rows)
+    console.log(`| ${r.streams} | ${r.tok_s.toFixed(1)} | ${r.vs_one.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} |`);
+  console.log(`\n${model}: ${n} tokens per stream after ~${p} prompt tokens, best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
+}
+process.exit(0);

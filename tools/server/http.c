@@ -1,0 +1,327 @@
+/* HTTP side of picolm-server: see http.h. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "page.h"
+
+struct http_server {
+    struct MHD_Daemon *d;
+    http_opts o;
+    job_queue *q;
+    pthread_mutex_t mu;
+    int in_flight;
+    http_metrics m;
+};
+
+/* Per-request state across libmicrohttpd's calls of the handler. */
+typedef struct req_ctx {
+    api_buf body;
+    int too_large;
+    int counted;       /* holds an in-flight slot */
+} req_ctx;
+
+static const double TTFT_BOUNDS[8] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+static int status_class(int status) {
+    return status == 429 ? 2 : status == 503 ? 4 : status >= 500 ? 3 : status >= 400 ? 1 : status >= 200 && status < 300 ? 0 : 5;
+}
+
+static void count_status(http_server *s, int status) {
+    pthread_mutex_lock(&s->mu);
+    s->m.requests[status_class(status)]++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static enum MHD_Result send_buf(http_server *s, struct MHD_Connection *c, int status, const char *type, const char *body,
+                                size_t len, const char *retry_after) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    count_status(s, status);
+    return rc;
+}
+
+static enum MHD_Result send_error(http_server *s, struct MHD_Connection *c, const api_error *e, const char *retry_after) {
+    api_buf b = {0};
+    api_error_body(e, &b);
+    enum MHD_Result rc = send_buf(s, c, e->status, "application/json", b.s ? b.s : "{}", b.s ? b.n : 2, retry_after);
+    api_buf_free(&b);
+    return rc;
+}
+
+static enum MHD_Result fail(http_server *s, struct MHD_Connection *c, int status, const char *type, const char *code,
+                            const char *retry_after, const char *fmt, ...) {
+    api_error e = {0};
+    e.status = status;
+    snprintf(e.type, sizeof e.type, "%s", type);
+    snprintf(e.code, sizeof e.code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return send_error(s, c, &e, retry_after);
+}
+
+/* Bearer token compared in constant time (length leaks, content does not). */
+static int key_ok(const http_server *s, struct MHD_Connection *c) {
+    const char *want = s->o.api_key;
+    if (!want || !want[0]) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    size_t n = strlen(want), m = strlen(h);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ (i < m ? h[i] : 0));
+    return diff == 0;
+}
+
+/* ---- streaming a job ---- */
+
+static ssize_t job_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    size_t n = job_read(cls, buf, max);
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/* Called when the response ends, finished or not: a client that went away
+   cancels its job, and the scheduler drops it at its next step. */
+static void job_reader_free(void *cls) {
+    job *j = cls;
+    job_cancel(j);
+    job_unref(j);
+}
+
+static enum MHD_Result completion(http_server *s, struct MHD_Connection *c, req_ctx *rc, int chat) {
+    api_request req;
+    api_error e;
+    if (api_parse_request(rc->body.s ? rc->body.s : "", rc->body.n, chat, &req, &e)) return send_error(s, c, &e, NULL);
+    job *j = job_new(&req, s->o.model_id, mono_now());
+    if (!j) {
+        api_free_request(&req);
+        return fail(s, c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (jq_push(s->q, j)) {
+        job_unref(j);
+        return fail(s, c, 503, "server_error", "queue_full", "1", "the server is busy: the request queue is full, retry later");
+    }
+    if (job_wait_start(j) == JOB_FAILED) {
+        e = j->err;
+        job_unref(j);
+        if (!e.status) api_fail(&e, 500, "server_error", NULL, NULL, "the request failed");
+        return send_error(s, c, &e, e.status == 503 ? "1" : NULL);
+    }
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, job_reader, j, job_reader_free);
+    if (!r) {
+        job_cancel(j);
+        job_unref(j);
+        return MHD_NO;
+    }
+    if (j->req.stream) {
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    } else {
+        MHD_add_response_header(r, "Content-Type", "application/json");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    count_status(s, 200);
+    return ret;
+}
+
+static enum MHD_Result metrics(http_server *s, struct MHD_Connection *c) {
+    api_buf b = {0};
+    char line[256];
+    pthread_mutex_lock(&s->mu);
+    http_metrics m = s->m;
+    int in_flight = s->in_flight;
+    pthread_mutex_unlock(&s->mu);
+    static const char *classes[6] = {"2xx", "4xx", "429", "5xx", "503", "other"};
+#define OUT(...) api_buf_add(&b, line, (size_t)snprintf(line, sizeof line, __VA_ARGS__))
+    OUT("# HELP picolm_requests_total HTTP requests answered, by status class.\n# TYPE picolm_requests_total counter\n");
+    for (int i = 0; i < 6; i++) OUT("picolm_requests_total{status=\"%s\"} %llu\n", classes[i], m.requests[i]);
+    OUT("# HELP picolm_prompt_tokens_total Prompt tokens of finished requests.\n# TYPE picolm_prompt_tokens_total counter\n");
+    OUT("picolm_prompt_tokens_total %llu\n", m.prompt_tokens);
+    OUT("# HELP picolm_prompt_tokens_cached_total Prompt tokens whose K/V were reused (shared or cached prefixes).\n"
+        "# TYPE picolm_prompt_tokens_cached_total counter\n");
+    OUT("picolm_prompt_tokens_cached_total %llu\n", m.cached_tokens);
+    OUT("# HELP picolm_preemptions_total Sequences preempted when the KV pool ran out (evaluated again later).\n"
+        "# TYPE picolm_preemptions_total counter\n");
+    OUT("picolm_preemptions_total %llu\n", m.preempted);
+    OUT("# HELP picolm_completion_tokens_total Generated tokens of finished requests.\n"
+        "# TYPE picolm_completion_tokens_total counter\n");
+    OUT("picolm_completion_tokens_total %llu\n", m.completion_tokens);
+    OUT("# HELP picolm_queue_depth Requests waiting for the scheduler.\n# TYPE picolm_queue_depth gauge\n");
+    OUT("picolm_queue_depth %d\n", jq_depth(s->q));
+    OUT("# HELP picolm_requests_in_flight Requests being answered.\n# TYPE picolm_requests_in_flight gauge\n");
+    OUT("picolm_requests_in_flight %d\n", in_flight);
+    OUT("# HELP picolm_sequences_running Sequences being generated.\n# TYPE picolm_sequences_running gauge\n");
+    OUT("picolm_sequences_running %d\n", m.running);
+    OUT("# HELP picolm_kv_blocks_used KV-cache blocks in use (sequences and the prefix cache).\n"
+        "# TYPE picolm_kv_blocks_used gauge\n");
+    OUT("picolm_kv_blocks_used %d\n", m.kv_used);
+    OUT("# HELP picolm_kv_blocks_total KV-cache blocks in the pool.\n# TYPE picolm_kv_blocks_total gauge\n");
+    OUT("picolm_kv_blocks_total %d\n", m.kv_total);
+    OUT("# HELP picolm_time_to_first_token_seconds From arrival to the first generated token.\n"
+        "# TYPE picolm_time_to_first_token_seconds histogram\n");
+    for (int i = 0; i < 8; i++)
+        OUT("picolm_time_to_first_token_seconds_bucket{le=\"%g\"} %.0f\n", TTFT_BOUNDS[i], m.ttft_buckets[i]);
+    OUT("picolm_time_to_first_token_seconds_bucket{le=\"+Inf\"} %llu\n", m.ttft_count);
+    OUT("picolm_time_to_first_token_seconds_sum %.6f\n", m.ttft_sum);
+    OUT("picolm_time_to_first_token_seconds_count %llu\n", m.ttft_count);
+#undef OUT
+    enum MHD_Result r = send_buf(s, c, 200, "text/plain; version=0.0.4", b.s ? b.s : "", b.n, NULL);
+    api_buf_free(&b);
+    return r;
+}
+
+static enum MHD_Result route(http_server *s, struct MHD_Connection *c, const char *url, const char *method, req_ctx *rc) {
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/")) {
+        if (!get) return fail(s, c, 405, "invalid_request_error", NULL, NULL, "use GET for %s", url);
+        return send_buf(s, c, 200, "text/html; charset=utf-8", picolm_chat_page, strlen(picolm_chat_page), NULL);
+    }
+    if (!strcmp(url, "/health")) {
+        if (!get) return fail(s, c, 405, "invalid_request_error", NULL, NULL, "use GET for %s", url);
+        return send_buf(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15, NULL);
+    }
+    int chat = !strcmp(url, "/v1/chat/completions"), cmpl = !strcmp(url, "/v1/completions");
+    int models = !strcmp(url, "/v1/models"), mtr = !strcmp(url, "/metrics");
+    if (!chat && !cmpl && !models && !mtr)
+        return fail(s, c, 404, "invalid_request_error", "unknown_url", NULL, "no such endpoint: %s %.200s", method, url);
+    if (!key_ok(s, c)) return fail(s, c, 401, "invalid_request_error", "invalid_api_key", NULL, "missing or wrong API key");
+    if (models || mtr) {
+        if (!get) return fail(s, c, 405, "invalid_request_error", NULL, NULL, "use GET for %s", url);
+        if (mtr) return metrics(s, c);
+        api_buf b = {0};
+        api_models_body(s->o.model_id, 0, &b);
+        enum MHD_Result r = send_buf(s, c, 200, "application/json", b.s ? b.s : "", b.n, NULL);
+        api_buf_free(&b);
+        return r;
+    }
+    if (!post) return fail(s, c, 405, "invalid_request_error", NULL, NULL, "use POST for %s", url);
+    if (rc->too_large)
+        return fail(s, c, 413, "invalid_request_error", "request_too_large", NULL,
+                    "the request body is larger than the server's limit of %zu bytes", s->o.max_body);
+    return completion(s, c, rc, chat);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    http_server *s = cls;
+    (void)version;
+    req_ctx *rc = *con_cls;
+    if (!rc) {
+        if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
+        *con_cls = rc;
+        pthread_mutex_lock(&s->mu);
+        rc->counted = s->in_flight < s->o.max_connections;
+        s->in_flight += rc->counted;
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (rc->body.n + *upload_size > s->o.max_body) rc->too_large = 1;
+        else api_buf_add(&rc->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (!rc->counted)
+        return fail(s, c, 429, "rate_limit_error", "too_many_connections", "1",
+                    "too many concurrent requests (the limit is %d)", s->o.max_connections);
+    if (rc->body.oom) return fail(s, c, 500, "server_error", NULL, NULL, "out of memory");
+    return route(s, c, url, method, rc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    http_server *s = cls;
+    req_ctx *rc = *con_cls;
+    (void)c, (void)toe;
+    if (!rc) return;
+    pthread_mutex_lock(&s->mu);
+    s->in_flight -= rc->counted;
+    pthread_mutex_unlock(&s->mu);
+    api_buf_free(&rc->body);
+    free(rc);
+    *con_cls = NULL;
+}
+
+http_server *http_start(const http_opts *o, job_queue *q, char *err, size_t errlen) {
+    struct addrinfo hints = {0}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gai = getaddrinfo(o->host, port, &hints, &ai);
+    if (gai) {
+        snprintf(err, errlen, "cannot use host '%s': %s", o->host, gai_strerror(gai));
+        return NULL;
+    }
+    http_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->o = *o;
+    s->q = q;
+    pthread_mutex_init(&s->mu, NULL);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* libmicrohttpd's own limit is above ours, so that the request after
+       the last allowed one still gets a 429 instead of a closed socket */
+    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections + 16), MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)o->idle_timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not permitted?)", o->host, o->port);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void http_stop(http_server *s) {
+    if (!s) return;
+    MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void http_note_done(http_server *s, const job *j) {
+    pthread_mutex_lock(&s->mu);
+    s->m.prompt_tokens += (unsigned long long)j->usage.prompt_tokens;
+    s->m.completion_tokens += (unsigned long long)j->usage.completion_tokens;
+    s->m.cached_tokens += (unsigned long long)j->usage.cached_tokens;
+    if (j->usage.completion_tokens) {
+        double t = j->t_first - j->t_queued;
+        s->m.ttft_count++;
+        s->m.ttft_sum += t;
+        for (int i = 0; i < 8; i++) s->m.ttft_buckets[i] += t <= TTFT_BOUNDS[i];
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void http_note_kv(http_server *s, int used, int total, int running, unsigned long long preempted) {
+    pthread_mutex_lock(&s->mu);
+    s->m.preempted = preempted;
+    s->m.kv_used = used;
+    s->m.kv_total = total;
+    s->m.running = running;
+    pthread_mutex_unlock(&s->mu);
+}

@@ -1,0 +1,286 @@
+/* Jobs and the queue: see job.h. */
+#include "job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+job *job_new(api_request *req, const char *model, double now) {
+    static unsigned long long counter;
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->model = model;
+    j->t_queued = now;
+    j->created = (long long)time(NULL);
+    snprintf(j->id, sizeof j->id, "%s-%llx%04llx", j->req.chat ? "chatcmpl" : "cmpl", (unsigned long long)j->created,
+             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) & 0xffff);
+    return j;
+}
+
+void job_ref(job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_unref(job *j) {
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last) return;
+    api_free_request(&j->req);
+    api_buf_free(&j->out);
+    api_buf_free(&j->text);
+    free(j->toks);
+    free(j->alts);
+    api_buf_free(&j->tok_text);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static api_meta meta(const job *j) { return (api_meta){j->id, j->created, j->model}; }
+
+void job_start(job *j, int prompt_tokens, int cached_tokens) {
+    pthread_mutex_lock(&j->mu);
+    j->state = JOB_RUNNING;
+    j->started = 1;
+    j->usage.prompt_tokens = prompt_tokens;
+    j->usage.cached_tokens = cached_tokens;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_fail(job *j, const api_error *e) {
+    pthread_mutex_lock(&j->mu);
+    if (!j->started) j->err = *e;
+    j->state = JOB_FAILED;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Token records keep offsets into tok_text (it grows). */
+static int grow(void **p, int *cap, int need, size_t size) {
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void add_token(job *j, const char *piece, size_t len, float lp, const api_alt *alts, int n_alts) {
+    if (grow((void **)&j->toks, &j->cap_toks, j->n_toks + 1, sizeof *j->toks) ||
+        grow((void **)&j->alts, &j->cap_alts, j->n_alts + n_alts, sizeof *j->alts))
+        return;
+    struct job_tok *t = &j->toks[j->n_toks++];
+    *t = (struct job_tok){j->tok_text.n, len, lp, j->n_alts, n_alts};
+    api_buf_add(&j->tok_text, piece, len);
+    for (int i = 0; i < n_alts; i++) {
+        j->alts[j->n_alts++] = (struct job_alt){j->tok_text.n, alts[i].len, alts[i].logprob};
+        api_buf_add(&j->tok_text, alts[i].text, alts[i].len);
+    }
+}
+
+/* api_token views of tokens [from, to) (pointers valid until the next add). */
+static api_token *token_views(job *j, int from, int to, api_alt **alt_out) {
+    int n = to - from, na = 0;
+    for (int i = from; i < to; i++) na += j->toks[i].n_alt;
+    api_token *v = calloc((size_t)(n ? n : 1), sizeof *v);
+    api_alt *a = calloc((size_t)(na ? na : 1), sizeof *a);
+    if (!v || !a) {
+        free(v), free(a);
+        *alt_out = NULL;
+        return NULL;
+    }
+    for (int i = from, k = 0; i < to; i++) {
+        const struct job_tok *t = &j->toks[i];
+        v[i - from] = (api_token){j->tok_text.s + t->off, t->len, t->logprob, a + k, t->n_alt};
+        for (int m = 0; m < t->n_alt; m++, k++)
+            a[k] = (api_alt){j->tok_text.s + j->alts[t->alt0 + m].off, j->alts[t->alt0 + m].len, j->alts[t->alt0 + m].logprob};
+    }
+    *alt_out = a;
+    return v;
+}
+
+/* Bytes at the end of the text that could still grow into a stop string. */
+static size_t stop_holdback(const job *j) {
+    size_t hold = 0, n = j->text.n;
+    for (int s = 0; s < j->req.n_stop; s++) {
+        size_t sl = strlen(j->req.stop[s]);
+        for (size_t k = sl - 1; k > hold; k--)
+            if (k <= n && !memcmp(j->text.s + n - k, j->req.stop[s], k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+/* Send the sendable part of the unsent text (and the logprobs of the tokens
+   so far) as one event. */
+static void stream_text(job *j, int final) {
+    size_t avail = j->text.n - j->streamed;
+    if (!final) avail -= stop_holdback(j) < avail ? stop_holdback(j) : avail;
+    size_t n = final ? avail : api_utf8_complete(j->text.s + j->streamed, avail);
+    int nt = j->req.logprobs ? j->n_toks - j->toks_sent : 0;
+    if (!n && !nt) return;
+    api_meta m = meta(j);
+    api_alt *alts = NULL;
+    api_token *views = nt ? token_views(j, j->toks_sent, j->n_toks, &alts) : NULL;
+    api_chunk_event(&j->req, &m, j->streamed == 0 && j->toks_sent == 0, j->text.s + j->streamed, n, views,
+                    views ? nt : 0, NULL, NULL, &j->out);
+    free(views), free(alts);
+    j->streamed += n;
+    j->toks_sent = j->n_toks;
+}
+
+int job_token(job *j, const char *piece, size_t len, float logprob, const api_alt *alts, int n_alts, double now) {
+    pthread_mutex_lock(&j->mu);
+    if (!j->usage.completion_tokens) j->t_first = now;
+    j->usage.completion_tokens++;
+    size_t before = j->text.n;
+    api_buf_add(&j->text, piece, len);
+    if (j->req.logprobs) add_token(j, piece, len, logprob, alts, n_alts);
+    int stopped = 0;
+    for (int s = 0; s < j->req.n_stop && j->text.s; s++) {
+        /* a new match must end inside the new bytes */
+        size_t sl = strlen(j->req.stop[s]);
+        size_t from = before >= sl ? before - sl + 1 : 0;
+        char *hit = memmem(j->text.s + from, j->text.n - from, j->req.stop[s], sl);
+        if (hit && (size_t)(hit - j->text.s) < j->text.n) {
+            j->text.n = (size_t)(hit - j->text.s);
+            j->text.s[j->text.n] = 0;
+            stopped = 1;
+        }
+    }
+    if (j->req.stream && !stopped) stream_text(j, 0);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return stopped;
+}
+
+void job_finish(job *j, const char *finish) {
+    pthread_mutex_lock(&j->mu);
+    api_meta m = meta(j);
+    j->finish = finish;
+    if (j->req.stream) {
+        stream_text(j, 1);
+        api_chunk_event(&j->req, &m, j->streamed == 0 && j->toks_sent == 0, "", 0, NULL, 0, finish, NULL, &j->out);
+        if (j->req.include_usage) api_chunk_event(&j->req, &m, 0, "", 0, NULL, 0, finish, &j->usage, &j->out);
+        api_buf_add(&j->out, "data: [DONE]\n\n", 14);
+    } else {
+        api_alt *alts = NULL;
+        api_token *views = j->req.logprobs ? token_views(j, 0, j->n_toks, &alts) : NULL;
+        api_response_body(&j->req, &m, j->text.s ? j->text.s : "", j->text.n, views, views ? j->n_toks : 0, finish,
+                          &j->usage, &j->out);
+        free(views), free(alts);
+    }
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+enum job_state job_wait_start(job *j) {
+    pthread_mutex_lock(&j->mu);
+    while (!j->started && j->state != JOB_FAILED) pthread_cond_wait(&j->cv, &j->mu);
+    enum job_state s = j->state;
+    pthread_mutex_unlock(&j->mu);
+    return s;
+}
+
+size_t job_read(job *j, char *buf, size_t max) {
+    pthread_mutex_lock(&j->mu);
+    while (j->sent == j->out.n && j->state == JOB_RUNNING && !j->cancelled) pthread_cond_wait(&j->cv, &j->mu);
+    size_t n = j->out.n - j->sent;
+    if (n > max) n = max;
+    memcpy(buf, j->out.s + j->sent, n);
+    j->sent += n;
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
+void job_cancel(job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void jq_init(job_queue *q, int cap) {
+    memset(q, 0, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->cap = cap;
+}
+
+void jq_destroy(job_queue *q) {
+    for (job *j; (j = jq_pop(q, 0));) job_unref(j);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+}
+
+int jq_push(job_queue *q, job *j) {
+    pthread_mutex_lock(&q->mu);
+    if (q->n >= q->cap || q->closing) {
+        pthread_mutex_unlock(&q->mu);
+        return -1;
+    }
+    job_ref(j);
+    j->next = NULL;
+    if (q->tail) q->tail->next = j;
+    else q->head = j;
+    q->tail = j;
+    q->n++;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+job *jq_pop(job_queue *q, int wait) {
+    pthread_mutex_lock(&q->mu);
+    while (wait && !q->head && !q->closing) pthread_cond_wait(&q->cv, &q->mu);
+    job *j = q->head;
+    if (j) {
+        q->head = j->next;
+        if (!q->head) q->tail = NULL;
+        q->n--;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return j;
+}
+
+int jq_depth(job_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    int n = q->n;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int jq_closing(job_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    int c = q->closing;
+    pthread_mutex_unlock(&q->mu);
+    return c;
+}
+
+void jq_close(job_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->closing = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}

@@ -1,0 +1,218 @@
+/* picolm-server: an OpenAI-compatible HTTP server over one mapped model. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "http.h"
+#include "job.h"
+#include "run.h"
+
+static const char *T = "picolm-server";
+
+static void usage(FILE *o) {
+    fprintf(o,
+            "usage: picolm-server MODEL [options]\n"
+            "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions and\n"
+            "/v1/completions (streamed with \"stream\": true), GET /v1/models, /health,\n"
+            "/metrics (Prometheus) and a chat page at /.  Up to --slots requests are\n"
+            "generated at once, each step advancing every one of them; a request's output\n"
+            "does not depend on the others.  Stops on SIGINT / SIGTERM.\n"
+            "options:\n"
+            "  --host H              address to bind (default 127.0.0.1: this machine only;\n"
+            "                        0.0.0.0 or :: to serve the network)\n"
+            "  --port P              TCP port (default 8080)\n"
+            "  --api-key K           require \"Authorization: Bearer K\" on /v1/* and /metrics\n"
+            "                        (default: $PICOLM_API_KEY, else none)\n"
+            "  --max-body BYTES      largest request body (default 1M; K/M suffixes)\n"
+            "  --max-connections N   requests in flight at once; more get 429 (default 32)\n"
+            "  --queue N             requests waiting for the model; more get 503 (default 16)\n"
+            "  --idle-timeout S      close a connection silent for S seconds (default 60)\n"
+            "  --max-prompt-tokens N longer prompts get a 400 (default: the context)\n"
+            "  --slots N             sequences generated at once (default 4), each up to\n"
+            "                        the context (-c)\n"
+            "  --kv-ram BYTES        the KV-cache pool, shared by every sequence in blocks\n"
+            "                        (K/M/G suffixes; default: --slots full contexts).  When\n"
+            "                        it runs out, cached prefixes go first, then the newest\n"
+            "                        sequence waits (and is evaluated again later)\n"
+            "  --kv-block N          positions per KV block (default 16)\n"
+            "  --kv-blocks N         the pool in blocks instead of bytes\n"
+            "  --prefill-chunk N     prompt tokens per sequence per step, so that a long\n"
+            "                        prompt does not stall the others' replies (default 64)\n"
+            "  -n N                  max_tokens when a request gives none (default 256;\n"
+            "                        -1: until the context is full)\n"
+            "  -h, --help            this text\n"
+            "Sampling defaults for what a request leaves out come from the INI's [sampler]\n"
+            "section (see picolm --help); the request's values override them.\n"
+            "shared with picolm (INI keys from --config apply too):\n");
+    config_common_usage(o);
+    fprintf(o, "Exit status: 0 after a signal, 1 runtime failure, 2 usage error.\n");
+}
+
+static int parse_num(const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || errno || x < lo || x > hi) return -1;
+    if (*end == 'K' || *end == 'k') x *= 1024, end++;
+    else if (*end == 'M' || *end == 'm') x *= 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') x *= 1024L * 1024 * 1024, end++;
+    if (*end || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+typedef struct sched_arg {
+    runner *r;
+    job_queue *q;
+    http_server *h;
+} sched_arg;
+
+static void *sched_main(void *p) {
+    sched_arg *a = p;
+    runner_loop(a->r, a->q, a->h);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    picolm_config cfg;
+    char err[2048];
+    const char *model = NULL;
+    http_opts ho = {.host = "127.0.0.1", .port = 8080, .api_key = getenv("PICOLM_API_KEY"), .max_body = 1 << 20,
+                    .max_connections = 32, .idle_timeout = 60};
+    long queue = 16, max_prompt = 0, n_max = 256, slots = 4, chunk = 64, kv_ram = 0, block = 16, kv_blocks = 0;
+    if (config_tool_init(&cfg, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", T, err);
+        return CLI_USAGE;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return cli_close_stdout(T);
+        }
+        const int common = config_common_arg(&cfg, argc, argv, &i, err, sizeof err);
+        if (common < 0) return cli_usage_error(T, err);
+        if (common) continue;
+        if (a[0] == '-' && a[1]) {
+            static const struct { const char *flag; long lo, hi; } nums[] = {
+                {"--port", 1, 65535}, {"--max-body", 1, 1L << 30}, {"--max-connections", 1, 4096}, {"--queue", 1, 65536},
+                {"--idle-timeout", 1, 86400}, {"--max-prompt-tokens", 1, 1L << 24}, {"--slots", 1, 256},
+                {"--prefill-chunk", 1, 4096}, {"--kv-ram", 1, 1L << 40}, {"--kv-block", 1, 4096}, {"--kv-blocks", 1, 1L << 30},
+                {"-n", -1, 1L << 24}};
+            if (!strcmp(a, "--host") || !strcmp(a, "--api-key")) {
+                if (i + 1 >= argc) {
+                    snprintf(err, sizeof err, "option %s needs a value", a);
+                    return cli_usage_error(T, err);
+                }
+                *(!strcmp(a, "--host") ? &ho.host : &ho.api_key) = argv[++i];
+                continue;
+            }
+            size_t k = 0;
+            while (k < sizeof nums / sizeof nums[0] && strcmp(a, nums[k].flag)) k++;
+            if (k == sizeof nums / sizeof nums[0]) {
+                snprintf(err, sizeof err, "unknown option %s", a);
+                return cli_usage_error(T, err);
+            }
+            long v;
+            if (i + 1 >= argc || parse_num(argv[i + 1], nums[k].lo, nums[k].hi, &v)) {
+                snprintf(err, sizeof err, "option %s needs a number from %ld to %ld%s%s", a, nums[k].lo, nums[k].hi,
+                         i + 1 < argc ? ", not " : "", i + 1 < argc ? argv[i + 1] : "");
+                return cli_usage_error(T, err);
+            }
+            i++;
+            switch (k) {
+            case 0: ho.port = (int)v; break;
+            case 1: ho.max_body = (size_t)v; break;
+            case 2: ho.max_connections = (int)v; break;
+            case 3: queue = v; break;
+            case 4: ho.idle_timeout = (int)v; break;
+            case 5: max_prompt = v; break;
+            case 6: slots = v; break;
+            case 7: chunk = v; break;
+            case 8: kv_ram = v; break;
+            case 9: block = v; break;
+            case 10: kv_blocks = v; break;
+            default: n_max = v; break;
+            }
+            continue;
+        }
+        if (model) {
+            snprintf(err, sizeof err, "unexpected argument '%s' (MODEL is already given)", a);
+            return cli_usage_error(T, err);
+        }
+        model = a;
+    }
+    if (!model) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    cfg.max_tokens = (int)n_max;
+
+    int rc;
+    engine *e = cli_build_engine(&cfg, T, model, 1, &rc);
+    if (!e) return rc;
+    const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
+    runner_opts ro = {.cfg = &cfg, .n_ctx = n_ctx, .max_prompt_tokens = (int)max_prompt, .n_slots = (int)slots,
+                      .prefill_chunk = (int)chunk, .kv_ram = (size_t)kv_ram, .block_size = (int)block,
+                      .kv_blocks = (int)kv_blocks};
+    runner *r = runner_new(e, &ro, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "%s: %s\n", T, err);
+        free_engine(e);
+        return CLI_FAIL;
+    }
+    /* the model's id: its file name */
+    const char *slash = strrchr(model, '/');
+    ho.model_id = slash ? slash + 1 : model;
+
+    /* signals go to sigwait below, not to the HTTP or scheduler threads */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    job_queue q;
+    jq_init(&q, (int)queue);
+    http_server *h = http_start(&ho, &q, err, sizeof err);
+    if (!h) {
+        fprintf(stderr, "%s: %s\n", T, err);
+        jq_destroy(&q);
+        runner_free(r);
+        free_engine(e);
+        return CLI_FAIL;
+    }
+    pthread_t sched;
+    sched_arg sa = {r, &q, h};
+    if (pthread_create(&sched, NULL, sched_main, &sa)) {
+        fprintf(stderr, "%s: cannot start the scheduler thread\n", T);
+        http_stop(h);
+        jq_destroy(&q);
+        runner_free(r);
+        free_engine(e);
+        return CLI_FAIL;
+    }
+    fprintf(stderr, "%s: serving %s on http://%s%s%s:%d/ (context %d, backend %s%s)\n", T, ho.model_id,
+            strchr(ho.host, ':') ? "[" : "", ho.host, strchr(ho.host, ':') ? "]" : "", ho.port, n_ctx,
+            e->d.backend ? e->d.backend->name : "reference", ho.api_key && ho.api_key[0] ? ", API key required" : "");
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "%s: %s: stopping\n", T, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* no new requests; the running one ends at its next step */
+    jq_close(&q);
+    for (job *j; (j = jq_pop(&q, 0));) {
+        job_fail(j, &(api_error){.status = 503, .type = "server_error", .message = "the server is stopping"});
+        job_unref(j);
+    }
+    pthread_join(sched, NULL);
+    http_stop(h);
+    jq_destroy(&q);
+    runner_free(r);
+    free_engine(e);
+    return CLI_OK;
+}

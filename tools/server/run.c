@@ -1,0 +1,540 @@
+/* The scheduler: see run.h. */
+#include "run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "generate.h"
+#include "kvpool.h"
+#include "sampling.h"
+#include "tokenizer.h"
+#include "util.h"
+
+/* One sequence: a block table over the pool.  Its blocks outlive its
+   request (a prefix cache) until the pool needs them. */
+typedef struct slot {
+    job *j;                  /* NULL: free */
+    llama_ctx c;             /* paged: blocks of r->pool */
+    int32_t *cached;         /* tokens whose K/V the blocks hold, in order */
+    int n_cached;
+    int32_t *prompt;         /* what to evaluate before generating ... */
+    int n_prompt, n_fed;     /* ... and how much of it is evaluated */
+    sampling *smp;
+    picolm_config *cfg;      /* the request's settings */
+    int n_gen, budget;
+    int32_t last;            /* the last generated token, fed at the next step */
+    int has_last;
+    int parked;              /* preempted: blocks given back, resumes later */
+    unsigned long long since; /* admission order (newest is preempted first) */
+    unsigned long long used; /* last step it ran (idle caches go least recent first) */
+} slot;
+
+struct runner {
+    engine *e;
+    runner_opts o;
+    int chat_kind;
+    slot *slots;
+    int n_slots;
+    kv_pool pool;            /* the KV blocks of every sequence */
+    unsigned long long preempted;
+    unsigned long long clock;
+    llama_ctx step;          /* the activations of one step over every slot */
+    llama_ctx **who;         /* per token of the step: its slot's cache */
+    int32_t *toks;
+    uint8_t *want;
+    float *logits;           /* one row per slot that wants logits */
+    float *lp;               /* log-softmax of the logits (logprobs) */
+};
+
+runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
+    runner *r = calloc(1, sizeof *r);
+    if (!r) return pl_fail(err, errlen, "out of memory"), NULL;
+    r->e = e;
+    r->o = *o;
+    r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
+    if (r->o.prefill_chunk < 1) r->o.prefill_chunk = 1;
+    const int cap = r->n_slots * r->o.prefill_chunk, nv = e->model.hp.n_vocab;
+    r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
+    r->lp = malloc((size_t)nv * sizeof *r->lp);
+    r->who = malloc((size_t)cap * sizeof *r->who);
+    r->toks = malloc((size_t)cap * sizeof *r->toks);
+    r->want = malloc((size_t)cap);
+    r->logits = malloc((size_t)r->n_slots * nv * sizeof *r->logits);
+    if (!r->slots || !r->lp || !r->who || !r->toks || !r->want || !r->logits) {
+        runner_free(r);
+        return pl_fail(err, errlen, "out of memory"), NULL;
+    }
+    char note[256] = "";
+    if (chat_kind_resolve(o->cfg->chat_template, &e->model.gguf, &r->chat_kind, note, sizeof note, err, errlen)) {
+        runner_free(r);
+        return NULL;
+    }
+    const int kv = o->cfg->kv_type, bs = o->block_size > 0 ? o->block_size : 16;
+    const size_t block = kv_pool_block_bytes(&e->model, kv, bs);
+    /* the pool: --kv-ram, else what every slot's full context takes */
+    const size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
+    const int n_blocks = o->kv_blocks > 0 ? o->kv_blocks : (int)(want / block < 1u << 30 ? want / block : 1u << 30);
+    if (n_blocks < 1) {
+        runner_free(r);
+        return pl_fail(err, errlen, "the KV budget of %zu bytes holds no block (%zu bytes for %d positions)", want, block, bs), NULL;
+    }
+    if (build_kv_pool(&r->pool, &e->model, kv, n_blocks, bs, err, errlen)) {
+        runner_free(r);
+        return NULL;
+    }
+    for (int i = 0; i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        s->cached = malloc((size_t)o->n_ctx * sizeof *s->cached);
+        s->cfg = malloc(sizeof *s->cfg);
+        if (!s->cached || !s->cfg) {
+            runner_free(r);
+            return pl_fail(err, errlen, "out of memory"), NULL;
+        }
+        /* a slot holds a block table; the step's context does the work */
+        if (build_ctx_paged(&s->c, &e->model, o->n_ctx, 1, &r->pool, e->pool, err, errlen)) {
+            runner_free(r);
+            return NULL;
+        }
+    }
+    if (build_ctx_kv(&r->step, &e->model, cap, cap, kv, e->pool, 0, err, errlen)) {
+        runner_free(r);
+        return NULL;
+    }
+    if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
+    fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB\n", n_blocks, bs,
+            (double)block * n_blocks / (1 << 20));
+    return r;
+}
+
+void runner_free(runner *r) {
+    if (!r) return;
+    for (int i = 0; r->slots && i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        free_ctx(&s->c);
+        free(s->cached);
+        free(s->cfg);
+        free(s->prompt);
+        sampling_free(s->smp);
+    }
+    free_ctx(&r->step);
+    free_kv_pool(&r->pool);
+    free(r->slots);
+    free(r->who);
+    free(r->toks);
+    free(r->want);
+    free(r->logits);
+    free(r->lp);
+    free(r);
+}
+
+/* The request's settings: the server's, with what the request sets. */
+static int settings(runner *r, picolm_config *cfg, const api_request *q, api_error *ae) {
+    char v[64], err[512];
+    *cfg = *r->o.cfg;
+    struct { unsigned bit; const char *key; double val; int is_int; } keys[] = {
+        {API_SET_TEMPERATURE, "temperature", q->temperature, 0}, {API_SET_TOP_P, "top_p", q->top_p, 0},
+        {API_SET_TOP_K, "top_k", q->top_k, 1},                   {API_SET_MIN_P, "min_p", q->min_p, 0},
+        {API_SET_PRESENCE, "presence_penalty", q->presence_penalty, 0},
+        {API_SET_FREQUENCY, "freq_penalty", q->frequency_penalty, 0},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (!(q->set & keys[i].bit)) continue;
+        if (keys[i].is_int) snprintf(v, sizeof v, "%d", (int)keys[i].val);
+        else snprintf(v, sizeof v, "%.9g", keys[i].val);
+        if (config_set_param(cfg, keys[i].key, v, "request", 0, err, sizeof err))
+            return api_fail(ae, 400, "invalid_request_error", keys[i].key, NULL, "%s", err);
+    }
+    if (q->set & API_SET_SEED) cfg->seed = q->seed;
+    if (q->set & API_SET_MAX_TOKENS) cfg->max_tokens = q->max_tokens;
+    cfg->json_mode = q->json_object;
+    return 0;
+}
+
+/* The prompt's tokens: the chat rendered with the model's template, or
+   the completion prompt; special tokens are parsed as llama.cpp's server
+   does. */
+static int prompt_tokens(runner *r, const api_request *q, int32_t **toks, int *n, api_error *ae) {
+    char err[512];
+    char *text = NULL;
+    size_t len;
+    if (q->chat) {
+        chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
+        if (!m) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
+        for (int i = 0; i < q->n_msgs; i++) m[i] = (chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
+        text = chat_render(r->chat_kind, m, q->n_msgs, 1, &len);
+        free(m);
+        if (!text) return api_fail(ae, 400, "invalid_request_error", "messages", NULL,
+                                    "the %s chat template cannot render these messages", chat_kind_name(r->chat_kind));
+    } else {
+        text = q->prompt;
+        len = strlen(text);
+    }
+    int rc = generate_tokenize(r->e, text, len, tokenizer_add_bos(r->e->tok), 1, toks, n, err, sizeof err);
+    if (q->chat) free(text);
+    if (rc) return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL, "%s", err);
+    int limit = r->o.max_prompt_tokens > 0 && r->o.max_prompt_tokens < r->o.n_ctx ? r->o.max_prompt_tokens : r->o.n_ctx - 1;
+    if (*n == 0) return api_fail(ae, 400, "invalid_request_error", "prompt", NULL, "the prompt is empty");
+    if (*n > limit)
+        return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", "context_length_exceeded",
+                        "the prompt is %d tokens; this server takes at most %d (%s)", *n, limit,
+                        limit == r->o.n_ctx - 1 ? "its context, leaving room for one generated token" : "max_prompt_tokens");
+    return 0;
+}
+
+/* How many leading tokens of toks[0..n) slot s's cache can keep (at least
+   the last prompt token is evaluated again, so its logits exist). */
+static int reusable(const slot *s, const int32_t *toks, int n) {
+    int keep = 0;
+    while (keep < s->n_cached && keep < n - 1 && s->cached[keep] == toks[keep]) keep++;
+    return keep;
+}
+
+/* The free slot for a prompt: the one whose cache shares the longest
+   beginning with it, else the least recently used (its cache, the oldest
+   of the prefix cache, is the one to lose). */
+static slot *pick_slot(runner *r, const int32_t *toks, int n) {
+    slot *best = NULL;
+    int best_keep = -1;
+    for (int i = 0; i < r->n_slots; i++) {
+        slot *s = &r->slots[i];
+        if (s->j) continue;
+        const int keep = reusable(s, toks, n);
+        if (keep > best_keep || (keep == best_keep && s->used < best->used)) best = s, best_keep = keep;
+    }
+    return best;
+}
+
+/* Start s on toks[0..n): keep what its own blocks already hold, or share
+   the whole blocks of another sequence that holds more of it (copy on
+   write keeps both intact). */
+static void seat(runner *r, slot *s, const int32_t *toks, int n) {
+    const int bs = r->pool.block_size;
+    int keep = reusable(s, toks, n);
+    slot *from = NULL;
+    for (int i = 0; i < r->n_slots; i++) {
+        slot *o = &r->slots[i];
+        if (o == s || o->parked) continue;
+        const int k = reusable(o, toks, n) / bs * bs;
+        if (k > keep) keep = k, from = o;
+    }
+    if (from) {
+        llama_seq_share(&s->c, &from->c, keep / bs, keep);
+        memcpy(s->cached, toks, (size_t)keep * sizeof *toks);
+    } else {
+        llama_seq_truncate(&s->c, keep);
+    }
+    s->n_fed = s->n_cached = keep;
+    s->used = ++r->clock;
+}
+
+/* Give job j a free slot: 0, or -1 after failing the job. */
+static int admit(runner *r, job *j) {
+    api_error ae = {0};
+    char err[1024];
+    int32_t *toks = NULL;
+    int n = 0;
+    sampling *smp = NULL;
+    picolm_config *cfg = malloc(sizeof *cfg);
+    const api_request *q = &j->req;
+    if (!cfg) {
+        api_fail(&ae, 500, "server_error", NULL, NULL, "out of memory");
+        goto failed;
+    }
+    if (settings(r, cfg, q, &ae) || prompt_tokens(r, q, &toks, &n, &ae)) goto failed;
+    const int bs = r->pool.block_size;
+    if ((n + bs) / bs > r->pool.n_blocks) {
+        api_fail(&ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", "context_length_exceeded",
+                 "the prompt is %d tokens; the server's KV pool holds %d (--kv-ram)", n, r->pool.n_blocks * bs - 1);
+        goto failed;
+    }
+    if (cli_sampling_build(&smp, &r->e->reg, cfg, tokenizer_vocab(r->e->tok), err, sizeof err)) {
+        api_fail(&ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
+        goto failed;
+    }
+    for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
+    slot *s = pick_slot(r, toks, n);
+    free(s->cfg);
+    s->cfg = cfg;
+    s->smp = smp;
+    s->j = j;
+    s->prompt = toks;
+    s->n_prompt = n;
+    seat(r, s, toks, n);
+    s->n_gen = 0;
+    s->has_last = 0;
+    s->parked = 0;
+    s->since = r->clock;
+    /* the request's max_tokens, else the server's -n (< 0: until the
+       context is full, as OpenAI's default) */
+    s->budget = cfg->max_tokens >= 0 ? cfg->max_tokens : 1 << 30;
+    job_start(j, n, s->n_fed);
+    return 0;
+failed:
+    job_fail(j, &ae);
+    sampling_free(smp);
+    free(cfg);
+    free(toks);
+    return -1;
+}
+
+/* Preempt s: its blocks go back to the pool; what it must evaluate again
+   to resume (its prompt, or every token its cache held) becomes its
+   prompt.  Recomputing gives the same bits, so its reply is unchanged. */
+static void park(slot *s) {
+    if (s->n_fed == s->n_prompt && s->has_last) {
+        int32_t *hist = malloc((size_t)(s->n_cached ? s->n_cached : 1) * sizeof *hist);
+        if (hist) {
+            memcpy(hist, s->cached, (size_t)s->n_cached * sizeof *hist);
+            free(s->prompt);
+            s->prompt = hist;
+            s->n_prompt = s->n_cached;
+        }
+    }
+    llama_seq_truncate(&s->c, 0);
+    s->n_cached = s->n_fed = 0;
+    s->parked = 1;
+}
+
+/* Blocks for k more positions of s: else the least recently used idle
+   cache goes, then the newest running sequence is preempted (possibly s).
+   Returns 0, or -1 when s itself was preempted or cannot fit at all. */
+static int make_room(runner *r, slot *s, int k) {
+    while (llama_seq_reserve(&s->c, k)) {
+        slot *idle = NULL, *newest = NULL;
+        int running = 0;
+        for (int i = 0; i < r->n_slots; i++) {
+            slot *o = &r->slots[i];
+            if (!o->j && o->n_cached && (!idle || o->used < idle->used)) idle = o;
+            if (o->j && !o->parked) {
+                running++;
+                if (!newest || o->since > newest->since) newest = o;
+            }
+        }
+        if (idle) {
+            llama_seq_truncate(&idle->c, 0);
+            idle->n_cached = 0;
+        } else if (running > 1) {
+            park(newest);
+            r->preempted++;
+            if (newest == s) return -1;
+        } else {
+            return -1; /* alone and still too big for the pool */
+        }
+    }
+    return 0;
+}
+
+static void release(slot *s);
+
+/* End s's reply: the counters first, so that /metrics already shows it
+   when the client has the last byte. */
+static void finish(http_server *h, slot *s, const char *reason) {
+    http_note_done(h, s->j);
+    job_finish(s->j, reason);
+    release(s);
+}
+
+static void release(slot *s) {
+    s->parked = 0;
+    sampling_free(s->smp);
+    s->smp = NULL;
+    free(s->prompt);
+    s->prompt = NULL;
+    job_unref(s->j);
+    s->j = NULL;
+}
+
+/* log-softmax of the logits, and the k most likely tokens (for logprobs). */
+static void logprobs(runner *r, const float *x, int k, api_alt *top, int *n_top) {
+    const int nv = r->e->model.hp.n_vocab;
+    float mx = -INFINITY;
+    for (int i = 0; i < nv; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < nv; i++) sum += exp((double)x[i] - mx);
+    const float lse = (float)(mx + log(sum));
+    for (int i = 0; i < nv; i++) r->lp[i] = x[i] - lse;
+    int32_t ids[API_MAX_TOP_LOGPROBS];
+    *n_top = 0;
+    for (int i = 0; i < nv && k > 0; i++) {
+        int pos = *n_top;
+        if (pos == k && r->lp[i] <= r->lp[ids[k - 1]]) continue;
+        if (pos == k) pos--;
+        while (pos > 0 && r->lp[ids[pos - 1]] < r->lp[i]) ids[pos] = ids[pos - 1], pos--;
+        ids[pos] = i;
+        if (*n_top < k) (*n_top)++;
+    }
+    for (int i = 0; i < *n_top; i++) {
+        top[i].text = tokenizer_piece(r->e->tok, ids[i], &top[i].len);
+        top[i].logprob = r->lp[ids[i]];
+    }
+}
+
+/* Sample the next token from s's logits and hand it to the client.
+   Returns NULL, or the finish reason when the reply is complete. */
+static const char *emit(runner *r, slot *s) {
+    job *j = s->j;
+    const api_request *q = &j->req;
+    char err[512];
+    const int32_t room = s->c.n_ctx - s->c.n_past + 1, want = s->budget - s->n_gen;
+    const int32_t left = want < room ? want : room;
+    api_alt top[API_MAX_TOP_LOGPROBS];
+    int n_top = 0;
+    int32_t tok;
+    if (q->logprobs) logprobs(r, s->c.logits, q->top_logprobs, top, &n_top);
+    if (sampling_sample(s->smp, s->c.logits, left, &tok, err, sizeof err)) {
+        fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
+        return "length";
+    }
+    if (tokenizer_is_eog(r->e->tok, tok)) {
+        return "stop";
+    }
+    sampling_accept(s->smp, tok);
+    s->n_gen++;
+    size_t pl;
+    const char *piece = tokenizer_piece(r->e->tok, tok, &pl);
+    if (job_token(j, piece, pl, q->logprobs ? r->lp[tok] : 0, top, n_top, mono_now())) {
+        return "stop";
+    }
+    if (s->n_gen >= s->budget || s->c.n_past >= s->c.n_ctx) {
+        return "length";
+    }
+    s->last = tok;
+    s->has_last = 1;
+    return NULL;
+}
+
+/* One step for every active slot, in one forward pass: a chunk of the
+   prompt of each slot still in its prompt (chunked prefill: a long prompt
+   does not stall the others), the last token of each one decoding; then a
+   token for each slot whose logits are ready.  A slot that is done is
+   released (and reported). */
+static void step_all(runner *r, http_server *h) {
+    char err[512];
+    int n = 0, first[r->n_slots], count[r->n_slots], order[r->n_slots], n_order = 0;
+    /* oldest first: when the pool runs short, the newest (not yet in
+       this step) is the one preempted */
+    for (int i = 0; i < r->n_slots; i++) {
+        if (!r->slots[i].j || r->slots[i].parked) continue;
+        int at = n_order++;
+        while (at > 0 && r->slots[order[at - 1]].since > r->slots[i].since) order[at] = order[at - 1], at--;
+        order[at] = i;
+    }
+    for (int o = 0; o < n_order; o++) {
+        const int i = order[o];
+        slot *s = &r->slots[i];
+        first[i] = n, count[i] = 0;
+        if (!s->j || s->parked) continue;
+        const int prefill = s->n_fed < s->n_prompt;
+        const int k = !prefill ? 1 : s->n_prompt - s->n_fed < r->o.prefill_chunk ? s->n_prompt - s->n_fed : r->o.prefill_chunk;
+        if (make_room(r, s, k)) {
+            if (!s->parked) finish(h, s, "length"); /* alone, and the pool cannot hold it */
+            continue;
+        }
+        const int32_t *src = prefill ? s->prompt + s->n_fed : &s->last;
+        if (prefill) s->n_fed += k;
+        for (int t = 0; t < k; t++) r->who[n] = &s->c, r->toks[n] = src[t], r->want[n++] = 0;
+        /* logits: for the next token, unless a resumed sequence still has
+           its last sampled token to feed */
+        if (!prefill || (s->n_fed == s->n_prompt && !s->has_last)) r->want[n - 1] = 1;
+        count[i] = k;
+        s->used = r->clock;
+    }
+    if (!n) return;
+    const int failed = llama_forward_seqs(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
+    if (failed) fprintf(stderr, "picolm-server: a step failed: %s\n", err);
+    for (int o = 0, row = 0; o < n_order; o++) {
+        const int i = order[o];
+        slot *s = &r->slots[i];
+        if (!count[i] || !s->j || s->parked) continue;
+        memcpy(s->cached + s->n_cached, r->toks + first[i], (size_t)count[i] * sizeof *r->toks);
+        s->n_cached += count[i];
+        const char *done = NULL;
+        if (failed) {
+            llama_seq_truncate(&s->c, 0); /* what the cache holds is unknown */
+            s->n_cached = 0;
+            done = "length";
+        } else if (r->want[first[i] + count[i] - 1]) {
+            memcpy(s->c.logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
+                   (size_t)r->e->model.hp.n_vocab * sizeof(float));
+            done = emit(r, s);
+        }
+        if (done) finish(h, s, done);
+    }
+}
+
+static void report(runner *r, http_server *h) {
+    int running = 0;
+    for (int i = 0; i < r->n_slots; i++) running += r->slots[i].j && !r->slots[i].parked;
+    http_note_kv(h, r->pool.n_blocks - r->pool.n_free, r->pool.n_blocks, running, r->preempted);
+}
+
+/* Resume preempted sequences, oldest first, while the pool (with idle
+   caches evicted, least recently used first) has room for what they must
+   evaluate again.  One that can never fit, with nothing else running,
+   ends its reply. */
+static void unpark(runner *r, http_server *h) {
+    for (;;) {
+        slot *old = NULL, *idle = NULL;
+        int running = 0;
+        for (int i = 0; i < r->n_slots; i++) {
+            slot *s = &r->slots[i];
+            if (s->parked && (!old || s->since < old->since)) old = s;
+            if (!s->j && s->n_cached && (!idle || s->used < idle->used)) idle = s;
+            running += s->j && !s->parked;
+        }
+        if (!old) return;
+        const int bs = r->pool.block_size, need = (old->n_prompt + bs) / bs;
+        if (need > r->pool.n_free) {
+            if (idle) {
+                llama_seq_truncate(&idle->c, 0);
+                idle->n_cached = 0;
+                continue;
+            }
+            if (!running && r->pool.n_free == r->pool.n_blocks) finish(h, old, "length");
+            if (running || r->pool.n_free != r->pool.n_blocks) return;
+            continue;
+        }
+        old->parked = 0;
+        seat(r, old, old->prompt, old->n_prompt);
+    }
+}
+
+void runner_loop(runner *r, job_queue *q, http_server *h) {
+    report(r, h);
+    for (;;) {
+        int active = 0, closed = 0, parked = 0;
+        unpark(r, h);
+        for (int i = 0; i < r->n_slots; i++) active += r->slots[i].j != NULL, parked += r->slots[i].parked;
+        /* new requests join at the next step while a slot is free (and
+           nothing preempted waits for blocks: it goes first) */
+        while (active < r->n_slots && !parked) {
+            job *j = jq_pop(q, active == 0);
+            r->clock++;
+            if (!j) {
+                closed = active == 0;
+                break;
+            }
+            if (j->cancelled) job_fail(j, &(api_error){.status = 499, .message = "cancelled"});
+            else if (!admit(r, j)) {
+                active++;
+                report(r, h);
+                continue;
+            }
+            job_unref(j);
+        }
+        if (closed) break;
+        /* a client gone, or the server stopping, ends a reply where it is */
+        const int stopping = jq_closing(q);
+        for (int i = 0; i < r->n_slots; i++) {
+            slot *s = &r->slots[i];
+            if (!s->j || !(stopping || s->j->cancelled)) continue;
+            finish(h, s, "length");
+        }
+        step_all(r, h);
+        report(r, h);
+    }
+}
