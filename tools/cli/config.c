@@ -1,6 +1,7 @@
 /* Effective configuration: defaults < INI (inih) < command line.  See
-   config.h.  One key table drives the INI parser, the CLI, --dump-config
-   and --help, so the four cannot drift apart. */
+   config.h.  One table row per key and flag (keys[] below) gives the
+   built-in defaults and drives the INI parser, the CLI, --dump-config and
+   --help, so they cannot drift apart. */
 #include "config.h"
 #include "util.h"
 #include "gguf.h"
