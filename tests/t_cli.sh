@@ -23,9 +23,9 @@ brief() { head -c 300 "$1" | tr '\n' ' '; }
 # --- --help documents every flag, exits 0 --------------------------------
 "$BIN" --help >"$tmp/help" 2>"$tmp/err"; rc=$?
 [ $rc -eq 0 ] && [ -s "$tmp/help" ] && [ ! -s "$tmp/err" ]; ok "--help exits 0 and prints to stdout"
-# every flag of config.c's table except aliases (help text "")
-flags=$(sed -n '/static const keydef keys\[\]/,/^};/p' tools/cli/config.c | grep -v ', ""),' |
-        sed -n 's/.*\(OPT\|SHARED\)("\([a-z0-9-]*\)".*/\2/p')
+# every flag of the table (config.h's keys, config.c's other rows) except aliases (help text "")
+flags=$( (sed -n '/define PICOLM_CONFIG_KEYS/,/^$/p' tools/cli/config.h; sed -n '/static const keydef keys\[\]/,/^};/p' tools/cli/config.c) |
+        grep -v ', ""),' | sed -n 's/.*\(OPT\|SHARED\)("\([a-z0-9-]*\)".*/\2/p')
 missing=
 for f in $flags; do grep -q -- "--$f\b" "$tmp/help" || missing="$missing --$f"; done
 [ -n "$flags" ] && [ -z "$missing" ]; ok "--help documents all $(echo $flags | wc -w) flags${missing:+ (missing:$missing)}"

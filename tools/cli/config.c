@@ -63,8 +63,6 @@ typedef struct keydef {
 } keydef;
 
 #define F(field) offsetof(picolm_config, field), sizeof(((picolm_config *)0)->field)
-#define KEY(sec, name, type, field, lo, hi, def, help) sec, name, type, F(field), lo, hi, NULL, def, help
-#define ENUMKEY(sec, name, field, enums, def, help) sec, name, K_ENUM, F(field), 0, 0, enums, def, help
 #define NOKEY(help) NULL, NULL, K_STR, 0, 0, 0, 0, NULL, NULL, help
 #define ALIAS(sec, name, help) sec, name, K_STR, 0, 0, 0, 0, NULL, NULL, help
 #define OPT(lng, shrt, meta, act) lng, shrt, meta, act, 0
@@ -74,71 +72,11 @@ static const keydef keys[] = {
     {NOKEY("prompt text (default: read stdin)"), OPT("prompt", 'p', "TEXT", A_PROMPT)},
     {NOKEY("read the prompt from FILE (all of it, as stdin would be)"), OPT("file", 'f', "FILE", A_PROMPT_FILE)},
     {NOKEY("INI file read before the flags (default: $PICOLM_CONFIG)"), SHARED("config", 0, "FILE", A_CONFIG)},
-    /* [engine] */
-    {KEY("engine", "threads", K_INT, threads, 0, 1024, "0", "worker threads, caller included; 0 = all online CPUs"),
-     SHARED("threads", 'j', "N", A_KEY)},
-    {KEY("engine", "context", K_INT, context, 0, 1 << 24, "2048", "context tokens (capped at the model's); 0 = the model's"),
-     SHARED("context", 'c', "N", A_KEY)},
-    {KEY("engine", "backend", K_NAME, backend, 0, 0, "auto",
-         "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon, rvv (or an out-of-tree backend's name)"),
-     SHARED("backend", 0, "NAME", A_KEY)},
-    {ENUMKEY("engine", "kv_type", kv_type, "f16|q8_0", "f16", "KV cache element type: f16 or q8_0 (half the memory)"),
-     SHARED("kv-type", 0, "T", A_KEY)},
-    {KEY("engine", "plugin_dir", K_STR, plugin_dir, 0, 0, NULL, "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary"),
-     SHARED("plugin-dir", 0, "DIR", A_KEY)},
-    {KEY("engine", "ram", K_SIZE, ram_bytes, 0, 0, "0", "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none"),
-     OPT("ram", 0, "SIZE", A_KEY)},
-    {KEY("engine", "batch", K_INT, batch, 1, 65536, "64", "prompt tokens processed per forward step (prefill chunk)"),
-     OPT("batch", 0, "N", A_KEY)},
-    /* [limits]: the defaults are gguf_default_limits' (test_config checks) */
-    {KEY("limits", "max_tensors", K_U64, max_tensors, 0, 0, "65536", "most tensors a model file may declare"), NOFLAG},
-    {KEY("limits", "max_metadata", K_U64, max_metadata, 0, 0, "1048576", "most metadata key/value pairs a model file may declare"), NOFLAG},
-    {KEY("limits", "max_string", K_U64, max_string, 0, 0, "16777216", "longest string in a model file (bytes)"), NOFLAG},
-    {KEY("limits", "max_array", K_U64, max_array, 0, 0, "33554432", "most elements in one metadata array (e.g. the vocabulary)"), NOFLAG},
-    {KEY("limits", "max_dim", K_U64, max_dim, 0, 0, "4294967296", "largest single tensor dimension"), NOFLAG},
-    /* [generate] */
-    {KEY("generate", "max_tokens", K_INT, max_tokens, -1, 1 << 30, "256", "tokens to generate; -1 = until EOS or the context is full"),
-     OPT("max-tokens", 'n', "N", A_KEY)},
-    {KEY("generate", "seed", K_U64, seed, 0, 0, "42", "random seed"), OPT("seed", 's', "N", A_KEY)},
-    {KEY("generate", "ignore_eos", K_BOOL, ignore_eos, 0, 0, "false",
-         "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)"),
-     OPT("ignore-eos", 0, NULL, A_TRUE)},
-    {KEY("generate", "json", K_BOOL, json_mode, 0, 0, "false", "constrain the output to valid JSON"), OPT("json", 0, NULL, A_TRUE)},
-    {KEY("generate", "cache", K_STR, cache_path, 0, 0, NULL, "KV cache file to reuse a saved prompt prefix; empty = none"),
-     OPT("cache", 0, "FILE", A_KEY)},
-    {KEY("generate", "special", K_TRI, special, 0, 0, "auto", "parse special tokens in the prompt"), OPT("special", 0, NULL, A_TRUE)},
+#define ROW(section, key, vtype, ctype, field, dims, lo, hi, enums, def, help, flag) \
+    {section, key, vtype, F(field), lo, hi, enums, def, help, flag},
+    PICOLM_CONFIG_KEYS(ROW)
+#undef ROW
     {ALIAS("generate", "special", "treat special-token text in the prompt as plain text"), OPT("no-special", 0, NULL, A_FALSE)},
-    {KEY("generate", "chat", K_BOOL, chat, 0, 0, "false",
-         "chat mode: apply the chat template; interactive on a terminal, one reply when piped or with -p"),
-     OPT("chat", 0, NULL, A_TRUE)},
-    {KEY("generate", "chat_template", K_NAME, chat_template, 0, 0, "auto",
-         "chat template: auto (the model's) or chatml, llama2, llama2-sys(-bos, -strip), mistral-v7, phi3, zephyr, gemma, llama3, "
-         "glmedge; implies --chat"),
-     OPT("chat-template", 0, "NAME", A_KEY)},
-    {KEY("generate", "system", K_STR, system_prompt, 0, 0, NULL, "system prompt for chat; implies --chat"),
-     OPT("system", 0, "TEXT", A_KEY)},
-    {KEY("generate", "truncate", K_BOOL, truncate, 0, 0, "false", "over-long prompt: keep its last tokens instead of failing"),
-     OPT("truncate", 0, NULL, A_TRUE)},
-    {KEY("generate", "stop", K_STOP, stops, 0, 0, NULL, "stop at STR (repeatable; replaces the INI's list)"),
-     OPT("stop", 0, "STR", A_KEY)},
-    /* [sampler]: the keys the front end knows by name; sampler plugins own more */
-    {KEY("sampler", "chain", K_CHAIN, sampler_chain, 0, 0, "auto", "sampler chain: auto or comma-separated plugin names in order"),
-     OPT("sampler", 0, "CHAIN", A_KEY)},
-    {KEY("sampler", "temperature", K_FLOAT, temperature, 0, 100, "0.8", "sampling temperature; 0 = greedy"),
-     OPT("temperature", 't', "X", A_KEY)},
-    {KEY("sampler", "top_p", K_FLOAT, top_p, 0, 1, "0.9", "nucleus sampling probability mass; 1 = off"), OPT("top-p", 'k', "X", A_KEY)},
-    {KEY("sampler", "top_k", K_INT, top_k, 0, 1 << 24, "0", "keep the k most likely tokens; 0 = off"), OPT("top-k", 0, "N", A_KEY)},
-    {KEY("sampler", "min_p", K_FLOAT, min_p, 0, 1, "0", "drop tokens below min_p x the top probability; 0 = off"),
-     OPT("min-p", 0, "X", A_KEY)},
-    {KEY("sampler", "repeat_penalty", K_FLOAT, repeat_penalty, 0.01, 100, "1", "divide logits of recent tokens by this; 1 = off"),
-     OPT("repeat-penalty", 0, "X", A_KEY)},
-    {KEY("sampler", "freq_penalty", K_FLOAT, freq_penalty, -100, 100, "0", "subtract this x count of each recent token; 0 = off"),
-     OPT("freq-penalty", 0, "X", A_KEY)},
-    {KEY("sampler", "presence_penalty", K_FLOAT, presence_penalty, -100, 100, "0", "subtract this from every recent token; 0 = off"),
-     OPT("presence-penalty", 0, "X", A_KEY)},
-    {KEY("sampler", "penalty_last_n", K_INT, penalty_last_n, -1, 1 << 24, "64",
-         "recent tokens the penalties look at; -1 = whole context, 0 = none"),
-     OPT("penalty-last-n", 0, "N", A_KEY)},
     {NOKEY("set any [sampler] key (e.g. one a sampler plugin owns)"), OPT("param", 0, "KEY=VAL", A_PARAM)},
     /* actions */
     {NOKEY("print the memory plan for the model and exit"), OPT("fit", 0, NULL, A_FIT)},
@@ -153,8 +91,6 @@ static const keydef keys[] = {
     {ALIAS("generate", "max_tokens", ""), OPT("n-predict", 0, "N", A_KEY)},
 };
 #undef F
-#undef KEY
-#undef ENUMKEY
 #undef NOKEY
 #undef ALIAS
 #undef OPT

@@ -22,46 +22,98 @@ typedef struct picolm_config_param {
     int line;
 } picolm_config_param;
 
+/* Every INI key, one row each (as inih's CFG(section, name, default) example):
+   X(section, key, value type, C type, field, array dims, lo, hi, enum names,
+     built-in default as INI text (NULL = zero / ""), --help text, flag)
+   It declares the field below and, in config.c, the key's row of the table
+   that drives the defaults, the INI, the flags, --dump-config and --help
+   (the value types K_*, the flag forms OPT/SHARED/NOFLAG and the actions A_*
+   are config.c's).  Within a section the order is --dump-config's. */
+#define PICOLM_CONFIG_KEYS(X) \
+    /* [engine] */ \
+    X("engine", "threads", K_INT, int, threads, , 0, 1024, NULL, "0", \
+      "worker threads, caller included; 0 = all online CPUs", SHARED("threads", 'j', "N", A_KEY)) \
+    X("engine", "context", K_INT, int, context, , 0, 1 << 24, NULL, "2048", \
+      "context tokens (capped at the model's); 0 = the model's", SHARED("context", 'c', "N", A_KEY)) \
+    X("engine", "backend", K_NAME, char, backend, [64], 0, 0, NULL, "auto", \
+      "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon, rvv (or an out-of-tree backend's name)", \
+      SHARED("backend", 0, "NAME", A_KEY)) \
+    /* KV_F16 or KV_Q8_0 (model.h): the position in the enum names */ \
+    X("engine", "kv_type", K_ENUM, int, kv_type, , 0, 0, "f16|q8_0", "f16", \
+      "KV cache element type: f16 or q8_0 (half the memory)", SHARED("kv-type", 0, "T", A_KEY)) \
+    X("engine", "plugin_dir", K_STR, char, plugin_dir, [1024], 0, 0, NULL, NULL, \
+      "plugin dir searched first; then $PICOLM_PLUGIN_DIR, next to the binary", SHARED("plugin-dir", 0, "DIR", A_KEY)) \
+    X("engine", "ram", K_SIZE, uint64_t, ram_bytes, , 0, 0, NULL, "0", \
+      "RAM budget (512M, 1G); warn when the plan exceeds it; 0 = none", OPT("ram", 0, "SIZE", A_KEY)) \
+    X("engine", "batch", K_INT, int, batch, , 1, 65536, NULL, "64", \
+      "prompt tokens processed per forward step (prefill chunk)", OPT("batch", 0, "N", A_KEY)) \
+    /* [limits]: what a model file may contain; gguf_default_limits (test_config checks) */ \
+    X("limits", "max_tensors", K_U64, uint64_t, max_tensors, , 0, 0, NULL, "65536", \
+      "most tensors a model file may declare", NOFLAG) \
+    X("limits", "max_metadata", K_U64, uint64_t, max_metadata, , 0, 0, NULL, "1048576", \
+      "most metadata key/value pairs a model file may declare", NOFLAG) \
+    X("limits", "max_string", K_U64, uint64_t, max_string, , 0, 0, NULL, "16777216", \
+      "longest string in a model file (bytes)", NOFLAG) \
+    X("limits", "max_array", K_U64, uint64_t, max_array, , 0, 0, NULL, "33554432", \
+      "most elements in one metadata array (e.g. the vocabulary)", NOFLAG) \
+    X("limits", "max_dim", K_U64, uint64_t, max_dim, , 0, 0, NULL, "4294967296", \
+      "largest single tensor dimension", NOFLAG) \
+    /* [generate] */ \
+    X("generate", "max_tokens", K_INT, int, max_tokens, , -1, 1 << 30, NULL, "256", \
+      "tokens to generate; -1 = until EOS or the context is full", OPT("max-tokens", 'n', "N", A_KEY)) \
+    X("generate", "seed", K_U64, uint64_t, seed, , 0, 0, NULL, "42", "random seed", OPT("seed", 's', "N", A_KEY)) \
+    X("generate", "ignore_eos", K_BOOL, int, ignore_eos, , 0, 0, NULL, "false", \
+      "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)", OPT("ignore-eos", 0, NULL, A_TRUE)) \
+    X("generate", "json", K_BOOL, int, json_mode, , 0, 0, NULL, "false", \
+      "constrain the output to valid JSON", OPT("json", 0, NULL, A_TRUE)) \
+    X("generate", "cache", K_STR, char, cache_path, [1024], 0, 0, NULL, NULL, \
+      "KV cache file to reuse a saved prompt prefix; empty = none", OPT("cache", 0, "FILE", A_KEY)) \
+    /* -1 = auto (on in chat mode) */ \
+    X("generate", "special", K_TRI, int, special, , 0, 0, NULL, "auto", \
+      "parse special tokens in the prompt", OPT("special", 0, NULL, A_TRUE)) \
+    X("generate", "chat", K_BOOL, int, chat, , 0, 0, NULL, "false", \
+      "chat mode: apply the chat template; interactive on a terminal, one reply when piped or with -p", OPT("chat", 0, NULL, A_TRUE)) \
+    X("generate", "chat_template", K_NAME, char, chat_template, [64], 0, 0, NULL, "auto", \
+      "chat template: auto (the model's) or chatml, llama2, llama2-sys(-bos, -strip), mistral-v7, phi3, zephyr, gemma, llama3, " \
+      "glmedge; implies --chat", OPT("chat-template", 0, "NAME", A_KEY)) \
+    X("generate", "system", K_STR, char, system_prompt, [4096], 0, 0, NULL, NULL, \
+      "system prompt for chat; implies --chat", OPT("system", 0, "TEXT", A_KEY)) \
+    X("generate", "truncate", K_BOOL, int, truncate, , 0, 0, NULL, "false", \
+      "over-long prompt: keep its last tokens instead of failing", OPT("truncate", 0, NULL, A_TRUE)) \
+    /* repeatable: n_stops of them */ \
+    X("generate", "stop", K_STOP, char, stops, [PICOLM_MAX_STOPS][128], 0, 0, NULL, NULL, \
+      "stop at STR (repeatable; replaces the INI's list)", OPT("stop", 0, "STR", A_KEY)) \
+    /* [sampler]: the keys the front end knows by name (typed copies of \
+       params[]); sampler plugins own more */ \
+    X("sampler", "chain", K_CHAIN, char, sampler_chain, [256], 0, 0, NULL, "auto", \
+      "sampler chain: auto or comma-separated plugin names in order", OPT("sampler", 0, "CHAIN", A_KEY)) \
+    X("sampler", "temperature", K_FLOAT, float, temperature, , 0, 100, NULL, "0.8", \
+      "sampling temperature; 0 = greedy", OPT("temperature", 't', "X", A_KEY)) \
+    X("sampler", "top_p", K_FLOAT, float, top_p, , 0, 1, NULL, "0.9", \
+      "nucleus sampling probability mass; 1 = off", OPT("top-p", 'k', "X", A_KEY)) \
+    X("sampler", "top_k", K_INT, int, top_k, , 0, 1 << 24, NULL, "0", \
+      "keep the k most likely tokens; 0 = off", OPT("top-k", 0, "N", A_KEY)) \
+    X("sampler", "min_p", K_FLOAT, float, min_p, , 0, 1, NULL, "0", \
+      "drop tokens below min_p x the top probability; 0 = off", OPT("min-p", 0, "X", A_KEY)) \
+    X("sampler", "repeat_penalty", K_FLOAT, float, repeat_penalty, , 0.01, 100, NULL, "1", \
+      "divide logits of recent tokens by this; 1 = off", OPT("repeat-penalty", 0, "X", A_KEY)) \
+    X("sampler", "freq_penalty", K_FLOAT, float, freq_penalty, , -100, 100, NULL, "0", \
+      "subtract this x count of each recent token; 0 = off", OPT("freq-penalty", 0, "X", A_KEY)) \
+    X("sampler", "presence_penalty", K_FLOAT, float, presence_penalty, , -100, 100, NULL, "0", \
+      "subtract this from every recent token; 0 = off", OPT("presence-penalty", 0, "X", A_KEY)) \
+    X("sampler", "penalty_last_n", K_INT, int, penalty_last_n, , -1, 1 << 24, NULL, "64", \
+      "recent tokens the penalties look at; -1 = whole context, 0 = none", OPT("penalty-last-n", 0, "N", A_KEY))
+
 typedef struct picolm_config {
     /* where the values came from (for --dump-config) */
     char config_path[1024];     /* "" when no INI was read */
 
-    /* [engine] */
-    int threads;                /* 0 = number of online CPUs */
-    int context;                /* 0 = model's context length */
-    char backend[64];           /* "auto" or a backend plugin name */
-    int kv_type;                /* KV_F16 or KV_Q8_0 (model.h), parsed from "f16" / "q8_0" */
-    char plugin_dir[1024];      /* "" = next to the executable, then install dir */
-    uint64_t ram_bytes;         /* 0 = unknown; else warn when the plan exceeds it */
-    int batch;                  /* prefill chunk size (tokens) */
+    /* one field per key of PICOLM_CONFIG_KEYS */
+#define PICOLM_CONFIG_FIELD(section, key, vtype, ctype, field, dims, ...) ctype field dims;
+    PICOLM_CONFIG_KEYS(PICOLM_CONFIG_FIELD)
+#undef PICOLM_CONFIG_FIELD
+    int n_stops;                /* entries of stops[] in use */
 
-    /* [limits] what a model file may contain (hostile-input guards) */
-    uint64_t max_tensors, max_metadata, max_string, max_array, max_dim;
-
-    /* [generate] */
-    int max_tokens;             /* -n */
-    uint64_t seed;              /* -s */
-    int ignore_eos;
-    int json_mode;              /* --json */
-    char cache_path[1024];      /* --cache */
-    int special;                /* parse special tokens in the prompt (-1 = auto) */
-    int chat;                   /* --chat */
-    char chat_template[64];
-    char system_prompt[4096];
-    int truncate;               /* --truncate: keep the last tokens */
-    int n_stops;
-    char stops[PICOLM_MAX_STOPS][128];
-
-    /* [sampler] typed view of the common keys */
-    char sampler_chain[256];    /* e.g. "penalties,top_k,top_p,min_p,temperature,dist" or "auto" */
-    float temperature;          /* -t; 0 = greedy */
-    float top_p;                /* -k (picoLM meaning) */
-    int top_k;
-    float min_p;
-    float repeat_penalty;
-    float freq_penalty;
-    float presence_penalty;
-    int penalty_last_n;
     /* every [sampler] key/value in order, for the sampler plugins */
     int n_params;
     picolm_config_param params[PICOLM_MAX_PARAMS];
