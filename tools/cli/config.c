@@ -100,18 +100,23 @@ static const keydef keys[] = {
 _Static_assert(N_KEYS <= PICOLM_MAX_KEYS, "raise PICOLM_MAX_KEYS");
 _Static_assert(KV_F16 == 0 && KV_Q8_0 == 1, "kv_type's enums list the KV types in order");
 
-/* The INI's sections, in --dump-config order. */
-static const char *const sections[] = {"engine", "limits", "generate", "sampler"};
-#define N_SECTIONS (sizeof sections / sizeof sections[0])
+/* The sections are those of the rows, in the order they first appear:
+   the i-th one, or NULL past the last. */
+static const char *section_at(size_t i) {
+    for (size_t k = 0; k < N_KEYS; k++) {
+        size_t first = 0;
+        while (first < k && !(keys[first].section && keys[k].section && !strcmp(keys[first].section, keys[k].section))) first++;
+        if (keys[k].section && first == k && !i--) return keys[k].section;
+    }
+    return NULL;
+}
 
 /* "[engine], [limits], [generate] or [sampler]", for messages */
-static const char *section_list(void) {
-    static char buf[128];
-    if (!buf[0]) {
-        for (size_t i = 0; i < N_SECTIONS; i++) {
-            const size_t u = strlen(buf);
-            snprintf(buf + u, sizeof buf - u, "%s[%s]", !i ? "" : i + 1 < N_SECTIONS ? ", " : " or ", sections[i]);
-        }
+static const char *section_list(char *buf, size_t n) {
+    buf[0] = '\0';
+    for (size_t i = 0; section_at(i); i++) {
+        const size_t u = strlen(buf);
+        snprintf(buf + u, n - u, "%s[%s]", !i ? "" : section_at(i + 1) ? ", " : " or ", section_at(i));
     }
     return buf;
 }
@@ -143,8 +148,8 @@ int config_is_set(const picolm_config *c, const char *section, const char *key) 
 }
 
 static int known_section(const char *s) {
-    for (size_t i = 0; i < N_SECTIONS; i++)
-        if (!strcasecmp(s, sections[i])) return 1;
+    for (size_t i = 0; section_at(i); i++)
+        if (!strcasecmp(s, section_at(i))) return 1;
     return 0;
 }
 
@@ -441,14 +446,14 @@ static char *cfg_reader(char *str, int num, void *stream) {
     if (*s == '[') {
         char *e = strchr(s, ']');
         if (e) {
-            char name[128];
+            char name[128], list[128];
             size_t nl = (size_t)(e - s - 1);
             if (nl >= sizeof name) nl = sizeof name - 1;
             memcpy(name, s + 1, nl);
             name[nl] = '\0';
             strip_value(name);
             if (!known_section(name))
-                ini_error(x, x->lineno, "unknown section [%s] (expected %s)", name, section_list());
+                ini_error(x, x->lineno, "unknown section [%s] (expected %s)", name, section_list(list, sizeof list));
         }
     }
     if (l + 3 > (size_t)num) {
@@ -521,7 +526,8 @@ static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen)
 static int cfg_handler(void *user, const char *section, const char *name, const char *value) {
     ini_ctx *x = user;
     const int line = x->lineno;
-    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under %s)", name, section_list()); return 0; }
+    char list[128];
+    if (!*section) { ini_error(x, line, "'%s' is outside a section (put it under %s)", name, section_list(list, sizeof list)); return 0; }
     if (!known_section(section)) return 1; /* reported at the [section] line */
     if (!strcmp(value, LONG_MARK) && x->stash && x->stash_line == line) value = x->stash;
 
@@ -769,8 +775,8 @@ void config_dump(const picolm_config *c, void *FILE_stream) {
     char v[8192];
     fprintf(f, "; picolm effective configuration (--dump-config)\n");
     if (c->config_path[0]) fprintf(f, "; read from %s\n", c->config_path);
-    for (size_t s = 0; s < N_SECTIONS; s++) {
-        const char *sec = sections[s];
+    for (size_t s = 0; section_at(s); s++) {
+        const char *sec = section_at(s);
         fprintf(f, "\n[%s]\n", sec);
         for (size_t i = 0; i < N_KEYS; i++) {
             const keydef *k = &keys[i];
