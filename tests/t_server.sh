@@ -31,7 +31,7 @@ start_server() {
     log=$1; shift
     for try in 1 2 3 4 5 6 7 8; do
         port=$((20000 + ($$ * 7 + try * 131 + $(date +%N | cut -c1-4 | sed 's/^0*//;s/^$/0/')) % 30000))
-        "$BIN" "$MODEL" --port "$port" --api-key "$KEY" -j 1 -c 512 --config "$tmp/srv.ini" "$@" >"$log" 2>&1 &
+        "$BIN" "$MODEL" --port "$port" --api-key "$KEY" -j 1 -c 512 --config "${INI:-$tmp/srv.ini}" "$@" >"$log" 2>&1 &
         pid=$!
         for i in $(seq 1 100); do
             if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then pids="$pids $pid"; URL="http://127.0.0.1:$port"; PID=$pid; return 0; fi
@@ -44,12 +44,23 @@ start_server() {
 }
 start_server "$tmp/main.log" || { echo "FAIL: t_server: the server did not start: $(tail -3 "$tmp/main.log")"; exit 1; }
 BASE=$URL MAIN_PID=$PID
-start_server "$tmp/limited.log" --max-connections 2 --queue 1 --max-body 4096 --slots 1 ||
+# the limited server takes its limits from the INI's [server] section
+printf '[sampler]\ntemperature = 0\n[server]\nmax_connections = 2\nqueue = 1\nmax_body = 4K\nslots = 1\n' >"$tmp/limited.ini"
+INI=$tmp/limited.ini
+start_server "$tmp/limited.log" ||
     { echo "FAIL: t_server: the limited server did not start: $(tail -3 "$tmp/limited.log")"; exit 1; }
 LIMITED=$URL
+INI=
 start_server "$tmp/pressure.log" --slots 4 --kv-blocks 12 ||
     { echo "FAIL: t_server: the pressure server did not start: $(tail -3 "$tmp/pressure.log")"; exit 1; }
 PRESSURE=$URL
+
+# a bad [server] line is a usage error naming the file and line
+printf '[server]\nport = 8080\nslots = lots\n' >"$tmp/bad.ini"
+"$BIN" "$MODEL" --config "$tmp/bad.ini" >"$tmp/bad.out" 2>&1
+brc=$?
+if [ $brc -eq 2 ] && grep -q "bad.ini:3" "$tmp/bad.out"; then echo "PASS: server: a bad [server] value: exit 2 naming bad.ini:3"
+else echo "FAIL: server: a bad [server] value: exit $brc: $(head -c 300 "$tmp/bad.out")"; fi
 
 # what the CLI generates for the same prompt, and its prompt token count
 printf 'Hello' | "$CLI" "$MODEL" -t 0 -n 24 -j 1 -c 512 >"$tmp/cli.txt" 2>"$tmp/cli.err"

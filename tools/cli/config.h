@@ -10,7 +10,7 @@
 
 #define PICOLM_MAX_PARAMS 64
 #define PICOLM_MAX_STOPS 16
-#define PICOLM_MAX_KEYS 64      /* room for config.c's table (keys and flags) */
+#define PICOLM_MAX_KEYS 80      /* room for config.c's table (keys and flags) */
 
 /* A raw key = value of the [sampler] section (or a sampler CLI flag), handed
    to sampler plugins as picolm_param.  Known keys are also parsed into the
@@ -83,6 +83,27 @@ typedef struct picolm_config_param {
     /* repeatable: n_stops of them */ \
     X("generate", "stop", K_STOP, char, stops, [PICOLM_MAX_STOPS][128], 0, 0, NULL, NULL, \
       "stop at STR (repeatable; replaces the INI's list)", OPT("stop", 0, "STR", A_KEY)) \
+    /* [server]: picolm-server's settings (its flags of the same names override them) */ \
+    X("server", "host", K_STR, char, srv_host, [256], 0, 0, NULL, "127.0.0.1", \
+      "address to bind: 127.0.0.1 = this machine only; 0.0.0.0 or :: = the network", NOFLAG) \
+    X("server", "port", K_INT, int, srv_port, , 1, 65535, NULL, "8080", "TCP port", NOFLAG) \
+    X("server", "api_key", K_STR, char, srv_api_key, [256], 0, 0, NULL, NULL, \
+      "require this Bearer key on /v1/* and /metrics; empty = none", NOFLAG) \
+    X("server", "max_body", K_SIZE, uint64_t, srv_max_body, , 0, 0, NULL, "1M", "largest request body", NOFLAG) \
+    X("server", "max_connections", K_INT, int, srv_max_connections, , 1, 4096, NULL, "32", \
+      "requests in flight at once; more get 429", NOFLAG) \
+    X("server", "queue", K_INT, int, srv_queue, , 1, 65536, NULL, "16", \
+      "requests waiting for the model; more get 503", NOFLAG) \
+    X("server", "idle_timeout", K_INT, int, srv_idle_timeout, , 1, 86400, NULL, "60", \
+      "seconds a connection may stay silent", NOFLAG) \
+    X("server", "max_prompt_tokens", K_INT, int, srv_max_prompt_tokens, , 0, 1 << 24, NULL, "0", \
+      "longer prompts get a 400; 0 = the context", NOFLAG) \
+    X("server", "slots", K_INT, int, srv_slots, , 1, 256, NULL, "4", "sequences generated at once", NOFLAG) \
+    X("server", "prefill_chunk", K_INT, int, srv_prefill_chunk, , 1, 4096, NULL, "64", \
+      "prompt tokens per sequence per step", NOFLAG) \
+    X("server", "kv_ram", K_SIZE, uint64_t, srv_kv_ram, , 0, 0, NULL, "0", \
+      "the KV-cache pool all sequences share; 0 = slots full contexts", NOFLAG) \
+    X("server", "kv_block", K_INT, int, srv_kv_block, , 1, 4096, NULL, "16", "positions per KV block", NOFLAG) \
     /* [sampler]: the keys the front end knows by name (typed copies of \
        params[]); sampler plugins own more */ \
     X("sampler", "chain", K_CHAIN, char, sampler_chain, [256], 0, 0, NULL, "auto", \

@@ -26,7 +26,7 @@ static void usage(FILE *o) {
             "                        0.0.0.0 or :: to serve the network)\n"
             "  --port P              TCP port (default 8080)\n"
             "  --api-key K           require \"Authorization: Bearer K\" on /v1/* and /metrics\n"
-            "                        (default: $PICOLM_API_KEY, else none)\n"
+            "                        (default: [server] api_key, else $PICOLM_API_KEY, else none)\n"
             "  --max-body BYTES      largest request body (default 1M; K/M suffixes)\n"
             "  --max-connections N   requests in flight at once; more get 429 (default 32)\n"
             "  --queue N             requests waiting for the model; more get 503 (default 16)\n"
@@ -44,6 +44,8 @@ static void usage(FILE *o) {
             "                        prompt does not stall the others' replies (default 64)\n"
             "  -n N                  max_tokens when a request gives none (default 256;\n"
             "                        -1: until the context is full)\n"
+            "Each option above (but --kv-blocks and -n) is also a key of the INI's [server]\n"
+            "section, with _ for - (e.g. max_connections = 8); the flags override it.\n"
             "  -h, --help            this text\n"
             "Sampling defaults for what a request leaves out come from the INI's [sampler]\n"
             "section (see picolm --help); the request's values override them.\n"
@@ -81,13 +83,18 @@ int main(int argc, char **argv) {
     picolm_config cfg;
     char err[2048];
     const char *model = NULL;
-    http_opts ho = {.host = "127.0.0.1", .port = 8080, .api_key = getenv("PICOLM_API_KEY"), .max_body = 1 << 20,
-                    .max_connections = 32, .idle_timeout = 60};
-    long queue = 16, max_prompt = 0, n_max = 256, slots = 4, chunk = 64, kv_ram = 0, block = 16, kv_blocks = 0;
     if (config_tool_init(&cfg, argc, argv, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", T, err);
         return CLI_USAGE;
     }
+    /* the INI's [server] section (or its defaults), then the flags */
+    const char *env_key = getenv("PICOLM_API_KEY");
+    http_opts ho = {.host = cfg.srv_host, .port = cfg.srv_port,
+                    .api_key = cfg.srv_api_key[0] ? cfg.srv_api_key : env_key,
+                    .max_body = (size_t)cfg.srv_max_body, .max_connections = cfg.srv_max_connections,
+                    .idle_timeout = cfg.srv_idle_timeout};
+    long queue = cfg.srv_queue, max_prompt = cfg.srv_max_prompt_tokens, n_max = cfg.max_tokens, slots = cfg.srv_slots,
+         chunk = cfg.srv_prefill_chunk, kv_ram = (long)cfg.srv_kv_ram, block = cfg.srv_kv_block, kv_blocks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
