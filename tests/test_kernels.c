@@ -5,7 +5,8 @@
  * - dlopens $PICOLM_BUILD/plugins/format-*.so and backend-*.so directly;
  * - backends whose cpu_required the CPU (cpu_probe(), honours
  *   PICOLM_CPU_MASK) lacks are SKIPped; backends with an init() are also
- *   re-run with the VNNI bits masked, so both kernel variants get checked;
+ *   re-run with the VNNI (x86) / i8mm (ARM) bits masked, so both kernel
+ *   variants get checked;
  * - vec_dot on random data and several row lengths vs the format's vec_dot
  *   (weights from the format's quantize_row, activations from the reference
  *   activation quantizer), relative tolerance 1e-5 of sum |w_i * a_i|;
@@ -210,6 +211,10 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     /* row lengths: 1 block, 3, and 9 (more than two 4-superblock panel chunks);
        then 33792 (1056 blocks of 32), one tile shape only: rows longer than
        the 32768 elements an avx2 8-column tile panel holds (its fallback) */
+    /* gemm and vec_dot of one backend give the same bits (prefill logits =
+       decode's), except the avx512 VNNI level's 16-row panels, which round
+       per superblock in another order (docs/perf.md, "Batched prefill") */
+    const int want_same = strcmp(bname, "avx512") != 0;
     int same = 1;
     for (int ni = 0; ni < 4; ni++) {
         if (ni == 3 && bs == 1) break;
@@ -246,11 +251,9 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
                 float want[GMAX], own[GMAX];
                 double mag[GMAX];
                 fw->vec_dot(n, want, W + r0 * ws, A + c * as);
-                /* gemm and vec_dot of one backend give the same bits (the
-                   logits must not depend on the batch size) */
                 k->vec_dot(n, own, W + r0 * ws, A + c * as);
                 if (memcmp(&got, &own[r - r0], sizeof got)) {
-                    if (same) printf("# %s %s gemm %lldx%lld n=%lld [%lld,%lld]: got %.9g, its vec_dot %.9g\n", bname, fw->name,
+                    if (same && want_same) printf("# %s %s gemm %lldx%lld n=%lld [%lld,%lld]: got %.9g, its vec_dot %.9g\n", bname, fw->name,
                                      (long long)nr, (long long)nc, (long long)n, (long long)r, (long long)c, got, own[r - r0]);
                     same = 0;
                 }
@@ -269,7 +272,7 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     }
     CHECK(ok, "%s %s gemm tiles (nr %s x nc 1..17, 4 lengths, padded strides; worst rel err %.2g)", bname, fw->name,
           g > 1 ? "1..3 groups" : "1..37", worst);
-    CHECK(same, "%s %s gemm bit-identical to its vec_dot", bname, fw->name);
+    if (want_same) CHECK(same, "%s %s gemm bit-identical to its vec_dot", bname, fw->name);
 }
 
 /* single-thread throughput over a weight matrix of about `bytes` (one
@@ -622,11 +625,12 @@ int main(void) {
             continue;
         }
         test_backend(&backends[i], feats, pl->name);
-        /* the same plugin on a CPU without VNNI: init must pick the other kernels */
-        const uint64_t novnni = feats & ~(PICOLM_CPU_AVX512VNNI | PICOLM_CPU_AVXVNNI);
+        /* the same plugin on a CPU without VNNI (x86) or i8mm (ARM): init
+           must pick the other kernels */
+        const uint64_t novnni = feats & ~(PICOLM_CPU_AVX512VNNI | PICOLM_CPU_AVXVNNI | PICOLM_CPU_ARM_I8MM);
         if (pl->init && novnni != feats) {
             char label[96];
-            snprintf(label, sizeof label, "%s[no-vnni]", pl->name);
+            snprintf(label, sizeof label, "%s[%s]", pl->name, (feats & PICOLM_CPU_ARM_I8MM) ? "no-i8mm" : "no-vnni");
             test_backend(&backends[i], novnni, label);
             picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
                                  host_parallel_for, 1, NULL };
