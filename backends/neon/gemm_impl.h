@@ -72,6 +72,17 @@ NEON_AI const uint8_t *tile_row(const uint8_t *w, size_t ws, int rows, int r) {
     UNROLL for (int r_ = 0; r_ < TR; r_++)                              \
         if (r_ < (rows)) UNROLL for (int c_ = 0; c_ < (nc_); c_++)      \
             (dst)[(size_t)c_ * (ds) + r_] = (res)[r_][c_];
+/* The same for results held as lanes: column c of row r in lane c of v[r]. */
+#define TILE_STORE_LANES(v, rows, nc_, dst, ds)                         \
+    do {                                                                \
+        float res_[TR][TC];                                             \
+        UNROLL for (int r_ = 0; r_ < TR; r_++) {                        \
+            float s_[4];                                                \
+            vst1q_f32(s_, (v)[r_]);                                     \
+            UNROLL for (int c_ = 0; c_ < (nc_); c_++) res_[r_][c_] = s_[c_]; \
+        }                                                               \
+        TILE_STORE(res_, rows, nc_, dst, ds)                            \
+    } while (0)
 
 /* A gemm over tiles: rows in steps of TR, columns in steps of W <= TC,
    the column remainder by the tile instance of that width (tiles[w] for w
@@ -245,13 +256,7 @@ NEON_AI void tile_q4_K(int64_t n, const uint8_t *w, size_t ws, int rows, const u
             sumf[r] = vaddq_f32(sumf[r], t);
         }
     }
-    float res[TR][TC];
-    UNROLL for (int r = 0; r < TR; r++) {
-        float s[4];
-        vst1q_f32(s, sumf[r]);
-        UNROLL for (int c = 0; c < NC; c++) res[r][c] = s[c];
-    }
-    TILE_STORE(res, rows, NC, dst, ds)
+    TILE_STORE_LANES(sumf, rows, NC, dst, ds);
 }
 GEMM_FROM_TILE(q4_K, tile_q4_K, W_Q4_K)
 
@@ -292,13 +297,7 @@ NEON_AI void tile_q6_K(int64_t n, const uint8_t *w, size_t ws, int rows, const u
         UNROLL for (int r = 0; r < TR; r++)
             sumf[r] = vaddq_f32(sumf[r], vmulq_f32(vmulq_n_f32(yd, neon_h2f(x[r][i].d)), vcvtq_f32_s32(hsum_cols(isum[r]))));
     }
-    float res[TR][TC];
-    UNROLL for (int r = 0; r < TR; r++) {
-        float s[4];
-        vst1q_f32(s, sumf[r]);
-        UNROLL for (int c = 0; c < NC; c++) res[r][c] = s[c];
-    }
-    TILE_STORE(res, rows, NC, dst, ds)
+    TILE_STORE_LANES(sumf, rows, NC, dst, ds);
 }
 GEMM_FROM_TILE(q6_K, tile_q6_K, W_Q6_K)
 
