@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_STAGES 16
 #define MAX_PARAMS 96
@@ -25,6 +26,8 @@ struct sampling {
     stage st[MAX_STAGES];
     int32_t n_vocab;
     picolm_token_data *cand; /* n_vocab entries, allocated once */
+    int timing;              /* sampling_timing: CPU seconds per step in t[] */
+    double t[MAX_STAGES + 1];
 };
 
 static const picolm_sampler_vtable *sampler_vt(const pl_plugin *p) {
@@ -223,25 +226,47 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     return 0;
 }
 
+static double thread_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int run_stage(sampling *s, int i, picolm_candidates *c, char *err, size_t errlen) {
+    char e[256] = "";
+    if (s->st[i].vt->apply(s->st[i].state, c, e, sizeof e))
+        return pl_fail(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
+    if (c->size > (size_t)s->n_vocab) return pl_fail(err, errlen, "sampler '%s' grew the candidate list", s->st[i].name);
+    return 0;
+}
+
 int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32_t *token,
                     char *err, size_t errlen) {
+    double t0 = s->timing ? thread_seconds() : 0;
     for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (picolm_token_data){i, logits[i], 0.0f};
     picolm_candidates c = {s->cand, (size_t)s->n_vocab, 0, 0, -1, n_remaining};
     for (int i = 0; i < s->n; i++) {
-        char e[256] = "";
-        if (s->st[i].vt->apply(s->st[i].state, &c, e, sizeof e)) {
-            return pl_fail(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
+        if (s->timing) { /* t[0]: the candidate list, t[1 + i]: stage i */
+            const double t1 = thread_seconds();
+            s->t[i] += t1 - t0;
+            t0 = t1;
         }
-        if (c.size > (size_t)s->n_vocab) {
-            return pl_fail(err, errlen, "sampler '%s' grew the candidate list", s->st[i].name);
-        }
+        if (run_stage(s, i, &c, err, errlen)) return -1;
     }
+    if (s->timing) s->t[s->n] += thread_seconds() - t0;
     if (c.selected < 0 || c.selected >= s->n_vocab) {
         return pl_fail(err, errlen, "sampler '%s' selected no valid token (%d)", s->st[s->n - 1].name, (int)c.selected);
     }
     *token = c.selected;
     return 0;
 }
+
+void sampling_timing(sampling *s, int on) {
+    s->timing = on;
+    memset(s->t, 0, sizeof s->t);
+}
+
+double sampling_stage_seconds(const sampling *s, int i) { return i >= -1 && i < s->n ? s->t[i + 1] : 0; }
 
 void sampling_accept(sampling *s, int32_t token) {
     for (int i = 0; i < s->n; i++)

@@ -51,6 +51,13 @@ const picolm_param_desc *sampling_find_param(const pl_registry *reg, const char 
 int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32_t *token,
                     char *err, size_t errlen);
 
+/* Timing for picolm-bench --sampling: on = 1 zeroes the counters and makes
+   every sampling_sample add the thread's CPU seconds of each step (a few
+   clock reads per token; off by default). */
+void sampling_timing(sampling *s, int on);
+/* Seconds counted so far: i = -1 filling the candidate list, 0..n-1 stage i. */
+double sampling_stage_seconds(const sampling *s, int i);
+
 /* Tell the chain about a token entering the context: every prompt token and
    every generated token (after sampling_sample picked it). */
 void sampling_accept(sampling *s, int32_t token);

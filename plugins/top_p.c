@@ -7,13 +7,16 @@
    ways that keep the same candidates in the same order (so dist draws the
    same token), each giving up when it cannot be sure:
    - quick: one pass sums the masses with a 4-wide polynomial exp (S within
-     3e-5) and copies the candidates near the max; those, sorted and summed
-     exactly, hold the nucleus when the max is peaked, and the cut is the
-     exact method's when it is clear of S's uncertainty;
-   - binned: one pass counts the candidates in bins of 1/64 logit, which
-     bounds each bin's mass; the best bins that surely hold the nucleus are
-     bucket-sorted and summed exactly; a cut still open gets a second pass
-     that bounds the rest with second-order terms per bin.
+     3e-5) and copies the candidates near the max (at most QUICK_ROOM: a
+     flat top leaves early); those, sorted and summed exactly, hold the
+     nucleus when the max is peaked, and the cut is the exact method's when
+     it is clear of S's uncertainty;
+   - binned: one pass counts the candidates in bins of 1/64 logit and sums
+     each bin's masses by exp4 (within DELTA); the best bins that surely
+     hold the nucleus are bucket-sorted (a crowded bin by 6 more bits) and
+     summed exactly, the rest is known from its bins' sums; a cut still
+     open gets a second pass that bounds the rest with second-order terms
+     per bin.
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
@@ -28,6 +31,7 @@
 #define BPU 64.0f            /* bins per logit unit */
 #define N_BINS 4096          /* 64 units below the anchor; the last bin holds everything lower */
 #define FAST_MIN 4096        /* smaller lists take the exact method directly */
+#define QUICK_ROOM 4096     /* near candidates the quick path copies before it leaves a flat top to the bins */
 #define NEAR 6.0f            /* logit units below the max: the candidates a pass copies as it goes */
 
 typedef struct topp_state {
@@ -39,6 +43,7 @@ typedef struct topp_state {
     uint32_t cnt[N_BINS], pos[N_BINS];
     double f1[N_BINS], f2[N_BINS]; /* second pass: sums of f, f^2 (f = position in the bin, [0, 1)) */
     double scale[N_BINS];    /* e^(-b / BPU) */
+    double m4[N_BINS];       /* first pass: each bin's mass e^(logit - ref) by exp4 */
 } topp_state;
 
 static int topp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
@@ -107,54 +112,10 @@ static void tail_bounds(topp_state *s, const picolm_token_data *d, size_t n, flo
     *hi = (*hi + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]) * s0;
 }
 
-/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
-   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
-   within NEAR of their lane's best so far (a superset of those within NEAR
-   of the best) to s->near; the best logit to *max.  1 when a logit is NaN. */
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-
-static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float *max, size_t *n_near) {
-    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
-    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    v4i nan = {0, 0, 0, 0};
-    uint32_t *cnt = s->cnt;
-    picolm_token_data *near = s->near;
-    size_t i = 0, m = 0;
-    for (; i + 4 <= n; i += 4) {
-        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
-        v4f x = (anchor - l) * BPU;
-        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
-        const v4i low = x < top;
-        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
-        const v4i b = __builtin_convertvector(x, v4i);
-        cnt[b[0]]++;
-        cnt[b[1]]++;
-        cnt[b[2]]++;
-        cnt[b[3]]++;
-        nan |= l != l;
-        const v4i up = l > vmax;
-        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
-        const v4i keep = l >= vmax - NEAR;
-        if (keep[0] | keep[1] | keep[2] | keep[3])
-            for (int j = 0; j < 4; j++)
-                if (keep[j]) near[m++] = d[i + j];
-    }
-    float best = vmax[0];
-    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
-    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
-    for (; i < n; i++) {
-        const float l = d[i].logit, x = (anchor - l) * BPU;
-        const float xc = x > 0 ? x : 0;
-        cnt[(int)(xc < N_BINS - 1 ? xc : N_BINS - 1)]++;
-        odd |= l != l;
-        if (l > best) best = l;
-        if (l >= best - NEAR) near[m++] = d[i];
-    }
-    *max = best;
-    *n_near = m;
-    return odd;
-}
+typedef float v2f __attribute__((vector_size(8)));
+typedef double v2d __attribute__((vector_size(16)));
 
 /* e^y for y in [-87, 87] (clamped), four at a time: 2^n e^f with n the
    nearest integer to y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor
@@ -174,6 +135,94 @@ static inline v4f exp4(v4f y) {
     return q * (v4f)((ni + 127) << 23);
 }
 
+/* e^x of four logits relative to max (x <= 0) is within 2.6e-7 of exp's
+   (measured over every 1.3e-6 of [-87, 87]); DELTA bounds a sum of them. A
+   mass below e^-87 comes out as e^-87: TINY per candidate covers it. */
+#define DELTA 1e-6
+#define TINY 1.7e-38
+
+/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
+   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
+   within NEAR of their lane's best so far (a superset of those within NEAR
+   of the best) to s->near; the best logit to *max; each bin's masses
+   e^(logit - ref) by exp4 to s->m4.  1 when a logit is NaN. */
+static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float ref, float *max, size_t *n_near) {
+    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
+    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    v4i nan = {0, 0, 0, 0};
+    uint32_t *cnt = s->cnt;
+    double *m4 = s->m4;
+    picolm_token_data *near = s->near;
+    size_t i = 0, m = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+        v4f x = (anchor - l) * BPU;
+        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
+        const v4i low = x < top;
+        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
+        const v4i b = __builtin_convertvector(x, v4i);
+        cnt[b[0]]++;
+        cnt[b[1]]++;
+        cnt[b[2]]++;
+        cnt[b[3]]++;
+        const v4f e = exp4(l - ref);
+        m4[b[0]] += e[0];
+        m4[b[1]] += e[1];
+        m4[b[2]] += e[2];
+        m4[b[3]] += e[3];
+        nan |= l != l;
+        const v4i up = l > vmax;
+        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
+        const v4i keep = l >= vmax - NEAR;
+        if (keep[0] | keep[1] | keep[2] | keep[3])
+            for (int j = 0; j < 4; j++)
+                if (keep[j]) near[m++] = d[i + j];
+    }
+    float best = vmax[0];
+    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
+    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (; i < n; i++) {
+        const float l = d[i].logit, x = (anchor - l) * BPU;
+        const float xc = x > 0 ? x : 0;
+        const int b = (int)(xc < N_BINS - 1 ? xc : N_BINS - 1);
+        cnt[b]++;
+        m4[b] += exp4((v4f){l - ref, -87, -87, -87})[0];
+        odd |= l != l;
+        if (l > best) best = l;
+        if (l >= best - NEAR) near[m++] = d[i];
+    }
+    *max = best;
+    *n_near = m;
+    return odd;
+}
+
+/* Copy the head (x < lim, x computed as the first pass does) into its bins'
+   slots, best bins first. */
+static void scatter_head(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim) {
+    picolm_token_data *t = s->head;
+    const v4f vlim = {lim, lim, lim, lim};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
+        const v4i head = (anchor - l) * BPU < vlim;
+        if (head[0] | head[1] | head[2] | head[3])
+            for (int j = 0; j < 4; j++)
+                if (head[j]) t[s->pos[(int)((anchor - l[j]) * BPU)]++] = d[i + j];
+    }
+    for (; i < n; i++) {
+        const float x = (anchor - d[i].logit) * BPU;
+        if (x < lim) t[s->pos[(int)x]++] = d[i];
+    }
+}
+
+/* Keep the candidates >= lim of t[0..m) (in order); how many. */
+static size_t drop_far(picolm_token_data *t, size_t m, float lim) {
+    size_t k = 0;
+    for (size_t j = 0; j < m; j++)
+        if (t[j].logit >= lim) t[k++] = t[j];
+    return k;
+}
+
 /* The quick path: one pass sums the masses with exp4 (S within 3e-5), finds
    the max and copies the candidates within NEAR of the max so far (a
    superset of those within NEAR of the max).  When those hold the nucleus
@@ -181,7 +230,7 @@ static inline v4f exp4(v4f y) {
    k kept (in s->head), or 0 when undecided. */
 static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
     const picolm_token_data *d = c->data;
-    const size_t n = c->size, n4 = n - n % 4, room = n < 16384 ? n : 16384;
+    const size_t n = c->size, n4 = n - n % 4, room = n < QUICK_ROOM ? n : QUICK_ROOM;
     float max = -INFINITY;
     v4f vmax = {max, max, max, max}, vkeep = vmax;
     v4i nan = {0, 0, 0, 0};
@@ -198,7 +247,7 @@ static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
             if (!(keep[0] | keep[1] | keep[2] | keep[3])) continue;
             for (int j = 0; j < 4; j++) {
                 if (!keep[j]) continue;
-                if (m == room) return 0; /* a flat top: the binned path sorts it better */
+                if (m == room && (m = drop_far(near, m, max - NEAR)) > room / 2) return 0; /* a flat top: to the bins, early */
                 near[m++] = d[i + j];
                 if (l[j] > max) max = l[j];
             }
@@ -214,7 +263,7 @@ static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
         odd |= l != l;
         if (l > max) max = l;
         if (l >= max - NEAR) {
-            if (m == room) return 0;
+            if (m == room && (m = drop_far(near, m, max - NEAR)) > room / 2) return 0;
             near[m++] = d[i];
         }
     }
@@ -231,6 +280,44 @@ static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
     for (size_t j = 0; j < h; j++) head += s->mass[j] = exp((double)s->head[j].logit - max);
     if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
     return nucleus_cut(s->mass, h, s->p, s_lo, s_hi);
+}
+
+static void insertion_sort(picolm_token_data *t, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        const picolm_token_data v = t[i];
+        size_t j = i;
+        for (; j > 0 && (t[j - 1].logit < v.logit || (t[j - 1].logit == v.logit && t[j - 1].id > v.id)); j--) t[j] = t[j - 1];
+        t[j] = v;
+    }
+}
+
+/* Best first, bin b's n candidates (no NaN): a crowded bin is first split
+   by the next 6 bits of x (sub = floor((anchor - logit) * 64 * SUB) less the
+   bin's start, clamped: monotone in the logit, so equal logits share a
+   sub-bin), through tmp; then insertion sort of each short run (a heap
+   sort of a long one: many equal logits). */
+#define SUB 64
+static void sort_bin(picolm_token_data *t, size_t n, float anchor, int b, picolm_token_data *tmp) {
+    if (n <= 32) {
+        insertion_sort(t, n);
+        return;
+    }
+    uint32_t pos[SUB + 1] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
+        pos[(k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k) + 1]++;
+    }
+    for (int k = 0; k < SUB; k++) pos[k + 1] += pos[k];
+    for (size_t i = 0; i < n; i++) {
+        const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
+        tmp[pos[k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k]++] = t[i];
+    }
+    for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) {
+        const size_t len = pos[k] - (uint32_t)start;
+        if (len > 64) sort_best_first(tmp + start, len); /* equal logits in bulk */
+        else insertion_sort(tmp + start, len);
+    }
+    memcpy(t, tmp, n * sizeof *t);
 }
 
 /* The fast path (see the top).  1 when it decided c, 0 when the exact
@@ -264,9 +351,10 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
 
     /* first pass: x = (anchor - logit) * 64, bin floor(x) */
     memset(s->cnt, 0, sizeof s->cnt);
+    memset(s->m4, 0, sizeof s->m4);
     float max;
     size_t n_near;
-    if (first_pass(s, d, n, anchor, &max, &n_near)) return 0;
+    if (first_pass(s, d, n, anchor, sample, &max, &n_near)) return 0;
     if (!(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
 
     /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
@@ -279,6 +367,18 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     }
     s_hi = s_lo * s0 * hi_f + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1] * s0;
     s_lo *= s0 * lo_f;
+    /* the exp4 sum is far tighter, unless exp4 clamped masses far above the sample */
+    double s4_lo = 0, s4_hi = INFINITY, sum4 = 0;
+    const double sc = exp((double)sample - max);
+    const int have4 = max - sample < 80;
+    for (int b = 0; b < N_BINS; b++) sum4 += s->m4[b];
+    if (have4) {
+        s4_lo = (sum4 * (1 - DELTA) - n * TINY) * sc;
+        s4_hi = (sum4 * (1 + DELTA) + n * TINY) * sc;
+    }
+    const double bins_lo = s_lo, bins_hi = s_hi;
+    if (s4_lo > s_lo) s_lo = s4_lo;
+    if (s4_hi < s_hi) s_hi = s4_hi;
 
     /* the head: the best bins whose lower bound surely reaches p * S */
     int last = -1;
@@ -300,29 +400,46 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
     /* every candidate >= max - NEAR was kept; the head needs them down to about
        anchor - lim/64 (one bin of margin for rounding) */
     const int near_enough = ((double)anchor - max + NEAR) * BPU - 1 >= lim;
-    const picolm_token_data *src = near_enough ? s->near : d;
-    const size_t n_src = near_enough ? n_near : n;
-    for (size_t i = 0; i < n_src; i++) {
-        const float x = (anchor - src[i].logit) * BPU; /* the same arithmetic as the first pass */
-        if (x < lim) t[s->pos[(int)x]++] = src[i];
+    if (near_enough) {
+        for (size_t i = 0; i < n_near; i++) {
+            const float x = (anchor - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
+            if (x < lim) t[s->pos[(int)x]++] = s->near[i];
+        }
+    } else {
+        scatter_head(s, d, n, anchor, lim);
+    }
+    double tail = -1; /* the mass outside the head (bins after last) by exp4, relative to max */
+    if (have4) {
+        tail = 0;
+        for (int b = last + 1; b < N_BINS; b++) tail += s->m4[b];
+        tail *= sc;
     }
     /* best first within each bin, then exact masses in that order */
     size_t start = 0;
     double head = 0;
     for (int b = 0; b <= last; b++) {
-        sort_best_first(t + start, s->cnt[b]);
+        sort_bin(t + start, s->cnt[b], anchor, b, s->near);
         start += s->cnt[b];
     }
     for (size_t j = 0; j < m; j++) {
         s->mass[j] = exp((double)t[j].logit - max);
         head += s->mass[j];
     }
-    double tail_lo = s_lo - head_lo, tail_hi = s_hi - head_hi;
-    if (tail_lo < 0) tail_lo = 0;
-    k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    /* S = head + the rest: the tightest of the bounds at hand */
+    double lo = head + (bins_lo - head_lo), hi = head + (bins_hi - head_hi);
+    if (s_lo > lo) lo = s_lo;
+    if (s_hi < hi) hi = s_hi;
+    if (tail >= 0) {
+        if (head + tail * (1 - DELTA) - n * TINY * sc > lo) lo = head + tail * (1 - DELTA) - n * TINY * sc;
+        if (head + tail * (1 + DELTA) + n * TINY * sc < hi) hi = head + tail * (1 + DELTA) + n * TINY * sc;
+    }
+    k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
     if (!k) {
+        double tail_lo, tail_hi;
         tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
-        k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+        if (head + tail_lo > lo) lo = head + tail_lo;
+        if (head + tail_hi < hi) hi = head + tail_hi;
+        k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
     }
     if (!k) return 0;
     memcpy(d, t, k * sizeof *d);

@@ -124,3 +124,26 @@ labels = {t.text for t in root.iter("{http://www.w3.org/2000/svg}text")}
 ok = {"Q4_K", "Q8_0", "F16", "reference"} <= labels
 print(("PASS" if ok else "FAIL") + ": micro chart has the formats on x and the backends in the legend")
 EOF
+
+# --sampling: the sampler chain alone; every stage timed, the stages add up to the total
+if "$B" --sampling --vocab 5000,40000 -n 8 -r 1 --format json >"$tmp/s.json" 2>"$tmp/s.log"; then
+    if $PY - "$tmp/s.json" <<'PYEOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["vocab"], r["logits"]) for r in rows] == [(5000, "peaked"), (5000, "flat"), (40000, "peaked"), (40000, "flat")], rows
+for r in rows:
+    st = r["stages_ms"]
+    assert list(st) == ["candidates", "temperature", "top_p", "dist"], st
+    assert r["draws"] == 8 and 0 < r["ms_min"] <= r["ms_mean"], r
+    assert abs(sum(st.values()) - r["ms_mean"]) <= 1e-3 * r["ms_mean"] + 1e-6, r
+PYEOF
+    then echo "PASS: --sampling times picolm's default chain per stage at 5000 and 40000 (peaked and flat)"
+    else echo "FAIL: --sampling JSON: $(cat "$tmp/s.json" | head -3)"; fi
+else
+    echo "FAIL: --sampling: $(tail -2 "$tmp/s.log")"
+fi
+"$B" --sampling --vocab 12x >/dev/null 2>"$tmp/e.log"; rc=$?
+[ $rc -eq 2 ] && grep -q "12x" "$tmp/e.log" && echo "PASS: --sampling --vocab 12x is a usage error: $(cat "$tmp/e.log")" ||
+    echo "FAIL: --sampling --vocab 12x: rc $rc"
+"$B" --vocab 32000 >/dev/null 2>"$tmp/e.log"; rc=$?
+[ $rc -eq 2 ] && echo "PASS: --vocab without --sampling is a usage error: $(cat "$tmp/e.log")" || echo "FAIL: --vocab alone: rc $rc"

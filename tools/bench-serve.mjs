@@ -3,7 +3,7 @@
 // stream a completion of N tokens each at the same time; reports aggregate
 // generated tokens/s, time to first token p50/p99 (from the request to its
 // first token, as the client sees it), and the KV blocks the server reported
-// in use (peak, sampled from /metrics).  Each concurrency runs REPS times
+// in use and its RssAnon (peaks, from /metrics and /proc).  Each concurrency runs REPS times
 // and the best aggregate counts (a busy machine only makes runs slower).
 //
 //   node tools/bench-serve.mjs MODEL [--streams 1,2,4,8] [-n 64] [-p 32]
@@ -13,6 +13,7 @@
 // --slots at the largest concurrency and the SERVER-OPTIONS (e.g. -j 2 -c 512),
 // and stops it at the end.
 import { spawn } from "node:child_process";
+import fs from "node:fs";
 import net from "node:net";
 
 function usage(code) {
@@ -93,8 +94,15 @@ await client(-1); // warm up: the weights' pages
 for (const c of streams) {
   let best = null;
   for (let r = 0; r < reps; r++) {
-    let peak = 0, sampling = true;
-    const sampler = (async () => { while (sampling) { peak = Math.max(peak, await metric("picolm_kv_blocks_used")); await new Promise(res => setTimeout(res, 50)); } })();
+    let peak = 0, anon = 0, sampling = true;
+    const rssAnon = () => { try { return Number(fs.readFileSync(`/proc/${srv.pid}/status`, "utf8").match(/^RssAnon:\s+(\d+)/m)[1]); } catch { return 0; } };
+    const sampler = (async () => {
+      while (sampling) {
+        peak = Math.max(peak, await metric("picolm_kv_blocks_used"));
+        anon = Math.max(anon, rssAnon());
+        await new Promise(res => setTimeout(res, 50));
+      }
+    })();
     const t0 = performance.now();
     const res = await Promise.all(Array.from({ length: c }, (_, i) => client(i + 100 * r)));
     const secs = (performance.now() - t0) / 1000;
@@ -102,7 +110,7 @@ for (const c of streams) {
     await sampler;
     const tokens = res.reduce((a, x) => a + x.tokens, 0);
     const row = { streams: c, tokens, seconds: secs, tok_s: tokens / secs, ttft_p50_ms: pct(res.map(x => x.ttft), 0.5),
-                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), kv_blocks_peak: peak };
+                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), kv_blocks_peak: peak, rss_anon_mb: anon / 1024 };
     if (!best || row.tok_s > best.tok_s) best = row;
   }
   rows.push(best);
@@ -112,10 +120,10 @@ const one = rows.find(x => x.streams === 1);
 for (const r of rows) r.vs_one = one ? r.tok_s / one.tok_s : NaN;
 if (format === "json") console.log(JSON.stringify({ model, n, p, reps, server_options: extra, rows }, null, 1));
 else {
-  console.log(`| streams | aggregate tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | KV blocks peak |`);
-  console.log(`|---:|---:|---:|---:|---:|---:|`);
+  console.log(`| streams | aggregate tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | KV blocks peak | RssAnon peak MB |`);
+  console.log(`|---:|---:|---:|---:|---:|---:|---:|`);
   for (const r of rows)
-    console.log(`| ${r.streams} | ${r.tok_s.toFixed(1)} | ${r.vs_one.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} |`);
+    console.log(`| ${r.streams} | ${r.tok_s.toFixed(1)} | ${r.vs_one.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} | ${r.rss_anon_mb.toFixed(1)} |`);
   console.log(`\n${model}: ${n} tokens per stream after ~${p} prompt tokens, best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
 }
 process.exit(0);

@@ -31,6 +31,7 @@
 #include "generate.h"
 #include "model.h"
 #include "plugins.h"
+#include "sampling.h"
 #include "synth.h"
 #include "threadpool.h"
 
@@ -51,6 +52,9 @@ typedef struct opts {
     double micro_s;
     double max_s; /* --tune: a decode run stops after this many seconds (0 = never) */
     int decode_at; /* --tune, no prompt: decode from this position (the cache holds zeros before it) */
+    int sampling;  /* --sampling: the sampler chain alone, at these vocabulary sizes */
+    int vocabs[MAX_LIST];
+    int n_vocabs;
 } opts;
 
 static void usage(FILE *o) {
@@ -86,6 +90,10 @@ static void usage(FILE *o) {
             "  --micro-mib N     size of that matrix in MiB (default 8)\n"
             "  --micro-ms N      time per measurement in ms, best of 3 (default 100)\n"
             "  --formats LIST    --micro: only these weight formats (e.g. Q4_K,Q6_K,Q8_0)\n"
+            "  --sampling        time the sampler chain alone instead (picolm's: temperature 0.8, top_p 0.9, dist,\n"
+            "                    or --config FILE's [sampler]) per token over synthetic logits, peaked and flat,\n"
+            "                    with the time of each stage; -n N x -r REPS draws of each (no model needed)\n"
+            "  --vocab LIST      --sampling: vocabulary sizes (default 32000,151936)\n"
             "  --synth SHAPE:TYPE  synthesise a random-weight model first (shapes: ");
     for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
     fprintf(o,
@@ -1073,6 +1081,111 @@ static int split_list(char *s, const char **out, int max) {
     return n;
 }
 
+/* ------------------------------------------------------------------------ */
+/* --sampling: the sampler chain alone over synthetic logits                 */
+/* ------------------------------------------------------------------------ */
+
+/* Logits shaped like a language model's: a body of N(0, 2) over the whole
+   vocabulary and 8 likely tokens near `lead`.  16: a peaked step (the
+   nucleus is a few tokens); 6: a flat one (thousands). */
+static void synth_logits(float *l, int n, float lead, uint64_t *s) {
+    for (int i = 0; i < n; i += 2) { /* Box-Muller, two normals per pair of draws */
+        double u[2];
+        for (int k = 0; k < 2; k++) {
+            *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+            u[k] = ((*s >> 11) + 0.5) * 0x1.0p-53;
+        }
+        const double r = sqrt(-2 * log(u[0]));
+        l[i] = (float)(2 * r * cos(6.283185307179586 * u[1]));
+        if (i + 1 < n) l[i + 1] = (float)(2 * r * sin(6.283185307179586 * u[1]));
+    }
+    for (int k = 0; k < 8; k++) {
+        *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+        l[*s % (uint64_t)n] = lead + (float)k * 0.25f;
+    }
+}
+
+static int run_sampling(const opts *o, const pl_registry *reg, const picolm_config *cfg, FILE *f, char *err, size_t errlen) {
+    static const char *const shape[2] = {"peaked", "flat"};
+    int max_nv = 0;
+    for (int v = 0; v < o->n_vocabs; v++) max_nv = o->vocabs[v] > max_nv ? o->vocabs[v] : max_nv;
+    float *l = malloc((size_t)max_nv * sizeof *l);
+    const char **pc = calloc((size_t)max_nv, sizeof *pc);
+    uint32_t *pl = calloc((size_t)max_nv, sizeof *pl);
+    const int draws = o->n_gen * o->reps;
+    int rc = -1;
+    if (!l || !pc || !pl) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (draws <= 0) { snprintf(err, errlen, "--sampling: -n and -r must give at least one draw"); goto done; }
+    if (o->format == OUT_CSV) fprintf(f, "vocab,shape,draws,ms_mean,ms_min,stage,stage_ms\n");
+    if (o->format == OUT_JSON) fprintf(f, "[\n");
+    for (int v = 0; v < o->n_vocabs; v++) {
+        const int nv = o->vocabs[v];
+        picolm_vocab vocab = {nv, -1, -1, pc, pl, NULL};
+        sampling *s[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++)
+            if (cli_sampling_build(&s[k], reg, cfg, &vocab, err, errlen)) goto free_s;
+        double sum[2] = {0, 0}, best[2] = {INFINITY, INFINITY};
+        uint64_t seed = 0x9e3779b97f4a7c15ull;
+        for (int k = 0; k < 2; k++) sampling_timing(s[k], 1);
+        for (int d = 0; d < 2 * draws; d++) { /* peaked and flat interleaved */
+            const int k = d % 2;
+            synth_logits(l, nv, k ? 6.0f : 16.0f, &seed);
+            int32_t tok;
+            if (sampling_sample(s[k], l, -1, &tok, err, errlen)) goto free_s;
+            double t = -sum[k]; /* the counters' total less the earlier draws */
+            for (int i = -1; i < sampling_n_stages(s[k]); i++) t += sampling_stage_seconds(s[k], i);
+            sum[k] += t;
+            if (t < best[k]) best[k] = t;
+            sampling_accept(s[k], tok);
+        }
+        char desc[512];
+        sampling_describe(s[0], desc, sizeof desc);
+        if (o->format == OUT_MD) {
+            fprintf(f, "%s| vocab | logits | ms/token mean | min | of which, mean: candidates",
+                    v ? "\n" : "");
+            for (int i = 0; i < sampling_n_stages(s[0]); i++) fprintf(f, ", %s", sampling_stage_name(s[0], i));
+            fprintf(f, " |\n|---:|---|---:|---:|---|\n");
+        }
+        for (int k = 0; k < 2; k++) {
+            const double mean = 1e3 * sum[k] / draws;
+            if (o->format == OUT_MD) {
+                fprintf(f, "| %d | %s | %.3f | %.3f | %.3f", nv, shape[k], mean, 1e3 * best[k], 1e3 * sampling_stage_seconds(s[k], -1) / draws);
+                for (int i = 0; i < sampling_n_stages(s[k]); i++) fprintf(f, ", %.3f", 1e3 * sampling_stage_seconds(s[k], i) / draws);
+                fprintf(f, " |\n");
+            } else if (o->format == OUT_CSV) {
+                for (int i = -1; i < sampling_n_stages(s[k]); i++)
+                    fprintf(f, "%d,%s,%d,%.6g,%.6g,%s,%.6g\n", nv, shape[k], draws, mean, 1e3 * best[k],
+                            i < 0 ? "candidates" : sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws);
+            } else {
+                fprintf(f, "  {\"vocab\": %d, \"logits\": \"%s\", \"draws\": %d, \"ms_mean\": %.6g, \"ms_min\": %.6g, \"chain\": \"%s\", "
+                           "\"stages_ms\": {\"candidates\": %.6g", nv, shape[k], draws, mean, 1e3 * best[k], desc,
+                        1e3 * sampling_stage_seconds(s[k], -1) / draws);
+                for (int i = 0; i < sampling_n_stages(s[k]); i++)
+                    fprintf(f, ", \"%s\": %.6g", sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws);
+                fprintf(f, "}}%s\n", v + 1 < o->n_vocabs || !k ? "," : "");
+            }
+        }
+        if (o->format == OUT_MD)
+            fprintf(f, "\nchain: %s; %d draws each, CPU time of the sampling thread; peaked = 8 tokens near 16 over a body "
+                       "of N(0, 2) logits, flat = the same near 6 (a nucleus of thousands).\n", desc, draws);
+        sampling_free(s[0]);
+        sampling_free(s[1]);
+        continue;
+    free_s:
+        sampling_free(s[0]);
+        sampling_free(s[1]);
+        goto done;
+    }
+    if (o->format == OUT_JSON) fprintf(f, "]\n");
+    rc = 0;
+done:
+    free(l);
+    free(pc);
+    free(pl);
+    return rc;
+}
+
+
 typedef struct bk {
     const char *name;
     int score;
@@ -1085,7 +1198,7 @@ static int cmp_bk(const void *a, const void *b) {
 int main(int argc, char **argv) {
     opts o = {.n_prompt = 128, .n_gen = 64, .reps = 3, .format = OUT_MD, .kv_type = KV_F16, .batch = 64, .bw_mib = 1024,
               .micro_mib = 8, .micro_s = 0.1};
-    char *blist = NULL, *tlist = NULL, *flist = NULL;
+    char *blist = NULL, *tlist = NULL, *flist = NULL, *vlist = NULL;
     int micro_ms = 100;
     picolm_config cfg; /* the options every tool shares (--plugin-dir, --kv-type, --config, -v) */
     char cerr[1024];
@@ -1100,6 +1213,7 @@ int main(int argc, char **argv) {
         if (common < 0) return cli_usage_error("picolm-bench", cerr);
         if (common) continue;
         if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
+        if (!strcmp(a, "--sampling")) { o.sampling = 1; continue; }
         if (!strcmp(a, "--tune")) { o.tune = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) continue;
         if (!strcmp(a, "--synth-exact")) { o.synth_exact = 1; continue; }
@@ -1118,6 +1232,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--micro-mib")) bad = parse_int(v, 1, 1 << 16, &o.micro_mib);
             else if (!strcmp(a, "--micro-ms")) bad = parse_int(v, 1, 100000, &micro_ms);
             else if (!strcmp(a, "--formats")) flist = strdup(v);
+            else if (!strcmp(a, "--vocab")) vlist = strdup(v);
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
             else if (!strcmp(a, "-o")) o.ini_out = v;
@@ -1136,7 +1251,8 @@ int main(int argc, char **argv) {
         if (o.model) { fprintf(stderr, "picolm-bench: more than one model given\n"); return 2; }
         o.model = a;
     }
-    if (!o.model && !o.synth && !o.micro) { usage(stderr); return 2; }
+    if (vlist && !o.sampling) { fprintf(stderr, "picolm-bench: --vocab goes with --sampling\n"); return 2; }
+    if (!o.model && !o.synth && !o.micro && !o.sampling) { usage(stderr); return 2; }
     o.plugin_dir = cfg.plugin_dir;
     o.kv_type = cfg.kv_type;
     /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
@@ -1151,6 +1267,16 @@ int main(int argc, char **argv) {
     if (flist && (o.n_formats = split_list(flist, o.formats, MAX_LIST)) <= 0) {
         fprintf(stderr, "picolm-bench: --formats: bad list\n");
         return 2;
+    }
+    if (o.sampling) {
+        const char *vv[MAX_LIST];
+        o.n_vocabs = vlist ? split_list(vlist, vv, MAX_LIST) : 0;
+        if (vlist && o.n_vocabs <= 0) { fprintf(stderr, "picolm-bench: --vocab: bad list\n"); return 2; }
+        for (int i = 0; i < o.n_vocabs; i++)
+            if (parse_int(vv[i], 2, 1 << 24, &o.vocabs[i])) { fprintf(stderr, "picolm-bench: --vocab: bad size '%s'\n", vv[i]); return 2; }
+        if (!vlist) o.vocabs[o.n_vocabs++] = 32000, o.vocabs[o.n_vocabs++] = 151936;
+        if (o.format == OUT_SVG) { fprintf(stderr, "picolm-bench: --sampling prints md, csv or json\n"); return 2; }
+        if (o.model || o.synth || o.micro || o.tune) { fprintf(stderr, "picolm-bench: --sampling takes no model, --synth, --micro or --tune\n"); return 2; }
     }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
     if (!o.tune && (o.ini_out || o.ram || o.repacked)) { fprintf(stderr, "picolm-bench: -o, --ram and --repacked go with --tune\n"); return 2; }
@@ -1210,6 +1336,11 @@ int main(int argc, char **argv) {
         o.threads[o.n_threads++] = cpu_count_online();
     }
 
+    if (o.sampling) {
+        if (run_sampling(&o, &reg, &cfg, stdout, err, sizeof err)) { fprintf(stderr, "picolm-bench: --sampling: %s\n", err); goto out; }
+        rc = cli_close_stdout("picolm-bench");
+        goto out;
+    }
     if (o.micro) {
         if (run_micro(&o, &reg, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
         if (!n_mres) { fprintf(stderr, "picolm-bench: --micro: no weight format with a quantizer matched\n"); goto out; }
@@ -1301,6 +1432,7 @@ out:
     free(blist);
     free(tlist);
     free(flist);
+    free(vlist);
     registry_free(&reg);
     return rc;
 }
