@@ -2,7 +2,7 @@
  * Kernel levels: one rule for every backend (FFmpeg's DSP init).
  *
  * A level is the code of one instruction-set level (scalar, sse4, avx2,
- * avx512; neon, dotprod; rvv), compiled with that level's flags only, and
+ * avx512; neon, dotprod, i8mm; rvv), compiled with that level's flags only, and
  * listed once as a pk_level: the kernels, activation quantizers and vector
  * primitives it improves over the levels below it.  A backend plugin is a
  * chain of levels; at init the table starts empty (the core fills every
@@ -48,7 +48,7 @@ typedef struct pk_level {
 
 /* Every level, defined by its directory (adding a level: one line here). */
 extern PK_HIDDEN const pk_level pk_level_scalar, pk_level_sse4, pk_level_avx2, pk_level_avx512, pk_level_avx512vnni,
-    pk_level_neon, pk_level_dotprod, pk_level_rvv;
+    pk_level_neon, pk_level_dotprod, pk_level_i8mm, pk_level_rvv;
 
 #define PK_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 /* One level, defined next to its kernels (a level without act quants or

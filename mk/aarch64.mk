@@ -4,12 +4,15 @@
 # libinih-dev:arm64).  Included from the end of the Makefile.
 
 # NEON kernels are baseline ARMv8-A (ASIMD is mandatory there), so they run
-# on a Cortex-A53 (Pi Zero 2 W, Pi 3); only neon_dot.c gets dotprod: its
-# level (pk_level_dotprod) is used only when the probed CPU has it (HWCAP asimddp).
+# on a Cortex-A53 (Pi Zero 2 W, Pi 3); only neon_dot.c and gemm_dot.c get
+# dotprod, gemm_i8mm.c dotprod + i8mm: their levels (pk_level_dotprod,
+# pk_level_i8mm) are used only when the probed CPU has them (HWCAP asimddp,
+# HWCAP2 i8mm).
 # (32-bit ARM: mk/cross.mk.)
 ifneq (,$(findstring aarch64,$(MACHINE)))
 ISA_neon = -march=armv8-a/NEON
-$(BUILD)/obj/backends/neon/neon_dot.o: ISA_neon = -march=armv8.2-a+dotprod
+$(BUILD)/obj/backends/neon/neon_dot.o $(BUILD)/obj/backends/neon/gemm_dot.o: ISA_neon = -march=armv8.2-a+dotprod
+$(BUILD)/obj/backends/neon/gemm_i8mm.o: ISA_neon = -march=armv8.2-a+dotprod+i8mm
 endif
 
 AARCH64_CC      ?= aarch64-linux-gnu-gcc

@@ -13,7 +13,7 @@
 # when the probed CPU has it (HWCAP asimddp).
 ifneq (,$(findstring arm-,$(MACHINE)))
 ISA_neon = -march=armv7-a/NEON -mfpu=neon-vfpv4/ -mfloat-abi=hard/ -mfp16-format=ieee/
-$(BUILD)/obj/backends/neon/neon_dot.o: ISA_neon = -march=armv8.2-a+dotprod -mfpu=neon-fp-armv8 -mfloat-abi=hard -mfp16-format=ieee
+$(BUILD)/obj/backends/neon/neon_dot.o $(BUILD)/obj/backends/neon/gemm_dot.o: ISA_neon = -march=armv8.2-a+dotprod -mfpu=neon-fp-armv8 -mfloat-abi=hard -mfp16-format=ieee
 endif
 
 # riscv64 (rv64gc: LicheeRV Nano, VisionFive 2, SpacemiT K1 boards...).  The

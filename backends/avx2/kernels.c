@@ -5,6 +5,7 @@
  */
 #include "x86_avx2.h"
 #include "x86_avx2_r16.h"
+#include "x86_avx2_tile8.h"
 
 /* ======================================================================== */
 /* Q4_0 / IQ4_NL x Q8_0, Q4_1 x Q8_1, Q5_0 x Q8_0, Q5_1 x Q8_1              */
@@ -564,12 +565,20 @@ X86_WRAP(avx2, f16, avx2_f16_nc)
 X86_WRAP(avx2, bf16, avx2_bf16_nc)
 R16_WRAP(avx2, q4_K_r16, avx2_q4_K_r16_t)
 R16_WRAP(avx2, q6_K_r16, avx2_q6_K_r16_t)
+T8_WRAP(avx2, q8_0, 1)
+T8_WRAP(avx2, q4_0, 1)
+T8_WRAP(avx2, iq4_nl, 1)
+T8_WRAP(avx2, q5_0, 1)
+T8_WRAP(avx2, q4_1, 0)
+T8_WRAP(avx2, q5_1, 0)
 
 #define K(T, A, name) PK_KERNEL(T, A, avx2_vec_dot_##name, avx2_gemm_##name)
+/* the 32-element formats prefill through the 8-column tiles (x86_avx2_tile8.h) */
+#define K8(T, A, name) PK_KERNEL(T, A, avx2_vec_dot_##name, avx2_gemm8_##name)
 static const picolm_kernel avx2_kernels[] = {
-    K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K(Q8_0, Q8_0, q8_0), K(Q4_K_R, Q8_K, q4_K_r),
-    K(Q4_0, Q8_0, q4_0), K(Q4_1, Q8_1, q4_1), K(Q5_0, Q8_0, q5_0), K(Q5_1, Q8_1, q5_1),
-    K(IQ4_NL, Q8_0, iq4_nl), K(Q2_K, Q8_K, q2_K), K(Q3_K, Q8_K, q3_K), K(Q5_K, Q8_K, q5_K),
+    K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K8(Q8_0, Q8_0, q8_0), K(Q4_K_R, Q8_K, q4_K_r),
+    K8(Q4_0, Q8_0, q4_0), K8(Q4_1, Q8_1, q4_1), K8(Q5_0, Q8_0, q5_0), K8(Q5_1, Q8_1, q5_1),
+    K8(IQ4_NL, Q8_0, iq4_nl), K(Q2_K, Q8_K, q2_K), K(Q3_K, Q8_K, q3_K), K(Q5_K, Q8_K, q5_K),
     K(Q4_K_R16, Q8_K, q4_K_r16), K(Q6_K_R16, Q8_K, q6_K_r16),
     K(IQ4_XS, Q8_K, iq4_xs), K(F32, F32, f32), K(F16, F16, f16), K(BF16, BF16, bf16),
 };

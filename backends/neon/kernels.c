@@ -1,14 +1,16 @@
 /*
- * The neon level: the plain-ASIMD weight kernels (neon_impl.h), float
- * kernels, activation quantizers and vector primitives.  Base ARMv8-A ASIMD
- * only (fp16 <-> fp32 conversions are base ASIMD too); the SDOT kernels are
- * the dotprod level (neon_dot.c).
+ * The neon level: the plain-ASIMD weight kernels (neon_impl.h) and gemm
+ * tiles (gemm_base.c), float kernels, activation quantizers and vector
+ * primitives.  Base ARMv8-A ASIMD only (fp16 <-> fp32 conversions are base
+ * ASIMD too); the SDOT and SMMLA code is in the dotprod and i8mm levels
+ * (neon_dot.c).
  */
 #include <math.h>
 
 #define NEON_PFX neon_base_
 #define NEON_DP 0
 #include "neon_impl.h"
+#include "neon_gemm.h"
 
 /* ---- float kernels ----------------------------------------------------------
    Float partial sums are flushed into double every 128 elements: the
@@ -205,8 +207,16 @@ static void neon_f32_to_f16(uint16_t *dst, const float *src, int n) {
 
 /* ---- the neon level ---------------------------------------------------------- */
 #define ROW(T, A, name) PK_KERNEL(T, A, neon_base_##name, NULL),
+#if defined(__aarch64__)
+#define ROW_GEMM(T, A, name) PK_KERNEL(T, A, neon_base_##name, neon_gemm_base_##name),
+#else
+/* AArch32 (16 vector registers): the tiles counted more instructions than
+   vec_dot per row on a Cortex-A7 (docs/perf.md); the core's vec_dot loop
+   runs instead */
+#define ROW_GEMM ROW
+#endif
 static const picolm_kernel neon_kernels[] = {
-    NEON_KERNEL_LIST(ROW)
+    NEON_TILED_LIST(ROW_GEMM) NEON_UNTILED_LIST(ROW)
     PK_KERNEL(F16, F16, neon_vec_dot_f16, NULL), PK_KERNEL(F32, F32, neon_vec_dot_f32, NULL),
     PK_KERNEL(BF16, BF16, neon_vec_dot_bf16, NULL),
 };

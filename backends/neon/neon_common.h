@@ -67,8 +67,10 @@ NEON_AI void neon_q3k_scales(const uint8_t *s, int8_t out[16]) {
 
 /* The weight kernels of neon_impl.h, compiled twice (the neon level in
    kernels.c, the dotprod level in neon_dot.c): weight type, activation
-   type, name. */
-#define NEON_KERNEL_LIST(X) X(Q8_0, Q8_0, q8_0) X(Q4_0, Q8_0, q4_0) X(Q4_1, Q8_1, q4_1) X(Q5_0, Q8_0, q5_0) \
-    X(Q5_1, Q8_1, q5_1) X(IQ4_NL, Q8_0, iq4_nl) X(Q2_K, Q8_K, q2_K) X(Q3_K, Q8_K, q3_K) X(Q4_K, Q8_K, q4_K)   \
-    X(Q5_K, Q8_K, q5_K) X(Q6_K, Q8_K, q6_K) X(IQ4_XS, Q8_K, iq4_xs)
+   type, name.  The first ones also have gemm tiles (neon_gemm.h). */
+#define NEON_TILED_LIST(X) X(Q8_0, Q8_0, q8_0) X(Q4_0, Q8_0, q4_0) X(Q5_0, Q8_0, q5_0) X(Q4_K, Q8_K, q4_K) \
+    X(Q6_K, Q8_K, q6_K)
+#define NEON_UNTILED_LIST(X) X(Q4_1, Q8_1, q4_1) X(Q5_1, Q8_1, q5_1) X(IQ4_NL, Q8_0, iq4_nl) X(Q2_K, Q8_K, q2_K) \
+    X(Q3_K, Q8_K, q3_K) X(Q5_K, Q8_K, q5_K) X(IQ4_XS, Q8_K, iq4_xs)
+#define NEON_KERNEL_LIST(X) NEON_TILED_LIST(X) NEON_UNTILED_LIST(X)
 #endif

@@ -1,9 +1,13 @@
-/* Runs one weight kernel of a backend CALLS times on a row of N weights,
-   for tools/icount.sh, which counts the instructions of two runs (CALLS =
-   1 and 1 + K) under qemu-user: the difference / (K * N) is instructions
-   per weight, independent of start-up.  The data are random bytes: the
-   kernels' instruction paths do not depend on the values.
-   usage: kcount BACKEND TYPE CALLS [N]   (TYPE as --list-plugins names it) */
+/* Runs one weight kernel of a backend CALLS times, for tools/icount.sh,
+   which counts the instructions of two runs (CALLS = 1 and 1 + K) under
+   qemu-user: the difference / (K * N * ROWS * NC) is instructions per
+   weight and token, independent of start-up.  Each call multiplies ROWS
+   rows of N weights by NC activation columns the way core/matmul.c does:
+   the backend's gemm when it has one (for NC = 1, decode, too), else
+   vec_dot per row and column.  NC = 0: vec_dot of one row (ROWS ignored).
+   The data are random bytes: the kernels' instruction paths do not depend
+   on the values.
+   usage: kcount BACKEND TYPE CALLS [N [NC [ROWS]]]   (TYPE as --list-plugins names it) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +16,16 @@
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: kcount BACKEND TYPE CALLS [N]\n");
+        fprintf(stderr, "usage: kcount BACKEND TYPE CALLS [N [NC [ROWS]]]\n");
         return 2;
     }
     const long calls = atol(argv[3]);
     const int64_t n = argc > 4 ? atol(argv[4]) : 4096;
+    const int64_t nc = argc > 5 ? atol(argv[5]) : 0, rows = nc && argc > 6 ? atol(argv[6]) : 1;
+    if (n <= 0 || nc < 0 || nc > 4096 || rows <= 0 || rows > 4096) {
+        fprintf(stderr, "kcount: N, NC, ROWS out of range\n");
+        return 2;
+    }
     char err[512];
     pl_registry r;
     pl_dispatch d;
@@ -33,17 +42,24 @@ int main(int argc, char **argv) {
     }
     const pl_type *t = &d.types[type];
     const size_t wb = dispatch_row_size(&d, type, n), ab = dispatch_row_size(&d, t->vec_dot_type, n);
-    unsigned char *w = malloc(wb), *a = malloc(ab);
-    if (!w || !a) return 1;
+    const int64_t ncols = nc ? nc : 1;
+    unsigned char *w = malloc(wb * rows), *a = malloc(ab * ncols);
+    float *out = malloc(sizeof *out * rows * ncols);
+    if (!w || !a || !out) return 1;
     srand(1);
-    for (size_t i = 0; i < wb; i++) w[i] = (unsigned char)rand();
-    for (size_t i = 0; i < ab; i++) a[i] = (unsigned char)rand();
-    float s = 0, acc = 0;
+    for (size_t i = 0; i < wb * rows; i++) w[i] = (unsigned char)rand();
+    for (size_t i = 0; i < ab * ncols; i++) a[i] = (unsigned char)rand();
+    float acc = 0;
     for (long i = 0; i < calls; i++) {
-        t->vec_dot(n, &s, w, a);
-        acc += s;
+        if (nc && t->gemm) t->gemm(n, rows, nc, w, wb, a, ab, out, rows);
+        else
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < ncols; c++) t->vec_dot(n, &out[c * rows + r], w + r * wb, a + c * ab);
+        acc += out[0];
     }
-    printf("%s %s %s n=%lld calls=%ld (%g)\n", argv[1], argv[2], t->kernel_from, (long long)n, calls, (double)acc);
+    printf("%s %s %s%s n=%lld nc=%lld rows=%lld calls=%ld (%g)\n", argv[1], argv[2], t->kernel_from,
+           nc && t->gemm ? " gemm" : "", (long long)n, (long long)nc, (long long)rows, calls, (double)acc);
+    free(out);
     free(w);
     free(a);
     registry_free(&r);
