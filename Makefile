@@ -99,6 +99,10 @@ TOOLS     = $(basename $(notdir $(wildcard tools/*.c)))
 SERVER_SRC = $(wildcard tools/server/*.c)
 SERVER_OBJ = $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/server/page_html.o
 SERVER_LIBS ?= $(shell pkg-config --libs libmicrohttpd json-c 2>/dev/null || echo -lmicrohttpd -ljson-c)
+# Built where this compiler can link them (a cross build usually cannot:
+# tests/t_server.sh then says it was not built).
+HAVE_SERVER ?= $(shell printf 'int main(void){return 0;}' | $(CC) -x c - -o /dev/null $(SERVER_LIBS) 2>/dev/null && echo yes)
+SERVER_BIN = $(if $(HAVE_SERVER),$(BUILD)/bin/picolm-server)
 TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
 # Tests of the front end (config, generation, chat session): the others are
 # the engine's and link without it and without libinih.
@@ -112,7 +116,7 @@ TEST_BIN   = $(TEST_PROGS:%=$(BUILD)/tests/%)
 # The front end and the tools see their own headers; the engine sees none.
 FRONT_INC  = -Itools/common -Itools/cli
 
-all: $(BUILD)/bin/picolm $(TOOL_BIN) $(BUILD)/bin/picolm-server $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
+all: $(BUILD)/bin/picolm $(TOOL_BIN) $(SERVER_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -193,7 +197,7 @@ INST_CONF = $(DESTDIR)$(datadir)/picolm/conf
 INST_INC  = $(DESTDIR)$(includedir)/picolm
 install: all
 	$(INSTALL) -d $(INST_BIN) $(INST_PLUG) $(INST_CONF) $(INST_INC)
-	$(INSTALL_PROGRAM) $(BUILD)/bin/picolm $(TOOL_BIN) $(INST_BIN)/
+	$(INSTALL_PROGRAM) $(BUILD)/bin/picolm $(TOOL_BIN) $(SERVER_BIN) $(INST_BIN)/
 	$(INSTALL_PROGRAM) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(INST_PLUG)/
 	$(INSTALL_DATA) conf/*.ini $(INST_CONF)/
 	$(INSTALL_DATA) include/picolm/*.h $(INST_INC)/
@@ -206,7 +210,7 @@ install-strip:
 # GNU: remove exactly what install put there, then the picolm directories
 # if they are empty; never the shared bin/lib/include directories.
 uninstall:
-	rm -f $(addprefix $(INST_BIN)/,picolm $(notdir $(TOOL_BIN)))
+	rm -f $(addprefix $(INST_BIN)/,picolm picolm-server $(notdir $(TOOL_BIN)))
 	rm -f $(addprefix $(INST_PLUG)/,$(notdir $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO)))
 	rm -f $(addprefix $(INST_CONF)/,$(notdir $(wildcard conf/*.ini)))
 	rm -f $(addprefix $(INST_INC)/,$(notdir $(wildcard include/picolm/*.h)))
