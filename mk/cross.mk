@@ -22,7 +22,7 @@ endif
 # ISA flags, like every descriptor.
 ifneq (,$(findstring riscv64,$(MACHINE)))
 CC_rvv ?= clang-16 --target=riscv64-linux-gnu
-ISA_rvv = -march=rv64gcv
+ISA_rvv = -march=rv64gcv/RVV
 endif
 
 # $(1) target name, $(2) cross gcc, $(3) qemu-user binary, $(4) sysroot,
