@@ -1232,7 +1232,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--micro-mib")) bad = parse_int(v, 1, 1 << 16, &o.micro_mib);
             else if (!strcmp(a, "--micro-ms")) bad = parse_int(v, 1, 100000, &micro_ms);
             else if (!strcmp(a, "--formats")) flist = strdup(v);
-            else if (!strcmp(a, "--vocab")) vlist = strdup(v);
+            else if (!strcmp(a, "--vocab")) vlist = (char *)v; /* parsed in place (argv is writable) */
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
             else if (!strcmp(a, "-o")) o.ini_out = v;
@@ -1432,7 +1432,6 @@ out:
     free(blist);
     free(tlist);
     free(flist);
-    free(vlist);
     registry_free(&reg);
     return rc;
 }
