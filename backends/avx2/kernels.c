@@ -127,20 +127,20 @@ AI void avx2_q4_K_t(int64_t n, const void *vx, const void *const *vy, float *out
         const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
         const float dx = k4_d(xb), mx = k4_dmin(xb);
         __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int j = 0; j < 4; j++) {
+        X86_UNROLL for (int j = 0; j < 4; j++) {
             const __m256i q4 = _mm256_loadu_si256((const __m256i *)(k4_qs(xb, R) + 32 * j));
             const __m256i ql = _mm256_and_si256(q4, m4);
             const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
             const __m256i sl = x86_bcast_lane16(scales, 2 * j);
             const __m256i sh = x86_bcast_lane16(scales, 2 * j + 1);
-            for (int c = 0; c < NC; c++) {
+            X86_UNROLL for (int c = 0; c < NC; c++) {
                 const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
                 const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
                 const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph));
+                sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph)));
             }
         }
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
             const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
@@ -149,7 +149,7 @@ AI void avx2_q4_K_t(int64_t n, const void *vx, const void *const *vy, float *out
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
 }
 AI void avx2_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 0); }
 AI void avx2_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 1); }
@@ -170,7 +170,7 @@ AI void avx2_q5_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
         const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int j = 0; j < 4; j++) {
+        X86_UNROLL for (int j = 0; j < 4; j++) {
             const __m256i q5 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
             /* bit 2j of qh -> 16 for the low half, bit 2j+1 for the high half */
             const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m16);
@@ -179,14 +179,14 @@ AI void avx2_q5_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5, 4), m4), hh);
             const __m256i sl = x86_bcast_lane16(scales, 2 * j);
             const __m256i sh = x86_bcast_lane16(scales, 2 * j + 1);
-            for (int c = 0; c < NC; c++) {
+            X86_UNROLL for (int c = 0; c < NC; c++) {
                 const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
                 const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
                 const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph));
+                sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph)));
             }
         }
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
             const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
@@ -195,7 +195,7 @@ AI void avx2_q5_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
 }
 
 /* 16 int8 scales -> the int16 pair (sc[2k], sc[2k+1]) broadcast over 2x128 */
@@ -217,12 +217,12 @@ AI void avx2_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const float dx = x86_h2f(x[i].d);
         __m256i sumi[4];
         /* the -32 offset, via the activation block sums: sum_j sc[j]*32*bsums[j] */
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
             sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         }
-        for (int h = 0; h < 2; h++) {
+        X86_UNROLL for (int h = 0; h < 2; h++) {
             const __m256i b1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
             const __m256i b2 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
             const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
@@ -231,21 +231,21 @@ AI void avx2_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             q[1] = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
             q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
-            for (int k = 0; k < 4; k++) {
+            X86_UNROLL for (int k = 0; k < 4; k++) {
                 const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
-                for (int c = 0; c < NC; c++) {
+                X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
                     const __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
                 }
             }
         }
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 AI void avx2_q2_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {

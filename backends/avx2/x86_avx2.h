@@ -25,6 +25,17 @@
 #include "picolm/fp16.h"
 
 #define AI static inline __attribute__((always_inline))
+/* Full unrolling of the loops over a tile's columns (and a block's parts):
+   with the loops rolled, GCC -O2 keeps per-column accumulators in stack
+   arrays, a load and a store per product. */
+#define X86_UNROLL _Pragma("GCC unroll 16")
+/* v, materialized in a register here: keeps a column's integer sum a chain
+   of adds in program order (GCC otherwise reassociates an unrolled tile's
+   sums into trees of products that no longer fit in the 16 registers) */
+AI __m256i x86_keep(__m256i v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
 
 /* exact fp16 -> fp32 (F16C) */
 AI float x86_h2f(uint16_t h) { return _cvtsh_ss(h); }
