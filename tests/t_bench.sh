@@ -125,6 +125,22 @@ ok = {"Q4_K", "Q8_0", "F16", "reference"} <= labels
 print(("PASS" if ok else "FAIL") + ": micro chart has the formats on x and the backends in the legend")
 EOF
 
+# --micro's gemm per column: nc 1, 2, 4, 8 for every kernel with a gemm, in JSON, CSV and markdown
+"$B" --micro --micro-ms 2 --micro-mib 1 --formats Q4_K,Q8_0 --format json >"$tmp/m.json" 2>"$tmp/m.log" ||
+    echo "FAIL: --micro --format json: $(tail -1 "$tmp/m.log")"
+$PY - "$tmp/m.json" <<'EOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+tiled = [r for r in rows if r["gemm"]]
+ok = len(rows) >= 2 and tiled and all([g["nc"] for g in r["gemm"]] == [1, 2, 4, 8] and all(g["gbps_per_col"] > 0 for g in r["gemm"])
+                                      for r in tiled) and not any(r["gemm"] for r in rows if r["backend"] == "reference")
+print(("PASS" if ok else "FAIL") + ": --micro json: gemm per column at nc 1, 2, 4, 8 for %d of %d kernels (none for reference)" % (len(tiled), len(rows)))
+EOF
+"$B" --micro --micro-ms 2 --micro-mib 1 --formats Q8_0 --format csv 2>/dev/null | head -1 | grep -q ',gemm1_gbps_per_col,gemm2_gbps_per_col,gemm4_gbps_per_col,gemm8_gbps_per_col$' &&
+    echo "PASS: --micro csv has the gemm columns" || echo "FAIL: --micro csv lacks the gemm columns"
+"$B" --micro --micro-ms 2 --micro-mib 1 --formats Q8_0 2>/dev/null | grep -q '^| format | backend | vec_dot | gemm 1 col | gemm 2 cols | gemm 4 cols | gemm 8 cols |$' &&
+    echo "PASS: --micro markdown has the gemm table" || echo "FAIL: --micro markdown lacks the gemm table"
+
 # --sampling: the sampler chain alone; every stage timed, the stages add up to the total
 if "$B" --sampling --vocab 5000,40000 -n 8 -r 1 --format json >"$tmp/s.json" 2>"$tmp/s.log"; then
     if $PY - "$tmp/s.json" <<'PYEOF'

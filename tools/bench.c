@@ -4,8 +4,9 @@
  * stddev over reps, EOS ignored), the weight bandwidth decoding achieves
  * against the machine's read bandwidth measured in the same run (the memory
  * roofline of decode), and RssAnon during generation.  --micro times each
- * format x backend vec_dot kernel alone.  --synth makes a random-weight
- * model of a given shape and type first (tools/common/synth.c).
+ * format x backend vec_dot kernel alone, and its gemm per column.  --synth
+ * makes a random-weight model of a given shape and type first
+ * (tools/common/synth.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,9 +87,10 @@ static void usage(FILE *o) {
             "  --ram SIZE        --tune: never choose a setting whose memory plan (picolm --fit) exceeds SIZE\n"
             "  --repacked FILE   --tune: the Q4_K_M_R16 copy to measure (made there if missing; default: a temp file)\n"
             "  --micro           kernel throughput instead: per weight format x backend, GB/s of weights\n"
-            "                    through vec_dot, single thread, over a random matrix larger than L2\n"
+            "                    through vec_dot, single thread, over a random matrix larger than L2; and per\n"
+            "                    activation column through gemm with 1, 2, 4 and 8 columns (batched decode, prefill)\n"
             "  --micro-mib N     size of that matrix in MiB (default 8)\n"
-            "  --micro-ms N      time per measurement in ms, best of 3 (default 100)\n"
+            "  --micro-ms N      thread CPU time per measurement in ms, best of 3 (default 100)\n"
             "  --formats LIST    --micro: only these weight formats (e.g. Q4_K,Q6_K,Q8_0)\n"
             "  --sampling        time the sampler chain alone instead (picolm's: temperature 0.8, top_p 0.9, dist,\n"
             "                    or --config FILE's [sampler]) per token over synthetic logits, peaked and flat,\n"
@@ -238,9 +240,15 @@ typedef struct result {
     double rss_anon_mb, rss_file_mb, kv_mb, ctx_mb;
 } result;
 
+/* --micro's activation column counts for gemm (decode of 1, 2, 4 server
+   streams; 8 = a prefill tile) */
+#define MICRO_NC 4
+static const int micro_nc[MICRO_NC] = {1, 2, 4, 8};
+
 typedef struct micro_result {
     char format[32], backend[64], from[64];
     double gbps;
+    double gemm_gbps[MICRO_NC]; /* per column; 0: the kernel has no gemm */
 } micro_result;
 
 /* A grouped bar chart: groups on x, one bar per series, values in vals[g * ns + s]. */
@@ -434,17 +442,91 @@ static float rng_normal(uint64_t *s) { /* Box-Muller; setup only */
     return (float)(sqrt(-2 * log(u)) * cos(2 * M_PI * v));
 }
 
+#define MICRO_NC_MAX 8
+
+/* One kernel over the --micro matrix: vec_dot per row (nc = 0), or gemm
+   with nc activation columns in claims of 64 rows, as the 2-thread matmul
+   scheduler (core/matmul.c) calls it. */
+typedef struct micro_job {
+    const pl_type *ty;
+    const uint8_t *mat;
+    int64_t rows;
+    size_t rb;
+    int64_t g, cols;
+    const uint8_t *act;
+    size_t as;
+    uint8_t *unp;   /* a layout on its base type's kernels: one group unpacked (brb bytes a row) */
+    size_t brb;
+    int nc;
+} micro_job;
+
+static float micro_pass(const micro_job *j) {
+    const pl_type *ty = j->ty;
+    float acc = 0, v[16];
+    if (!j->nc) {
+        for (int64_t r = 0; r < j->rows; r += j->g) {
+            if (j->unp) {
+                ty->to_base(j->mat + (size_t)r * j->rb, j->unp, j->brb, j->cols);
+                for (int64_t i = 0; i < j->g; i++) ty->vec_dot(j->cols, v + i, j->unp + (size_t)i * j->brb, j->act);
+            } else ty->vec_dot(j->cols, v, j->mat + (size_t)r * j->rb, j->act);
+            acc += v[0];
+        }
+        return acc;
+    }
+    float out[64 * MICRO_NC_MAX];
+    const int64_t claim = j->unp ? j->g : 64;
+    for (int64_t r = 0; r < j->rows; r += claim) {
+        const int64_t nr = j->rows - r < claim ? j->rows - r : claim;
+        const uint8_t *w = j->mat + (size_t)r * j->rb;
+        if (j->unp) {
+            ty->to_base(w, j->unp, j->brb, j->cols);
+            ty->gemm(j->cols, nr, j->nc, j->unp, j->brb, j->act, j->as, out, (size_t)nr);
+        } else ty->gemm(j->cols, nr, j->nc, w, j->rb, j->act, j->as, out, (size_t)nr);
+        acc += out[0];
+    }
+    return acc;
+}
+
+/* this thread's CPU time: on a shared machine, time the other jobs take
+   from the core does not count against the kernel */
+static double thread_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* best of 3 passes of at least `secs` each: GB/s of weight bytes per column */
+static double micro_best(const micro_job *j, double secs) {
+    double best = 0;
+    volatile float sink = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        int64_t iters = 0;
+        const double a = thread_cpu_s();
+        double el;
+        do {
+            sink += micro_pass(j);
+            iters++;
+            el = thread_cpu_s() - a;
+        } while (el < secs);
+        const double gb = (double)iters * j->rows * j->rb * (j->nc ? j->nc : 1) / el / 1e9;
+        if (gb > best) best = gb;
+    }
+    (void)sink;
+    return best;
+}
+
 static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, int *n_out, char *err, size_t errlen) {
     const int64_t cols = 4096;
     pl_dispatch *ref = calloc(1, sizeof *ref), *d = calloc(1, sizeof *d);
     int cap = 64, n = 0, rc = -1;
     micro_result *res = malloc((size_t)cap * sizeof *res);
-    float *x = malloc((size_t)cols * 16 * sizeof(float)), *y = malloc((size_t)cols * sizeof(float)); /* x: up to a 16-row group */
+    /* x: up to a 16-row group; y: one activation row per gemm column */
+    float *x = malloc((size_t)cols * 16 * sizeof(float)), *y = malloc((size_t)cols * MICRO_NC_MAX * sizeof(float));
     uint8_t *mat = NULL, *act = NULL, *unp = NULL; /* unp: one group unpacked (pl_type.to_base) */
     if (!ref || !d || !res || !x || !y) { snprintf(err, errlen, "out of memory"); goto done; }
     if (registry_dispatch(reg, "reference", ref, err, errlen)) goto done;
     uint64_t s = 42;
-    for (int64_t i = 0; i < cols; i++) y[i] = rng_normal(&s);
+    for (int64_t i = 0; i < cols * MICRO_NC_MAX; i++) y[i] = rng_normal(&s);
     const size_t want = (size_t)(o->micro_mib > 0 ? o->micro_mib : 8) << 20;
     for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
         const picolm_format *f = ref->types[t].fmt;
@@ -469,38 +551,24 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
             if (registry_dispatch(reg, o->backends[b], d, err, errlen)) goto done;
             const pl_type *ty = &d->types[t];
             if (!ty->vec_dot || !ty->act_quant) continue;
+            /* MICRO_NC_MAX distinct activation rows (gemm columns), as bytes apart */
+            const size_t as = dispatch_row_size(d, ty->vec_dot_type, cols);
             free(act);
-            act = malloc(dispatch_row_size(d, ty->vec_dot_type, cols) + 64);
+            act = malloc(as * MICRO_NC_MAX + 64);
             if (!act) { snprintf(err, errlen, "out of memory"); goto done; }
-            ty->act_quant(y, act, cols);
+            for (int c = 0; c < MICRO_NC_MAX; c++) ty->act_quant(y + c * cols, act + c * as, cols);
             /* a layout on its base type's kernels: time the unpacking too */
             const size_t brb = ty->to_base ? dispatch_row_size(d, ty->base_type, cols) : 0;
             free(unp);
             unp = brb ? malloc((size_t)g * brb) : NULL;
             if (brb && !unp) { snprintf(err, errlen, "out of memory"); goto done; }
-            double best = 0;
-            volatile float sink = 0;
-            for (int pass = 0; pass < 3; pass++) {
-                int64_t iters = 0;
-                const double a = pl_now();
-                double el;
-                do {
-                    float acc = 0, v[16];
-                    for (int64_t r = 0; r < rows; r += g) {
-                        if (unp) {
-                            ty->to_base(mat + (size_t)r * rb, unp, brb, cols);
-                            for (int64_t i = 0; i < g; i++) ty->vec_dot(cols, v + i, unp + (size_t)i * brb, act);
-                        } else ty->vec_dot(cols, v, mat + (size_t)r * rb, act);
-                        acc += v[0];
-                    }
-                    sink += acc;
-                    iters++;
-                    el = pl_now() - a;
-                } while (el < o->micro_s);
-                const double gb = (double)iters * rows * rb / el / 1e9;
-                if (gb > best) best = gb;
+            micro_job mj = {ty, mat, rows, rb, g, cols, act, as, unp, brb, 0};
+            const double best = micro_best(&mj, o->micro_s);
+            double gemm[MICRO_NC] = {0};
+            for (int k = 0; k < MICRO_NC && ty->gemm; k++) {
+                mj.nc = micro_nc[k];
+                gemm[k] = micro_best(&mj, o->micro_s);
             }
-            (void)sink;
             if (n == cap) {
                 micro_result *nr = realloc(res, (size_t)(cap *= 2) * sizeof *res);
                 if (!nr) { snprintf(err, errlen, "out of memory"); goto done; }
@@ -512,7 +580,10 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
             snprintf(mr->from, sizeof mr->from, "%s%s%s", ty->kernel_from ? ty->kernel_from : "reference", ty->to_base ? " via " : "",
                      ty->to_base ? d->types[ty->base_type].fmt->name : "");
             mr->gbps = best;
-            fprintf(stderr, "picolm-bench: micro %-7s %-10s %7.2f GB/s (kernel: %s)\n", mr->format, mr->backend, best, mr->from);
+            memcpy(mr->gemm_gbps, gemm, sizeof gemm);
+            fprintf(stderr, "picolm-bench: micro %-7s %-10s %7.2f GB/s (kernel: %s)", mr->format, mr->backend, best, mr->from);
+            for (int k = 0; k < MICRO_NC && ty->gemm; k++) fprintf(stderr, "%s%d: %.2f", k ? ", " : "; gemm per column, nc ", micro_nc[k], gemm[k]);
+            fprintf(stderr, "\n");
         }
     }
     *out = res;
@@ -542,13 +613,26 @@ static void print_micro(const opts *o, const micro_result *r, int n, FILE *f) {
     }
     if (o->format == OUT_JSON) {
         fprintf(f, "[\n");
-        for (int i = 0; i < n; i++)
-            fprintf(f, "  {\"format\": \"%s\", \"backend\": \"%s\", \"kernel_from\": \"%s\", \"threads\": 1, \"gbps\": %.4f}%s\n",
-                    r[i].format, r[i].backend, r[i].from, r[i].gbps, i + 1 < n ? "," : "");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "  {\"format\": \"%s\", \"backend\": \"%s\", \"kernel_from\": \"%s\", \"threads\": 1, \"gbps\": %.4f, \"gemm\": [",
+                    r[i].format, r[i].backend, r[i].from, r[i].gbps);
+            for (int k = 0; k < MICRO_NC && r[i].gemm_gbps[0] > 0; k++)
+                fprintf(f, "%s{\"nc\": %d, \"gbps_per_col\": %.4f}", k ? ", " : "", micro_nc[k], r[i].gemm_gbps[k]);
+            fprintf(f, "]}%s\n", i + 1 < n ? "," : "");
+        }
         fprintf(f, "]\n");
     } else if (o->format == OUT_CSV) {
-        fprintf(f, "format,backend,kernel_from,threads,gbps\n");
-        for (int i = 0; i < n; i++) fprintf(f, "%s,%s,%s,1,%.4f\n", r[i].format, r[i].backend, r[i].from, r[i].gbps);
+        fprintf(f, "format,backend,kernel_from,threads,gbps");
+        for (int k = 0; k < MICRO_NC; k++) fprintf(f, ",gemm%d_gbps_per_col", micro_nc[k]);
+        fprintf(f, "\n");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "%s,%s,%s,1,%.4f", r[i].format, r[i].backend, r[i].from, r[i].gbps);
+            for (int k = 0; k < MICRO_NC; k++) {
+                if (r[i].gemm_gbps[0] > 0) fprintf(f, ",%.4f", r[i].gemm_gbps[k]);
+                else fprintf(f, ",");
+            }
+            fprintf(f, "\n");
+        }
     } else if (o->format == OUT_SVG) {
         char (*series)[64] = calloc((size_t)o->n_backends, 64);
         double *v = calloc((size_t)nf * (size_t)o->n_backends + 1, sizeof *v);
@@ -589,6 +673,24 @@ static void print_micro(const opts *o, const micro_result *r, int n, FILE *f) {
         }
         fprintf(f, "\nGB/s of weight bytes through vec_dot, 1 thread, %d MiB matrix. * = no kernel in that backend "
                    "(the format plugin's reference vec_dot ran).\n", o->micro_mib);
+        /* gemm per column beside vec_dot: above 1.00x, a column costs less
+           in a tile than alone */
+        int any = 0;
+        for (int i = 0; i < n; i++) any |= r[i].gemm_gbps[0] > 0;
+        if (!any) return;
+        fprintf(f, "\n| format | backend | vec_dot |");
+        for (int k = 0; k < MICRO_NC; k++) fprintf(f, " gemm %d col%s |", micro_nc[k], micro_nc[k] > 1 ? "s" : "");
+        fprintf(f, "\n|---|---|---:|");
+        for (int k = 0; k < MICRO_NC; k++) fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (int i = 0; i < n; i++) {
+            if (!(r[i].gemm_gbps[0] > 0)) continue;
+            fprintf(f, "| %s | %s | %.2f |", r[i].format, r[i].backend, r[i].gbps);
+            for (int k = 0; k < MICRO_NC; k++) fprintf(f, " %.2f (%.2fx) |", r[i].gemm_gbps[k], r[i].gemm_gbps[k] / r[i].gbps);
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\nGB/s of weight bytes per activation column through gemm (nc columns of the same matrix, claims "
+                   "of 64 rows), and its ratio to vec_dot: above 1x a column costs less in the tile than alone.\n");
     }
 }
 
