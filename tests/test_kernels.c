@@ -222,7 +222,10 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
         /* 16, 37 rows: the 16-row panels of the avx512 VNNI gemm, and their
            tail; a grouped format takes whole groups of g rows */
         const int64_t nrs1[] = { 1, 3, 5, 6, 16, 37 }, nrsg[] = { g, 2 * g, 3 * g, 3 * g, g, 2 * g };
-        const int64_t *nrs = g > 1 ? nrsg : nrs1, ncs[] = { 1, 2, 3, 5, 7, 9, 17 };
+        /* columns: every remainder of the 4- and 8-column tiles, whole tiles, and
+           a tile plus a remainder */
+        const int64_t *nrs = g > 1 ? nrsg : nrs1, ncs[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 17 };
+        const int nnc = (int)(sizeof ncs / sizeof ncs[0]);
         /* padded, but keeping 4-byte alignment: blocks with a float scale
            (Q8_K) need it, and the engine's rows always have it; a group's
            rows are contiguous (one indivisible run), so no padding there */
@@ -233,8 +236,8 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
         for (int64_t r = 0; r < maxr; r += g) { fill(xf, g * n); fw->quantize_row(xf, W + r * ws, n); }
         for (int64_t c = 0; c < maxc; c++) { fill(xf, n); fa->quantize_row(xf, A + c * as, n); }
         if (ni == 0) { ok = 1; worst = 0; }
-        for (int ri = 0; ri < 6; ri++) for (int ci = 0; ci < 7; ci++) {
-            if (ni == 3 && (ri != 1 || ci != 5)) continue; /* 3 rows (groups) x 9 columns */
+        for (int ri = 0; ri < 6; ri++) for (int ci = 0; ci < nnc; ci++) {
+            if (ni == 3 && (ri != 1 || ncs[ci] != 9)) continue; /* 3 rows (groups) x 9 columns */
             const int64_t nr = nrs[ri], nc = ncs[ci];
             const size_t ds = (size_t)nr + 3;
             float *dst = malloc(sizeof(float) * ds * (nc + 1));

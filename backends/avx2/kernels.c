@@ -1,11 +1,13 @@
 /*
  * The avx2 level (AVX2 + FMA + F16C): every weight format, gemm tiles, the
  * Q8 activation quantizers and the vector primitives.  The shared x86 code
- * is in x86_avx2.h (and x86_avx2_r16.h, x86_attn.h).
+ * is in x86_avx2.h (and x86_avx2_r16.h, x86_avx2_tile8.h, x86_avx2_ktile.h,
+ * x86_attn.h).
  */
 #include "x86_avx2.h"
 #include "x86_avx2_r16.h"
 #include "x86_avx2_tile8.h"
+#include "x86_avx2_ktile.h"
 
 /* ======================================================================== */
 /* Q4_0 / IQ4_NL x Q8_0, Q4_1 x Q8_1, Q5_0 x Q8_0, Q5_1 x Q8_1              */
@@ -115,88 +117,82 @@ AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
 /* ======================================================================== */
 /* K-quants x Q8_K                                                            */
 /* ======================================================================== */
-AI void avx2_q4_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int R) {
+/* The per-superblock float steps every K-quant tile ends with (x86_avx2_ktile.h):
+   acc[c] += (dx * dy_c) * float(sumi[c]), dy_c from the panel P or the block. */
+AI void kq_acc(__m256 *acc, const __m256i *sumi, float dx, const kq_sb *P, const void *const *vy, int64_t i, const int NC) {
+    float dd[KQ_NC] __attribute__((aligned(32)));
+    if (P) _mm256_store_ps(dd, _mm256_mul_ps(_mm256_set1_ps(dx), _mm256_load_ps(P[i].d)));
+    X86_UNROLL for (int c = 0; c < NC; c++) {
+        const __m256 s = P ? _mm256_broadcast_ss(&dd[c]) : _mm256_set1_ps(dx * ((const block_q8_K *)vy[c])[i].d);
+        acc[c] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+}
+
+/* Q4_K, Q4_K_R (the scales pre-unpacked) and Q5_K (a fifth bit from qh):
+   the same tile, F picks the block layout */
+enum { K45_Q4_K, K45_Q4_K_R, K45_Q5_K };
+AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P, const int F) {
     const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    __m128 accm[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
+    const int R = F == K45_Q4_K_R;
+    const size_t bsz = F == K45_Q5_K ? sizeof(block_q5_K) : K4_BSZ(R);
+    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(16);
+    __m256 acc[KQ_NC];
+    /* the mins term, 4 lanes a column: per column (vec_dot), or per column
+       pair in the two halves of a vector (panel) */
+    __m128 accm[KQ_NC];
+    __m256 accm2[KQ_NC / 2];
+    X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps(), accm[c] = _mm_setzero_ps();
+    X86_UNROLL for (int p = 0; p < (NC + 1) / 2; p++) accm2[p] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const void *xb = k4_blk(vx, i, R);
+        const void *xb = (const char *)vx + (size_t)i * bsz;
+        /* Q5_K's scales are Q4_K's (same offset); its quants follow qh */
+        const uint8_t *qs = F == K45_Q5_K ? ((const block_q5_K *)xb)->qs : k4_qs(xb, R);
         const __m256i ms = _mm256_cvtepu8_epi16(k4_sm8(xb, R));
         const __m128i mins = _mm256_extracti128_si256(ms, 1);
         const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
         const float dx = k4_d(xb), mx = k4_dmin(xb);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+        __m256i sumi[KQ_NC];
+        X86_UNROLL for (int c = 0; c < NC; c++) sumi[c] = _mm256_setzero_si256();
         X86_UNROLL for (int j = 0; j < 4; j++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(k4_qs(xb, R) + 32 * j));
-            const __m256i ql = _mm256_and_si256(q4, m4);
-            const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            const __m256i sl = x86_bcast_lane16(scales, 2 * j);
-            const __m256i sh = x86_bcast_lane16(scales, 2 * j + 1);
-            X86_UNROLL for (int c = 0; c < NC; c++) {
-                const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
-                const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
-                const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph)));
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            /* low nibbles: sub-block 2j, high nibbles: 2j + 1 (Q5_K: bit 2j / 2j+1 of qh -> 16) */
+            X86_UNROLL for (int half = 0; half < 2; half++) {
+                __m256i q = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, m4);
+                if (F == K45_Q5_K) {
+                    const __m256i hbits = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)xb)->qh);
+                    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), m16));
+                }
+                const __m256i s = x86_bcast_lane16(scales, 2 * j + half);
+                X86_UNROLL for (int c = 0; c < NC; c++) {
+                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j + 32 * half;
+                    const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8)));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], p));
+                }
             }
         }
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m128i pm = _mm_madd_epi16(mins, q8s);
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(mx * y->d), _mm_cvtepi32_ps(pm), accm[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
-    }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
-}
-AI void avx2_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 0); }
-AI void avx2_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { avx2_q4_K_t(n, vx, vy, out, NC, 1); }
-
-AI void avx2_q5_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q5_K *x = vx;
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i m16 = _mm256_set1_epi8(16);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    __m128 accm[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t utmp[4];
-        picolm_k4_scales(x[i].scales, utmp);
-        const __m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)utmp[3], (int)utmp[2], (int)utmp[1], (int)utmp[0]));
-        const __m128i mins = _mm256_extracti128_si256(ms, 1);
-        const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
-        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
-        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        X86_UNROLL for (int j = 0; j < 4; j++) {
-            const __m256i q5 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
-            /* bit 2j of qh -> 16 for the low half, bit 2j+1 for the high half */
-            const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m16);
-            const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + 1), 4), m16);
-            const __m256i ql = _mm256_or_si256(_mm256_and_si256(q5, m4), hl);
-            const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5, 4), m4), hh);
-            const __m256i sl = x86_bcast_lane16(scales, 2 * j);
-            const __m256i sh = x86_bcast_lane16(scales, 2 * j + 1);
+        kq_acc(acc, sumi, dx, P, vy, i, NC);
+        if (P) {
+            const __m256i mins2 = _mm256_broadcastsi128_si256(mins);
+            X86_UNROLL for (int p = 0; p < (NC + 1) / 2; p++) {
+                const __m256i pm = _mm256_madd_epi16(mins2, _mm256_load_si256((const __m256i *)P[i].q8s[2 * p]));
+                accm2[p] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(mx), _mm256_load_ps(P[i].d2[p])), _mm256_cvtepi32_ps(pm), accm2[p]);
+            }
+        } else {
             X86_UNROLL for (int c = 0; c < NC; c++) {
-                const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
-                const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8)));
-                const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32))));
-                sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph)));
+                const block_q8_K *y = (const block_q8_K *)vy[c] + i;
+                const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+                accm[c] = _mm_fmadd_ps(_mm_set1_ps(mx * y->d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), accm[c]);
             }
         }
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            const __m128i pm = _mm_madd_epi16(mins, q8s);
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(mx * y->d), _mm_cvtepi32_ps(pm), accm[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
     }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(accm[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) {
+        const __m128 m = !P ? accm[c] : c & 1 ? _mm256_extractf128_ps(accm2[c / 2], 1) : _mm256_castps256_ps128(accm2[c / 2]);
+        out[c] = x86_hsum_ps(acc[c]) - x86_hsum_ps128(m);
+    }
 }
+AI void avx2_q4_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) { avx2_k45_t(n, vx, vy, out, NC, P, K45_Q4_K); }
+AI void avx2_q4_K_r_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) { avx2_k45_t(n, vx, vy, out, NC, P, K45_Q4_K_R); }
+AI void avx2_q5_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) { avx2_k45_t(n, vx, vy, out, NC, P, K45_Q5_K); }
 
 /* 16 int8 scales -> the int16 pair (sc[2k], sc[2k+1]) broadcast over 2x128 */
 static const uint8_t x86_k6_shuf[8][16] __attribute__((aligned(16), unused)) = {
@@ -205,17 +201,17 @@ static const uint8_t x86_k6_shuf[8][16] __attribute__((aligned(16), unused)) = {
 #undef R
 };
 
-AI void avx2_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
+AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[KQ_NC];
+    X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const float dx = x86_h2f(x[i].d);
-        __m256i sumi[4];
+        __m256i sumi[KQ_NC];
         /* the -32 offset, via the activation block sums: sum_j sc[j]*32*bsums[j] */
         X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
@@ -223,27 +219,22 @@ AI void avx2_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         }
         X86_UNROLL for (int h = 0; h < 2; h++) {
-            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(b1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
+            /* quants 32k..32k+31 of this half: ql[64h + 32(k&1)] low (k < 2) or
+               high nibbles, with bits 2k..2k+1 of qh[32h] as bits 4-5 */
             X86_UNROLL for (int k = 0; k < 4; k++) {
+                const __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (k & 1)));
+                const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+                const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
+                const __m256i q = _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), m4), _mm256_and_si256(hk, m30));
                 const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
                 X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
-                    const __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)q8));
+                    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
                     sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
                 }
             }
         }
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_K *y = (const block_q8_K *)vy[c] + i;
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-        }
+        kq_acc(acc, sumi, dx, P, vy, i, NC);
     }
     X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
@@ -555,10 +546,10 @@ X86_WRAP(avx2, q5_1, avx2_q5_1_nc)
 X86_WRAP(avx2, iq4_nl, avx2_iq4_nl_nc)
 X86_WRAP(avx2, q2_K, avx2_q2_K_nc)
 X86_WRAP(avx2, q3_K, avx2_q3_K_nc)
-X86_WRAP(avx2, q4_K, avx2_q4_K_nc)
-X86_WRAP(avx2, q4_K_r, avx2_q4_K_r_nc)
-X86_WRAP(avx2, q5_K, avx2_q5_K_nc)
-X86_WRAP(avx2, q6_K, avx2_q6_K_nc)
+KQ_WRAP(avx2, q4_K, avx2_q4_K_t)
+KQ_WRAP(avx2, q4_K_r, avx2_q4_K_r_t)
+KQ_WRAP(avx2, q5_K, avx2_q5_K_t)
+KQ_WRAP(avx2, q6_K, avx2_q6_K_t)
 X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
 X86_WRAP(avx2, f32, avx2_f32_nc)
 X86_WRAP(avx2, f16, avx2_f16_nc)

@@ -8,10 +8,10 @@
  * accident.  Never included by plugin.c.
  *
  * Every weight kernel is written once as an always-inline "one weight row x
- * NC activation rows" routine (NC = 1..4, a compile-time constant at each
- * call site): NC = 1 is vec_dot, NC > 1 is the inner loop of the gemm tile,
- * where each weight block is loaded and unpacked once and reused across NC
- * activations.  Integer dot products are exact; only the float accumulation
+ * NC activation rows" routine (NC = 1..4, 1..8 in the K-quant tiles of
+ * x86_avx2_ktile.h; a compile-time constant at each call site): NC = 1 is
+ * vec_dot, NC > 1 is the inner loop of the gemm tile, where each weight
+ * block is loaded and unpacked once and reused across NC activations.  Integer dot products are exact; only the float accumulation
  * order differs from the reference code.
  */
 #ifndef PICOLM_X86_AVX2_H

@@ -9,7 +9,7 @@
  * gives each row's dot product of the 4 columns in its own lane.
  *
  * Same integers, same float steps as the row kernels (avx2_q4_K_t,
- * avx2_q6_K_nc): those keep 8 int32 partial sums per row and superblock,
+ * avx2_q6_K_t): those keep 8 int32 partial sums per row and superblock,
  * lane p = columns 4p..4p+3 of every 32-column chunk, each converted and
  * fma'd into its own float lane, summed at the end by x86_hsum_ps.  Here
  * the vectors are "p-major" (one ymm = lane p of 8 rows), so every row goes

@@ -1,0 +1,110 @@
+/*
+ * Gemm tiles of 1..8 activation columns for the K-quants (Q4_K, Q4_K_R,
+ * Q5_K, Q6_K against Q8_K): batched decode (a few server streams) and
+ * prefill.  Header-only like x86_avx2.h; the tile kernels themselves are in
+ * kernels.c (one always-inline "weight row x NC columns" routine per format,
+ * which is also its vec_dot at NC = 1).
+ *
+ * What a column costs in the tile, beyond its own products: each weight
+ * block is unpacked (nibbles, 6-bit scales, fp16 d/dmin) once per tile of
+ * up to KQ_NC columns, and the activation side that does not depend on the
+ * weight row (each column's d as a float, the Q8_K bsums summed over
+ * sub-block pairs for the mins) is made once per row block into a panel
+ * (kq_sb), so that per weight row the NC products dx * dy are one vector
+ * multiply and two columns share each step of the mins term.
+ *
+ * The per-column arithmetic is the vec_dot's, step for step: exact integer
+ * sums per superblock, then the same float fma's into the same lanes, in
+ * superblock order, reduced by the same horizontal sums; so every column is
+ * bit-identical to vec_dot (test_kernels checks it for every tile shape).
+ */
+#ifndef PICOLM_X86_AVX2_KTILE_H
+#define PICOLM_X86_AVX2_KTILE_H
+#include "x86_avx2.h"
+
+#define KQ_NC 8       /* activation columns per tile */
+#define KQ_MAXB 128   /* superblocks per row a panel holds (n <= 32768) */
+
+/* The panel of one superblock for the tile's columns (columns past the
+   tile's count are zero): d, d of the column pairs (2p, 2p+1) over 4 lanes
+   each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K mins). */
+typedef struct kq_sb {
+    float d[KQ_NC];
+    float d2[KQ_NC / 2][8];
+    int16_t q8s[KQ_NC][8];
+} kq_sb;
+
+/* the panel of nb superblocks for the m columns at ys */
+AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
+    for (int64_t i = 0; i < nb; i++) {
+        kq_sb *p = P + i;
+        for (int c = 0; c < KQ_NC; c++) {
+            float d = 0;
+            __m128i q8s = _mm_setzero_si128();
+            if (c < m) {
+                const block_q8_K *y = (const block_q8_K *)ys[c] + i;
+                d = y->d;
+                q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+            }
+            p->d[c] = d;
+            for (int k = 0; k < 4; k++) p->d2[c / 2][4 * (c & 1) + k] = d;
+            _mm_storeu_si128((__m128i *)p->q8s[c], q8s);
+        }
+    }
+}
+
+/* The tile routine of a format: TFN(n, x, ys, out, NC, P) computes out[c] =
+   dot(row x, column c) for c < NC, reading the activation side from the
+   panel P (NULL: from the blocks, the vec_dot).  KQ_ROWS instantiates it
+   for one NC over rows [r0, r1); KQ_WRAP makes the format's vec_dot and
+   gemm. */
+typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, const void *const *ys,
+                           const kq_sb *P, float *dst, size_t ds);
+#define KQ_ROWS(TFN, NC)                                                                                    \
+    static void TFN##_rows##NC(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,                \
+                               const void *const *ys, const kq_sb *P, float *dst, size_t ds) {             \
+        if (!P) __builtin_unreachable(); /* drops the tile's vec_dot branches */                            \
+        for (int64_t r = r0; r < r1; r++) {                                                                 \
+            float o[NC];                                                                                    \
+            TFN(n, (const char *)w + r * ws, ys, o, NC, P);                                                 \
+            for (int k = 0; k < NC; k++) dst[k * ds + r] = o[k];                                            \
+        }                                                                                                   \
+    }
+
+/* vec_dot: the tile at NC = 1 without a panel.  gemm: rows in blocks of
+   X86_GEMM_RB with tiles of KQ_NC columns swept over each block (as
+   X86_WRAP), the last nc % KQ_NC columns in one narrower tile; one column
+   (decode) and rows too long for the panel take the vec_dot per row. */
+#define KQ_WRAP(pfx, name, TFN)                                                                             \
+    KQ_ROWS(TFN, 1) KQ_ROWS(TFN, 2) KQ_ROWS(TFN, 3) KQ_ROWS(TFN, 4)                                         \
+    KQ_ROWS(TFN, 5) KQ_ROWS(TFN, 6) KQ_ROWS(TFN, 7) KQ_ROWS(TFN, 8)                                         \
+    static void pfx##_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {                  \
+        const void *ys[1] = { y };                                                                         \
+        TFN(n, x, ys, s, 1, NULL);                                                                         \
+    }                                                                                                      \
+    static void pfx##_gemm_##name(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws,              \
+                                  const void *a, size_t as, float *dst, size_t ds) {                       \
+        static const kq_rows_fn rows[KQ_NC + 1] = { NULL, TFN##_rows1, TFN##_rows2, TFN##_rows3,           \
+                                                    TFN##_rows4, TFN##_rows5, TFN##_rows6, TFN##_rows7,    \
+                                                    TFN##_rows8 };                                         \
+        static _Thread_local kq_sb panel[KQ_MAXB] __attribute__((aligned(32)));                            \
+        const int64_t nb = n / QK_K;                                                                       \
+        if (nc == 1 || nb > KQ_MAXB) {                                                                     \
+            for (int64_t c = 0; c < nc; c++)                                                               \
+                for (int64_t r = 0; r < nr; r++)                                                           \
+                    pfx##_vec_dot_##name(n, dst + c * ds + r, (const char *)w + r * ws, (const char *)a + c * as); \
+            return;                                                                                        \
+        }                                                                                                  \
+        for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                                 \
+            const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;                              \
+            for (int64_t c0 = 0; c0 < nc; c0 += KQ_NC) {                                                   \
+                const int m = nc - c0 < KQ_NC ? (int)(nc - c0) : KQ_NC;                                    \
+                const void *ys[KQ_NC];                                                                     \
+                for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c0 + k) * as;                       \
+                kq_panel(panel, nb, ys, m);                                                                \
+                rows[m](n, r0, r1, w, ws, ys, panel, dst + c0 * ds, ds);                                   \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+
+#endif
