@@ -21,14 +21,14 @@ AI void avx2_q4_0_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const __m256i qx = _mm256_sub_epi8(x86_nibbles16(x[i].qs), _mm256_set1_epi8(8));
         const __m256i ax = _mm256_sign_epi8(qx, qx);
         const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 AI void avx2_iq4_nl_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -41,14 +41,14 @@ AI void avx2_iq4_nl_nc(int64_t n, const void *vx, const void *const *vy, float *
         const __m256i qx = _mm256_shuffle_epi8(lut, x86_nibbles16(x[i].qs));
         const __m256i ax = _mm256_sign_epi8(qx, qx);
         const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 AI void avx2_q5_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -63,14 +63,14 @@ AI void avx2_q5_0_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const __m256i qx = _mm256_or_si256(x86_nibbles16(x[i].qs), hb);
         const __m256i ax = _mm256_sign_epi8(qx, qx);
         const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 AI void avx2_q4_1_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -81,7 +81,7 @@ AI void avx2_q4_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
     for (int64_t i = 0; i < nb; i++) {
         const __m256i qx = x86_nibbles16(x[i].qs);
         const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].m);
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p = x86_dot_u8(qx, qy);
@@ -89,7 +89,7 @@ AI void avx2_q4_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             accm[c] += mx * x86_h2f(y->s);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
 }
 
 AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -103,7 +103,7 @@ AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const __m256i hb = _mm256_and_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8(0x10));
         const __m256i qx = _mm256_or_si256(x86_nibbles16(x[i].qs), hb);
         const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].m);
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p = x86_dot_u8(qx, qy);
@@ -111,7 +111,7 @@ AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             accm[c] += mx * x86_h2f(y->s);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
 }
 
 /* ======================================================================== */
@@ -250,20 +250,20 @@ AI void avx2_q2_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0xF)));
         const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].dmin);
         __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int h = 0; h < 2; h++) {
+        X86_UNROLL for (int h = 0; h < 2; h++) {
             const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
-            for (int k = 0; k < 4; k++) {
+            X86_UNROLL for (int k = 0; k < 4; k++) {
                 /* elements 128h + 32k .. +32: bits 2k of the 32 bytes; scales 8h+2k, +1 */
                 const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), m3);
                 const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
-                for (int c = 0; c < NC; c++) {
+                X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
                     const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
                 }
             }
         }
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m256i pm = _mm256_madd_epi16(mins16, _mm256_loadu_si256((const __m256i *)y->bsums));
             __m256 t = _mm256_mul_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]));
@@ -271,7 +271,7 @@ AI void avx2_q2_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             acc[c] = _mm256_add_ps(acc[c], t);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 AI void avx2_q3_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -286,29 +286,29 @@ AI void avx2_q3_K_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const float dx = x86_h2f(x[i].d);
         const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
         __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int h = 0; h < 2; h++) {
+        X86_UNROLL for (int h = 0; h < 2; h++) {
             const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
-            for (int k = 0; k < 4; k++) {
+            X86_UNROLL for (int k = 0; k < 4; k++) {
                 /* value = q2 - (hmask bit (4h+k) clear ? 4 : 0), in -4..3 */
                 const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), m3);
                 const __m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), _mm256_set1_epi8(1));
                 const __m256i q = _mm256_sub_epi8(q2, _mm256_slli_epi16(_mm256_xor_si256(hbit, _mm256_set1_epi8(1)), 2));
                 const __m256i aq = _mm256_sign_epi8(q, q);
                 const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
-                for (int c = 0; c < NC; c++) {
+                X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
                     const __m256i qy = _mm256_loadu_si256((const __m256i *)q8);
                     const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(qy, q));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
                 }
             }
         }
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 AI void avx2_iq4_xs_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -320,24 +320,24 @@ AI void avx2_iq4_xs_nc(int64_t n, const void *vx, const void *const *vy, float *
     for (int64_t i = 0; i < nb; i++) {
         const float dx = x86_h2f(x[i].d);
         __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-        for (int ib = 0; ib < 8; ib++) {
+        X86_UNROLL for (int ib = 0; ib < 8; ib++) {
             const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
             const __m256i s = _mm256_set1_epi16((short)(ls - 32));
             const __m256i qx = _mm256_shuffle_epi8(lut, x86_nibbles16(x[i].qs + 16 * ib));
             const __m256i ax = _mm256_sign_epi8(qx, qx);
-            for (int c = 0; c < NC; c++) {
+            X86_UNROLL for (int c = 0; c < NC; c++) {
                 const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 32 * ib;
                 const __m256i qy = _mm256_loadu_si256((const __m256i *)q8);
                 const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p));
+                sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
             }
         }
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 /* ======================================================================== */
@@ -350,12 +350,12 @@ AI void avx2_iq4_xs_nc(int64_t n, const void *vx, const void *const *vy, float *
         int64_t i = 0;                                                                     \
         for (; i + 16 <= n; i += 16) {                                                     \
             const __m256 x0 = LOAD(vx, i), x1 = LOAD(vx, i + 8);                           \
-            for (int c = 0; c < NC; c++) {                                                 \
+            X86_UNROLL for (int c = 0; c < NC; c++) {                                      \
                 acc[c][0] = _mm256_fmadd_ps(x0, LOAD(vy[c], i), acc[c][0]);                \
                 acc[c][1] = _mm256_fmadd_ps(x1, LOAD(vy[c], i + 8), acc[c][1]);            \
             }                                                                              \
         }                                                                                  \
-        for (int c = 0; c < NC; c++) {                                                     \
+        X86_UNROLL for (int c = 0; c < NC; c++) {                                          \
             float s = x86_hsum_ps(_mm256_add_ps(acc[c][0], acc[c][1]));                    \
             for (int64_t k = i; k < n; k++) s += SCALAR(vx, k) * SCALAR(vy[c], k);         \
             out[c] = s;                                                                    \

@@ -105,7 +105,7 @@ AI void avx2_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *ou
         const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i ax = _mm256_sign_epi8(qx, qx);
         const float dx = x86_h2f(x[i].d);
-        for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx)),
@@ -113,7 +113,7 @@ AI void avx2_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *ou
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
 }
 
 /* ======================================================================== */
