@@ -20,13 +20,14 @@
 #include "gguf.h"
 #include "ops.h"
 #include "threadpool.h"
+#include "util.h"
 
 /* ---------------- host API handed to plugins ---------------- */
 
 static void host_log(int level, const char *msg) {
     static const char *lv[] = {"error", "warning", "info", "debug"};
-    if (level > PICOLM_LOG_INFO && !getenv("PICOLM_DEBUG")) return;
-    fprintf(stderr, "picolm: plugin %s: %s\n", lv[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+    level = level < 0 ? 0 : level > 3 ? 3 : level;
+    pl_log(level, "plugin %s: %s", lv[level], msg);
 }
 
 static void *host_alloc(size_t size, size_t align) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "engine.h"
 #include "gguf.h"
@@ -106,6 +107,7 @@ static int dequant(const char *path, const char *name, const char *out, const pl
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *pdir = NULL, *pos[5];
     const char *T = "picolm-gguf";
     char err[1024];

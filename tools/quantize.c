@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "engine.h"
 #include "util.h"
@@ -210,6 +211,7 @@ static void out_abort(pl_atomic_file *af) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *pos[3];
     int npos = 0, pure = 0, threads = 0, want_help = 0;
     const char *pdir = NULL;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "http.h"
 #include "job.h"
@@ -80,6 +81,7 @@ static void *sched_main(void *p) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     picolm_config cfg;
     char err[2048];
     const char *model = NULL;
