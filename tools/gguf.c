@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
     }
     if (npos > want) { snprintf(err, sizeof err, "%s: unexpected argument '%s'", pos[0], pos[want]); return cli_usage_error(T, err); }
     if (cli_check_env(T)) return CLI_USAGE;
-    engine_opts o = {.plugin_dir = pdir, .threads = 1, .log = stderr};
+    engine_opts o = {.plugin_dir = pdir, .threads = 1};
     engine *e = build_engine(&o, err, sizeof err);
     if (!e) { fprintf(stderr, "%s: %s\n", T, err); return CLI_FAIL; }
     int rc = want == 2 ? info(pos[1], &e->reg, &e->d) : dequant(pos[1], pos[2], pos[3], &e->d);

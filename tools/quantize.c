@@ -238,7 +238,7 @@ int main(int argc, char **argv) {
 
     if (cli_check_env("picolm-quantize")) return CLI_USAGE;
     char err[1024];
-    engine_opts eo = {.plugin_dir = pdir, .threads = threads, .log = stderr};
+    engine_opts eo = {.plugin_dir = pdir, .threads = threads};
     engine *e = build_engine(&eo, err, sizeof err);
     if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return cli_close_stdout("picolm-quantize"); }
     if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }

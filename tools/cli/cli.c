@@ -47,7 +47,7 @@ engine *cli_build_engine(const picolm_config *c, const char *tool, const char *m
                         "use -j %d or less\n", tool, c->threads, cpus, cpus);
     const gguf_limits lim = {c->max_metadata, c->max_tensors, c->max_string, c->max_array,
                              c->max_dim > INT64_MAX ? INT64_MAX : (int64_t)c->max_dim};
-    engine_opts o = {.log = stderr, .model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
+    engine_opts o = {.model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
                      .tokenizer = tokenizer, .limits = &lim, .verbose = c->verbose};
     engine *e = build_engine(&o, err, sizeof err);
     if (e) { *rc = CLI_OK; return e; }
