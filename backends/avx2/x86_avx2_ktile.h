@@ -34,6 +34,9 @@ typedef struct kq_sb {
     int16_t q8s[KQ_NC][8];
 } kq_sb;
 
+/* this thread's panel, one for every format's gemm */
+static _Thread_local kq_sb kq_panel_buf[KQ_MAXB] __attribute__((aligned(32)));
+
 /* the panel of nb superblocks for the m columns at ys */
 AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
     for (int64_t i = 0; i < nb; i++) {
@@ -87,7 +90,6 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
         static const kq_rows_fn rows[KQ_NC + 1] = { NULL, TFN##_rows1, TFN##_rows2, TFN##_rows3,           \
                                                     TFN##_rows4, TFN##_rows5, TFN##_rows6, TFN##_rows7,    \
                                                     TFN##_rows8 };                                         \
-        static _Thread_local kq_sb panel[KQ_MAXB] __attribute__((aligned(32)));                            \
         const int64_t nb = n / QK_K;                                                                       \
         if (nc == 1 || nb > KQ_MAXB) {                                                                     \
             for (int64_t c = 0; c < nc; c++)                                                               \
@@ -101,8 +103,8 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
                 const int m = nc - c0 < KQ_NC ? (int)(nc - c0) : KQ_NC;                                    \
                 const void *ys[KQ_NC];                                                                     \
                 for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c0 + k) * as;                       \
-                kq_panel(panel, nb, ys, m);                                                                \
-                rows[m](n, r0, r1, w, ws, ys, panel, dst + c0 * ds, ds);                                   \
+                kq_panel(kq_panel_buf, nb, ys, m);                                                         \
+                rows[m](n, r0, r1, w, ws, ys, kq_panel_buf, dst + c0 * ds, ds);                            \
             }                                                                                              \
         }                                                                                                  \
     }
