@@ -506,6 +506,7 @@ static void report(runner *r, http_server *h) {
    evaluate again.  One that can never fit, with nothing else running,
    ends its reply. */
 static void unpark(runner *r, http_server *h) {
+    int promised = 0; /* blocks the sequences resumed here will take in the next step */
     for (;;) {
         slot *old = NULL, *idle = NULL;
         int running = 0;
@@ -517,7 +518,7 @@ static void unpark(runner *r, http_server *h) {
         }
         if (!old) return;
         const int bs = r->pool.block_size, need = (old->n_prompt + bs) / bs;
-        if (need > r->pool.n_free) {
+        if (need > r->pool.n_free - promised) {
             if (idle) {
                 llama_seq_truncate(&idle->c, 0);
                 idle->n_cached = 0;
@@ -529,6 +530,7 @@ static void unpark(runner *r, http_server *h) {
         }
         old->parked = 0;
         seat(r, old, old->prompt, old->n_prompt);
+        promised += need;
     }
 }
 
