@@ -40,6 +40,7 @@
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float v2f __attribute__((vector_size(8)));
 typedef double v2d __attribute__((vector_size(16)));
 
 typedef struct topp_state {
@@ -171,96 +172,6 @@ static int sample_pass(const topp_state *s, const picolm_token_data *d, size_t n
     return n_near * w <= QUICK_ROOM / 4 && far <= (1 - s->p) * near;
 }
 
-/* The quick path: one pass sums the masses with exp4 and copies the
-   candidates within NEAR of the max to s->head.  When those hold the
-   nucleus and the cut is clear of S's uncertainty, it is the exact
-   method's.  The k kept (in s->head), or 0 when undecided. */
-static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
-    const picolm_token_data *d = c->data;
-    const size_t n = c->size, n4 = n - n % 4;
-    const v4f vmax = {max, max, max, max}, vkeep = vmax - NEAR;
-    double sum = 0;
-    picolm_token_data *h = s->head;
-    size_t m = 0;
-    for (size_t i = 0; i < n4;) {
-        v4f acc = {0, 0, 0, 0}; /* float partial sums of 64 candidates at most, then double */
-        for (const size_t end = i + 64 <= n4 ? i + 64 : n4; i < end; i += 4) {
-            const v4f l = logits4(d + i);
-            acc += exp4(l - vmax);
-            const v4i keep = l >= vkeep;
-            if (keep[0] | keep[1] | keep[2] | keep[3])
-                for (int j = 0; j < 4; j++) {
-                    h[m] = d[i + j];
-                    m -= keep[j]; /* -1 when kept */
-                }
-        }
-        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
-    }
-    for (size_t i = n4; i < n; i++) {
-        sum += exp4((v4f){d[i].logit - max, -87, -87, -87})[0];
-        if (d[i].logit >= max - NEAR) h[m++] = d[i];
-    }
-    if (m > QUICK_ROOM) return 0;
-    sort_best_first(h, m);
-    const double rel = 3e-5, slack = 1e-9;
-    const double s_lo = (sum * (1 - rel) - n * TINY) * (1 - slack), s_hi = sum * (1 + rel) * (1 + slack);
-    double head = 0;
-    for (size_t j = 0; j < m; j++) head += s->mass[j] = exp((double)h[j].logit - max);
-    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
-    return nucleus_cut(s->mass, m, s->p, s_lo, s_hi);
-}
-
-/* Four candidates at a time: x = (max - logit) * 64 >= 0 in bin floor(x)
-   (the last bin holds everything lower, -inf too); each bin's count and
-   sum of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
-   scale[b] times it); the candidates with x < thr copied to s->near
-   (stored unconditionally, kept by the count: no branch to mispredict).
-   How many were copied. */
-static size_t first_pass(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr) {
-    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1}, vmax = {max, max, max, max};
-    const v4f vthr = {thr, thr, thr, thr};
-    v2d *acc = s->acc;
-    picolm_token_data *near = s->near;
-    size_t i = 0, m = 0;
-    memset(acc, 0, sizeof s->acc);
-    for (; i + 4 <= n; i += 4) {
-        v4f x = (vmax - logits4(d + i)) * BPU;
-        const v4i in = x < vthr;
-        x = select4(x < top, x, top);
-        const v4i b = __builtin_convertvector(x, v4i);
-        const v4f y = (x - __builtin_convertvector(b, v4f)) * (1 / BPU);
-        const v4f e = 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)));
-        for (int j = 0; j < 4; j++) {
-            acc[b[j]] += (v2d){1, e[j]};
-            near[m] = d[i + j];
-            m -= in[j];
-        }
-    }
-    for (; i < n; i++) {
-        const float x = (max - d[i].logit) * BPU, xc = x < N_BINS - 1 ? x : N_BINS - 1;
-        const int b = (int)xc;
-        const float y = (xc - (float)b) * (1 / BPU);
-        acc[b] += (v2d){1, 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)))};
-        if (x < thr) near[m++] = d[i];
-    }
-    return m;
-}
-
-/* The cubic's float evaluation is within 1.5e-7 of e^-y and the float x
-   within 6e-8 per logit unit: the relative error of bin b's sum. */
-static inline double bin_err(int b) { return 2e-7 + (b + 1) * 1e-9; }
-
-/* Copy the candidates with x < lim (x computed as the first pass does) to
-   out; how many. */
-static size_t copy_below(const picolm_token_data *d, size_t n, float max, float lim, picolm_token_data *out) {
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        out[m] = d[i];
-        m += (max - d[i].logit) * BPU < lim;
-    }
-    return m;
-}
-
 static void insertion_sort(picolm_token_data *t, size_t n) {
     for (size_t i = 1; i < n; i++) {
         const picolm_token_data v = t[i];
@@ -299,48 +210,142 @@ static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_to
     memcpy(t, tmp, n * sizeof *t);
 }
 
+/* One pass, four candidates at a time: the masses e^(logit - max) by exp4,
+   summed apart for x = (max - logit) * 64 < thr and x >= thr (*in, *out),
+   and the candidates with x < thr copied to s->near (stored
+   unconditionally, kept by the count: no branch to mispredict, unless
+   sparse says that four in a row are seldom kept).  How many were copied. */
+static size_t first_pass(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse, double *in, double *out) {
+    const v4f vmax = {max, max, max, max}, vthr = {thr, thr, thr, thr};
+    picolm_token_data *near = s->near;
+    v2d sum_in = {0, 0}, sum_out = {0, 0};
+    size_t i = 0, m = 0;
+    while (i + 4 <= n) {
+        v4f a_in = {0, 0, 0, 0}, a_out = a_in; /* float partial sums of 4 per lane at most, then double */
+        for (const size_t end = i + 16 <= n ? i + 16 : n - n % 4; i < end; i += 4) {
+            const v4f l = logits4(d + i), e = exp4(l - vmax);
+            const v4i keep = (vmax - l) * BPU < vthr;
+            a_in += (v4f)((v4i)e & keep);
+            a_out += (v4f)((v4i)e & ~keep);
+            if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3])) continue;
+            for (int j = 0; j < 4; j++) {
+                near[m] = d[i + j];
+                m -= keep[j]; /* -1 when kept */
+            }
+        }
+        sum_in += __builtin_convertvector((v2f){a_in[0], a_in[1]}, v2d) + __builtin_convertvector((v2f){a_in[2], a_in[3]}, v2d);
+        sum_out += __builtin_convertvector((v2f){a_out[0], a_out[1]}, v2d) + __builtin_convertvector((v2f){a_out[2], a_out[3]}, v2d);
+    }
+    *in = sum_in[0] + sum_in[1];
+    *out = sum_out[0] + sum_out[1];
+    for (; i < n; i++) {
+        const double e = exp4((v4f){d[i].logit - max, -87, -87, -87})[0];
+        near[m] = d[i];
+        if ((max - d[i].logit) * BPU < thr) *in += e, m++;
+        else *out += e;
+    }
+    return m;
+}
+
+/* A sum of masses by the first pass is within REL4 of exp's (exp4 2.6e-7,
+   the float logit - max 6e-8 per unit of it up to 16, the float partial
+   sums 2e-7), plus ABS4 per candidate (those more than 16 below the max,
+   and those below e^-87 counted as e^-87). */
+#define REL4 1.5e-6
+#define ABS4 1e-12
+
+/* Bin the m candidates t (x < N_BINS - 1 each): per bin its count and sum
+   of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
+   scale[b] times it). */
+static void bin_near(topp_state *s, const picolm_token_data *t, size_t m, float max) {
+    v2d *acc = s->acc;
+    memset(acc, 0, sizeof s->acc);
+    for (size_t i = 0; i < m; i++) {
+        const float x = (max - t[i].logit) * BPU;
+        const int b = (int)x;
+        const float y = (x - (float)b) * (1 / BPU);
+        acc[b] += (v2d){1, 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)))};
+    }
+}
+
+/* The cubic's float evaluation is within 1.5e-7 of e^-y and the float x
+   within 6e-8 per logit unit: the relative error of bin b's sum. */
+static inline double bin_err(int b) { return 2e-7 + (b + 1) * 1e-9; }
+
+/* The mass of the candidates with x >= lim (x computed as the first pass
+   does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
+   quartic (within 1e-11); [*lo, *hi]. */
+static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t n, float max, float lim, double *lo, double *hi) {
+    double sum = 0;
+    size_t far = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((max - d[i].logit) * BPU < lim) continue;
+        const double x = ((double)max - d[i].logit) * BPU;
+        if (!(x < N_BINS - 1)) { far++; continue; } /* -inf too */
+        const int b = (int)x;
+        const double y = (x - b) * (1 / (double)BPU);
+        sum += s->scale[b] * (1 + y * (-1 + y * (0.5 + y * (-1 / 6.0 + y * (1 / 24.0)))));
+    }
+    *lo = sum * (1 - 1e-10);
+    *hi = sum * (1 + 1e-10) + far * s->scale[N_BINS - 1];
+}
+
+/* The quick path: the first pass keeps the candidates within NEAR of the
+   max.  When those hold the nucleus and the cut is clear of S's
+   uncertainty, it is the exact method's.  The k kept (in s->head), or 0
+   when undecided. */
+static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
+    const size_t n = c->size;
+    double in, out;
+    const size_t m = first_pass(s, c->data, n, max, NEAR * BPU, 1, &in, &out);
+    if (m > QUICK_ROOM) return 0;
+    picolm_token_data *h = s->head;
+    memcpy(h, s->near, m * sizeof *h);
+    sort_best_first(h, m);
+    const double slack = 1e-9, sum = in + out, s_lo = (sum * (1 - REL4) - n * ABS4) * (1 - slack);
+    const double s_hi = (sum * (1 + REL4) + n * ABS4) * (1 + slack);
+    double head = 0;
+    for (size_t j = 0; j < m; j++) head += s->mass[j] = exp((double)h[j].logit - max);
+    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
+    return nucleus_cut(s->mass, m, s->p, s_lo, s_hi);
+}
+
 /* The binned path (see the top), after the max and the sample.  The k kept
    (in s->head), or 0 when undecided. */
 static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, float thr) {
     const picolm_token_data *d = c->data;
     const size_t n = c->size;
     const double p = s->p, slack = 1e-9;
-    size_t n_near = first_pass(s, d, n, max, thr);
-
-    /* S from the bins' sums: bin b's candidates weigh e^(logit - max) = scale[b] e^(-f/64) */
-    double s_lo = 0, s_hi = 0;
-    for (int b = 0; b < N_BINS - 1; b++) {
-        const double v = s->scale[b] * s->acc[b][1];
-        s->cnt[b] = (uint32_t)s->acc[b][0];
-        s_lo += v * (1 - bin_err(b));
-        s_hi += v * (1 + bin_err(b));
-    }
-    s->cnt[N_BINS - 1] = (uint32_t)s->acc[N_BINS - 1][0];
-    const double far = s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]; /* the last bin: in [0, far] */
-    s_hi += far;
+    double in, out;
+    size_t n_near = first_pass(s, d, n, max, thr, 0, &in, &out);
+    double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
+    bin_near(s, s->near, n_near, max);
 
     /* the head: the best bins whose lower bound surely reaches p * S */
+    double s_hi = out_hi;
+    for (int b = 0; b < (int)thr; b++) s_hi += s->scale[b] * s->acc[b][1] * (1 + bin_err(b));
     int last = -1;
     double head_lo = 0;
-    for (int b = 0; b < N_BINS - 1 && last < 0; b++) {
+    for (int b = 0; b < (int)thr && last < 0; b++) {
         head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
         if (head_lo >= p * s_hi) last = b;
     }
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, c, max, N_BINS - 1); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
     for (int b = 0; b <= last; b++) {
+        s->cnt[b] = (uint32_t)s->acc[b][0];
         s->pos[b] = (uint32_t)m;
         m += s->cnt[b];
     }
     const float lim = (float)(last + 1);
-    if (lim > thr) n_near = copy_below(d, n, max, lim, s->near); /* the sample guessed too high */
     picolm_token_data *t = s->head;
+    double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
     for (size_t i = 0; i < n_near; i++) {
         const float x = (max - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
         if (x < lim) t[s->pos[(int)x]++] = s->near[i];
     }
-    double tail_lo = 0, tail_hi = far; /* the mass outside the head */
-    for (int b = last + 1; b < N_BINS - 1; b++) {
+    for (int b = last + 1; b < (int)thr; b++) {
         const double v = s->scale[b] * s->acc[b][1];
         tail_lo += v * (1 - bin_err(b));
         tail_hi += v * (1 + bin_err(b));
@@ -353,10 +358,12 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
         start += s->cnt[b];
     }
     for (size_t j = 0; j < m; j++) head += s->mass[j] = exp((double)t[j].logit - max);
-    double lo = head + tail_lo, hi = head + tail_hi;
-    if (s_lo > lo) lo = s_lo;
-    if (s_hi < hi) hi = s_hi;
-    return nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
+    size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    if (!k) { /* too close to call: the rest's mass precisely */
+        tail_precise(s, d, n, max, lim, &tail_lo, &tail_hi);
+        k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    }
+    return k;
 }
 
 /* The fast paths (see the top).  1 when one decided c, 0 when the exact
