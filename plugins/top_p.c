@@ -40,11 +40,25 @@
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-typedef float v2f __attribute__((vector_size(8)));
 typedef double v2d __attribute__((vector_size(16)));
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* the 8-wide helpers are always inlined: no call passes a v8f */
+#endif
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
+
+struct topp_state;
+typedef size_t first_pass_fn(struct topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse,
+                             double *in, double *out);
+static first_pass_fn first_pass_base;
+#if defined(__x86_64__) && defined(__GNUC__)
+static first_pass_fn first_pass_avx2;
+#endif
 
 typedef struct topp_state {
     double p;
+    first_pass_fn *first_pass; /* this CPU's build of the first pass */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
     picolm_token_data *near; /* the first pass's copies; sort scratch */
     double *mass;            /* the head's exact masses e^(logit - max) */
@@ -69,6 +83,10 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->p = p;
     for (int b = 0; b < N_BINS; b++) s->scale[b] = exp(-b / (double)BPU);
     for (int j = 0; j < CBINS; j++) s->cw[j] = exp(-(j + 0.5) / 4);
+    s->first_pass = first_pass_base;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) s->first_pass = first_pass_avx2;
+#endif
     *state = s;
     return 0;
 }
@@ -97,28 +115,23 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
 
 static inline v4f logits4(const picolm_token_data *d) { return (v4f){d[0].logit, d[1].logit, d[2].logit, d[3].logit}; }
 static inline v4f select4(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
+static inline __attribute__((always_inline)) v8f select8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
-/* e^y for y <= 0, four at a time: 2^n e^f with n the nearest integer to
+/* e^y for y <= 0, eight at a time: 2^n e^f with n the nearest integer to
    y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor polynomial for
    |f| <= 0.35 (remainder < 2e-7), evaluated in two halves to shorten the
    dependency chain; below -87 (and -inf) it gives e^-87. */
-static inline v4f exp4(v4f y) {
-    const v4f lo = {-87, -87, -87, -87}, magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};
-    y = select4(y > lo, y, lo);
-    const v4f r = y * 1.44269504f + magic; /* round to nearest: the integer lands in the low bits */
-    const v4f nf = r - magic;
-    const v4i ni = (v4i)r - (v4i)magic;
-    const v4f f = y - nf * 0.693359375f - nf * -2.12194440e-4f;
-    const v4f f2 = f * f, f3 = f2 * f;
-    const v4f a = 1.0f + f * (1.0f + f * 0.5f);
-    const v4f b = 1 / 6.0f + f * (1 / 24.0f + f * (1 / 120.0f + f * (1 / 720.0f)));
-    return (a + f3 * b) * (v4f)((ni + 127) << 23);
+static inline __attribute__((always_inline)) v8f exp8(v8f y) {
+    y = select8(y > -87.0f, y, (v8f){0} - 87.0f);
+    const v8f r = y * 1.44269504f + 12582912.0f; /* round to nearest: the integer lands in the low bits */
+    const v8f nf = r - 12582912.0f;
+    const v8i ni = (v8i)r - (v8i)((v8f){0} + 12582912.0f);
+    const v8f f = y - nf * 0.693359375f - nf * -2.12194440e-4f;
+    const v8f f2 = f * f, f3 = f2 * f;
+    const v8f a = 1.0f + f * (1.0f + f * 0.5f);
+    const v8f b = 1 / 6.0f + f * (1 / 24.0f + f * (1 / 120.0f + f * (1 / 720.0f)));
+    return (a + f3 * b) * (v8f)((ni + 127) << 23);
 }
-
-/* exp4 of four logits less the max is within 2.6e-7 of exp's, the float
-   subtraction within 6e-8 per logit unit: rel bounds a sum of them.  A mass
-   below e^-87 comes out as e^-87: TINY per candidate covers it. */
-#define TINY 1.7e-38
 
 /* The max logit; 1 when a logit is NaN. */
 static int max_pass(const picolm_token_data *d, size_t n, float *max) {
@@ -210,36 +223,35 @@ static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_to
     memcpy(t, tmp, n * sizeof *t);
 }
 
-/* One pass, four candidates at a time: the masses e^(logit - max) by exp4,
-   summed apart for x = (max - logit) * 64 < thr and x >= thr (*in, *out),
-   and the candidates with x < thr copied to s->near (stored
+/* One pass, eight candidates at a time: the masses e^(logit - max) by
+   exp8, summed apart for x = (max - logit) * 64 < thr and x >= thr (*in,
+   *out), and the candidates with x < thr copied to s->near (stored
    unconditionally, kept by the count: no branch to mispredict, unless
-   sparse says that four in a row are seldom kept).  How many were copied. */
-static size_t first_pass(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse, double *in, double *out) {
-    const v4f vmax = {max, max, max, max}, vthr = {thr, thr, thr, thr};
+   sparse says that eight in a row are seldom kept).  How many were copied.
+   Compiled twice: for any x86-64 (or other CPU) and for AVX2. */
+static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const picolm_token_data *d, size_t n, float max,
+                                                                   float thr, int sparse, double *in, double *out) {
     picolm_token_data *near = s->near;
-    v2d sum_in = {0, 0}, sum_out = {0, 0};
+    v4d sum_in = {0, 0, 0, 0}, sum_out = sum_in;
     size_t i = 0, m = 0;
-    while (i + 4 <= n) {
-        v4f a_in = {0, 0, 0, 0}, a_out = a_in; /* float partial sums of 4 per lane at most, then double */
-        for (const size_t end = i + 16 <= n ? i + 16 : n - n % 4; i < end; i += 4) {
-            const v4f l = logits4(d + i), e = exp4(l - vmax);
-            const v4i keep = (vmax - l) * BPU < vthr;
-            a_in += (v4f)((v4i)e & keep);
-            a_out += (v4f)((v4i)e & ~keep);
-            if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3])) continue;
-            for (int j = 0; j < 4; j++) {
-                near[m] = d[i + j];
-                m -= keep[j]; /* -1 when kept */
-            }
+    for (; i + 8 <= n; i += 8) {
+        const v8f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit,
+                       d[i + 4].logit, d[i + 5].logit, d[i + 6].logit, d[i + 7].logit};
+        const v8f e = exp8(l - max);
+        const v8i keep = (max - l) * BPU < thr;
+        const v8f ei = (v8f)((v8i)e & keep), eo = (v8f)((v8i)e & ~keep);
+        sum_in += __builtin_convertvector((v4f){ei[0], ei[1], ei[2], ei[3]}, v4d) + __builtin_convertvector((v4f){ei[4], ei[5], ei[6], ei[7]}, v4d);
+        sum_out += __builtin_convertvector((v4f){eo[0], eo[1], eo[2], eo[3]}, v4d) + __builtin_convertvector((v4f){eo[4], eo[5], eo[6], eo[7]}, v4d);
+        if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
+        for (int j = 0; j < 8; j++) {
+            near[m] = d[i + j];
+            m -= keep[j]; /* -1 when kept */
         }
-        sum_in += __builtin_convertvector((v2f){a_in[0], a_in[1]}, v2d) + __builtin_convertvector((v2f){a_in[2], a_in[3]}, v2d);
-        sum_out += __builtin_convertvector((v2f){a_out[0], a_out[1]}, v2d) + __builtin_convertvector((v2f){a_out[2], a_out[3]}, v2d);
     }
-    *in = sum_in[0] + sum_in[1];
-    *out = sum_out[0] + sum_out[1];
+    *in = sum_in[0] + sum_in[1] + sum_in[2] + sum_in[3];
+    *out = sum_out[0] + sum_out[1] + sum_out[2] + sum_out[3];
     for (; i < n; i++) {
-        const double e = exp4((v4f){d[i].logit - max, -87, -87, -87})[0];
+        const double e = exp8((v8f){0} + (d[i].logit - max))[0];
         near[m] = d[i];
         if ((max - d[i].logit) * BPU < thr) *in += e, m++;
         else *out += e;
@@ -247,10 +259,20 @@ static size_t first_pass(topp_state *s, const picolm_token_data *d, size_t n, fl
     return m;
 }
 
-/* A sum of masses by the first pass is within REL4 of exp's (exp4 2.6e-7,
-   the float logit - max 6e-8 per unit of it up to 16, the float partial
-   sums 2e-7), plus ABS4 per candidate (those more than 16 below the max,
-   and those below e^-87 counted as e^-87). */
+static size_t first_pass_base(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse, double *in, double *out) {
+    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr,
+                                                              int sparse, double *in, double *out) {
+    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+}
+#endif
+
+/* A sum of masses by the first pass is within REL4 of exp's (exp8 2.6e-7,
+   the float logit - max 6e-8 per unit of it up to 16), plus ABS4 per
+   candidate (those more than 16 below the max, and those below e^-87
+   counted as e^-87). */
 #define REL4 1.5e-6
 #define ABS4 1e-12
 
@@ -297,7 +319,7 @@ static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t
 static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
     const size_t n = c->size;
     double in, out;
-    const size_t m = first_pass(s, c->data, n, max, NEAR * BPU, 1, &in, &out);
+    const size_t m = s->first_pass(s, c->data, n, max, NEAR * BPU, 1, &in, &out);
     if (m > QUICK_ROOM) return 0;
     picolm_token_data *h = s->head;
     memcpy(h, s->near, m * sizeof *h);
@@ -317,7 +339,7 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
     const size_t n = c->size;
     const double p = s->p, slack = 1e-9;
     double in, out;
-    size_t n_near = first_pass(s, d, n, max, thr, 0, &in, &out);
+    size_t n_near = s->first_pass(s, d, n, max, thr, 0, &in, &out);
     double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
     bin_near(s, s->near, n_near, max);
 
