@@ -7,18 +7,20 @@
    ways that keep the same candidates in the same order (so dist draws the
    same token), each giving up when it cannot be sure.  Both start from the
    max (one pass) and a sample of every STRIDE-th candidate, which tells
-   which way fits and how far down the nucleus probably reaches:
-   - quick (a peaked list): one pass sums the masses with a 4-wide
-     polynomial exp (S within 3e-5) and copies the candidates within NEAR
-     of the max; those, sorted and summed exactly, hold the nucleus when the
-     max is peaked, and the cut is the exact method's when it is clear of
-     S's uncertainty;
-   - binned (a flat one): one pass counts the candidates in bins of 1/64
-     logit below the max, sums each bin's masses relative to its top edge by
-     a cubic (S within 2e-7 + 1e-9 per bin), and copies the candidates above
-     the sample's estimate of the nucleus edge; the best bins that surely
-     hold the nucleus are bucket-sorted (a crowded bin by 6 more bits) and
-     summed exactly, the rest is known from its bins' sums.
+   which way fits and how far down the nucleus probably reaches; then one
+   pass sums the masses by a polynomial exp eight at a time (S within
+   1.5e-6), apart above and below a limit, and copies the candidates above
+   the limit:
+   - quick (a peaked list; limit NEAR below the max): the copies, sorted
+     and summed exactly, hold the nucleus when the max is peaked, and the
+     cut is the exact method's when it is clear of S's uncertainty;
+   - binned (a flat one; limit a logit past the sample's nucleus edge): the
+     copies are counted in bins of 1/64 logit with each bin's masses by a
+     cubic in the offset within the bin; the best bins that surely hold the
+     nucleus are bucket-sorted (a crowded bin by 6 more bits) and summed
+     exactly, the rest is known from the bins and the pass's sum below the
+     limit.  A cut still too close to call gets a precise second pass over
+     the rest (a quartic in double per candidate) before the exact method.
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
