@@ -195,12 +195,24 @@ INST_BIN  = $(DESTDIR)$(bindir)
 INST_PLUG = $(DESTDIR)$(libdir)/picolm
 INST_CONF = $(DESTDIR)$(datadir)/picolm/conf
 INST_INC  = $(DESTDIR)$(includedir)/picolm
+# The engine library installs too (libpicolm.a, its headers and a
+# pkg-config file), so that a program of one's own links it:
+# cc app.c $(pkg-config --cflags --libs picolm).
+PICOLM_VERSION := $(shell sed -n 's/^\#define PICOLM_VERSION "\(.*\)"/\1/p' tools/cli/cli.h)
+INST_LIB = $(DESTDIR)$(libdir)
+INST_PC  = $(DESTDIR)$(libdir)/pkgconfig
 install: all
-	$(INSTALL) -d $(INST_BIN) $(INST_PLUG) $(INST_CONF) $(INST_INC)
+	$(INSTALL) -d $(INST_BIN) $(INST_PLUG) $(INST_CONF) $(INST_INC) $(INST_PC)
 	$(INSTALL_PROGRAM) $(BUILD)/bin/picolm $(TOOL_BIN) $(SERVER_BIN) $(INST_BIN)/
 	$(INSTALL_PROGRAM) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(INST_PLUG)/
 	$(INSTALL_DATA) conf/*.ini $(INST_CONF)/
 	$(INSTALL_DATA) include/picolm/*.h $(INST_INC)/
+	$(INSTALL_DATA) $(CORE_LIB) $(INST_LIB)/
+	printf '%s\n' 'prefix=$(prefix)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
+	    'Name: picolm' 'Description: GGUF inference engine library (plugins in $${libdir}/picolm)' \
+	    'Version: $(PICOLM_VERSION)' 'Libs: -L$${libdir} -lpicolm $(CORE_LIBS)' 'Cflags: -I$${includedir}' \
+	    >$(BUILD)/picolm.pc
+	$(INSTALL_DATA) $(BUILD)/picolm.pc $(INST_PC)/
 
 # GNU: install with the programs stripped (plugins too: their dynamic
 # symbols and the picolm note survive strip).
@@ -214,6 +226,7 @@ uninstall:
 	rm -f $(addprefix $(INST_PLUG)/,$(notdir $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO)))
 	rm -f $(addprefix $(INST_CONF)/,$(notdir $(wildcard conf/*.ini)))
 	rm -f $(addprefix $(INST_INC)/,$(notdir $(wildcard include/picolm/*.h)))
+	rm -f $(INST_LIB)/libpicolm.a $(INST_PC)/picolm.pc
 	-rmdir $(INST_PLUG) $(INST_CONF) $(DESTDIR)$(datadir)/picolm $(INST_INC) 2>/dev/null
 
 clean:

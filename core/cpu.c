@@ -2,6 +2,7 @@
    <cpuid.h> helpers and inline asm, or the kernel's HWCAPs. */
 #include "cpu.h"
 #include "picolm/plugin.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -294,8 +295,8 @@ uint64_t cpu_probe(void) {
         uint64_t m;
         char err[128];
         if (cpu_parse_mask(env, &m, err, sizeof err) != 0) {
-            /* the core may print; a typo here would silently test nothing */
-            fprintf(stderr, "picolm: PICOLM_CPU_MASK: %s (ignored)\n", err);
+            /* said, not silent: a typo here would quietly test nothing */
+            pl_log(PICOLM_LOG_WARN, "PICOLM_CPU_MASK: %s (ignored)", err);
             return f;
         }
         f = cpu_apply_mask(f, m);

@@ -28,9 +28,8 @@ typedef struct engine_opts {
     int threads;              /* <= 0: all online CPUs */
     int tokenizer;            /* build the tokenizer too */
     const gguf_limits *limits; /* NULL: gguf_default_limits */
-    FILE *log;                /* notes (slow kernels; with verbose, the plugin files not loaded
-                                 and why) go here; NULL: none (the engine prints nothing else) */
-    int verbose;
+    int verbose;              /* also log the plugin files not loaded and why (notes go to
+                                 the log sink, picolm_log_set) */
 } engine_opts;
 
 /* Returns a new engine or NULL with a message in err. */

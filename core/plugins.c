@@ -20,13 +20,14 @@
 #include "gguf.h"
 #include "ops.h"
 #include "threadpool.h"
+#include "util.h"
 
 /* ---------------- host API handed to plugins ---------------- */
 
 static void host_log(int level, const char *msg) {
     static const char *lv[] = {"error", "warning", "info", "debug"};
-    if (level > PICOLM_LOG_INFO && !getenv("PICOLM_DEBUG")) return;
-    fprintf(stderr, "picolm: plugin %s: %s\n", lv[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+    level = level < 0 ? 0 : level > 3 ? 3 : level;
+    pl_log(level, "plugin %s: %s", lv[level], msg);
 }
 
 static void *host_alloc(size_t size, size_t align) {
@@ -734,12 +735,12 @@ void registry_print(const pl_registry *r, const char *chosen, void *stream) {
     }
 }
 
-void registry_print_unloaded(const pl_registry *r, void *stream) {
+void registry_log_unloaded(const pl_registry *r) {
     for (int i = 0; i < r->n; i++) {
         const pl_plugin *p = &r->items[i];
         if (p->ok) continue;
-        if (p->skipped) fprintf(stream, "picolm: plugin file %s skipped: %s\n", p->path, p->why);
-        else fprintf(stream, "picolm: %s plugin %s (%s) %s: %s\n", kind_name(p->kind), p->name, p->path,
-                     p->shadowed ? "shadowed" : "rejected", p->why);
+        if (p->skipped) pl_log(PICOLM_LOG_INFO, "plugin file %s skipped: %s", p->path, p->why);
+        else pl_log(PICOLM_LOG_INFO, "%s plugin %s (%s) %s: %s", kind_name(p->kind), p->name, p->path,
+                    p->shadowed ? "shadowed" : "rejected", p->why);
     }
 }

@@ -146,7 +146,7 @@ const char *registry_type_name(const pl_registry *r, uint32_t type);
 void registry_print(const pl_registry *r, const char *chosen_backend, void *FILE_stream);
 /* One line per file not loaded (skipped, shadowed, rejected) with the
    reason: what -v shows. */
-void registry_print_unloaded(const pl_registry *r, void *FILE_stream);
+void registry_log_unloaded(const pl_registry *r);
 
 /* The pool the registry's host runs parallel_for on (NULL: inline), reached
    through host.core_data, so each engine's plugins use its own pool. */

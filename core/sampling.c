@@ -219,6 +219,13 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
             sampling_free(s);
             return -1;
         }
+        /* a stage its settings make a no-op is left out (and out of the description) */
+        int (*neutral)(const void *) = vt->struct_size >= offsetof(picolm_sampler_vtable, neutral) + fn ? vt->neutral : NULL;
+        if (!last && neutral && neutral(st->state)) {
+            if (vt->destroy) vt->destroy(st->state);
+            st->state = NULL;
+            continue;
+        }
         stage_detail(st, params, np, set->seed);
         s->n++;
     }

@@ -1,5 +1,7 @@
 #include "util.h"
 
+#include "picolm/picolm.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <errno.h>
@@ -89,4 +91,29 @@ void pl_sbuf_add(pl_sbuf *b, const char *s, size_t n) {
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = '\0';
+}
+
+/* ---- the log sink ---- */
+static picolm_log_fn log_fn;
+static void *log_ud;
+
+void picolm_log_set(picolm_log_fn fn, void *ud) {
+    log_fn = fn;
+    log_ud = ud;
+}
+
+void picolm_log_stderr(int level, const char *msg, void *ud) {
+    (void)ud;
+    if (level > PICOLM_LOG_INFO && !getenv("PICOLM_DEBUG")) return;
+    fprintf(stderr, "picolm: %s\n", msg);
+}
+
+void pl_log(int level, const char *fmt, ...) {
+    if (!log_fn) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_fn(level, msg, log_ud);
 }

@@ -7,6 +7,11 @@
    error paths read `return pl_fail(err, errlen, "...", ...);`. */
 int pl_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A message for the library user's log sink (picolm_log_set; none: the
+   message is dropped, the library never prints by itself).  level: enum
+   picolm_log_level. */
+void pl_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Monotonic clock in seconds. */
 double pl_now(void);
 

@@ -47,6 +47,8 @@ static const picolm_param_desc minp_params[] = {
     {0},
 };
 
+static int minp_neutral(const void *state) { return *(const float *)state <= 0; }
+
 static const picolm_sampler_vtable minp_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
@@ -54,6 +56,7 @@ static const picolm_sampler_vtable minp_vtable = {
     .create = minp_create,
     .destroy = minp_destroy,
     .apply = minp_apply,
+    .neutral = minp_neutral,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "min_p", "1.0",

@@ -137,6 +137,12 @@ static const picolm_param_desc pen_params[] = {
     {0},
 };
 
+/* no penalty, or no window: every list is left as it is */
+static int pen_neutral(const void *state) {
+    const pen_state *s = state;
+    return s->last_n == 0 || (s->repeat == 1.0f && s->freq == 0.0f && s->presence == 0.0f);
+}
+
 static const picolm_sampler_vtable pen_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
@@ -146,6 +152,7 @@ static const picolm_sampler_vtable pen_vtable = {
     .apply = pen_apply,
     .accept = pen_accept,
     .reset = pen_reset,
+    .neutral = pen_neutral,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "penalties", "1.0",

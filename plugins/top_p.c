@@ -460,6 +460,8 @@ static const picolm_param_desc topp_params[] = {
     {0},
 };
 
+static int topp_neutral(const void *state) { return ((const topp_state *)state)->p >= 1.0; }
+
 static const picolm_sampler_vtable topp_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
@@ -467,6 +469,7 @@ static const picolm_sampler_vtable topp_vtable = {
     .create = topp_create,
     .destroy = topp_destroy,
     .apply = topp_apply,
+    .neutral = topp_neutral,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_p", "1.0",

@@ -23,6 +23,48 @@ model=$(pwd)/models/tiny-shakespeare-q8_0.gguf
 txt=$(cd / && env -u PICOLM_PLUGIN_DIR "$root/bin/picolm" "$model" -p "ROMEO:" -n 8 -t 0 2>/dev/null)
 if [ -n "$txt" ]; then echo "PASS: installed picolm generates text"; else echo "FAIL: installed picolm generated nothing"; fi
 
+# The engine library as installed: a program of one's own, compiled with the
+# installed header and archive (flags from the installed picolm.pc), loads a
+# model through the installed plugins and generates picolm's greedy text.
+cat >"$tmp/app.c" <<'EOF2'
+#include <stdio.h>
+#include <string.h>
+#include "picolm/picolm.h"
+int main(int argc, char **argv) {
+    char err[512];
+    picolm_model_params mp = {.path = argv[1], .plugin_dir = argv[2], .threads = 1};
+    picolm_model *m = picolm_model_load(&mp, err, sizeof err);
+    if (!m) { fprintf(stderr, "app: %s\n", err); return 1; }
+    picolm_context_params cp = {.n_ctx = 64};
+    picolm_context *c = picolm_context_new(m, &cp, err, sizeof err);
+    int32_t toks[64], t;
+    int n = picolm_tokenize(m, argv[3], strlen(argv[3]), picolm_add_bos(m), 0, toks, 64);
+    if (!c || n <= 0 || picolm_eval(c, toks, n, err, sizeof err)) { fprintf(stderr, "app: %s\n", err); return 1; }
+    for (int i = 0; i < 8 && !picolm_sample(c, &t, err, sizeof err) && !picolm_is_eog(m, t); i++) {
+        size_t len;
+        const char *p = picolm_token_piece(m, t, &len);
+        fwrite(p, 1, len, stdout);
+        if (picolm_eval(c, &t, 1, err, sizeof err)) return 1;
+    }
+    picolm_context_free(c);
+    picolm_model_free(m);
+    return 0;
+}
+EOF2
+if command -v pkg-config >/dev/null 2>&1; then
+    flags=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$tmp" pkg-config --cflags --libs picolm)
+    if ${CC:-cc} -o "$tmp/app" "$tmp/app.c" $flags 2>"$tmp/cc.log"; then
+        app=$(cd / && "$tmp/app" "$model" "$root/lib/picolm" "ROMEO:" 2>"$tmp/app.log")
+        [ -n "$app" ] && [ "$app" = "$txt" ] &&
+            echo "PASS: a program built against the installed libpicolm.a (pkg-config: $flags) generates picolm's greedy text" ||
+            echo "FAIL: the program on the installed library: '$app' vs '$txt' ($(head -2 "$tmp/app.log"))"
+    else
+        echo "FAIL: cannot build against the installed library ($flags): $(head -3 "$tmp/cc.log")"
+    fi
+else
+    echo "SKIP: no pkg-config here: the installed library is not checked"
+fi
+
 # GNU install-strip: the same files, programs and plugins stripped, still working.
 s="$tmp/strip"
 if make -s install-strip BUILD="$BUILD" PREFIX=/opt/picolm DESTDIR="$s" >"$tmp/log2" 2>&1; then
@@ -59,6 +101,6 @@ else
     echo "FAIL: make uninstall: $(tail -3 "$tmp/log3")"
 fi
 left=$(cd "$sroot" && find . -mindepth 1 | sort | tr '\n' ' ')
-[ "$left" = "./bin ./bin/other-tool ./include ./lib ./share " ] &&
+[ "$left" = "./bin ./bin/other-tool ./include ./lib ./lib/pkgconfig ./share " ] &&
     echo "PASS: uninstall removed every installed file and the picolm directories, kept a foreign file" ||
     echo "FAIL: after uninstall: $left"

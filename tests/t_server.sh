@@ -71,6 +71,45 @@ BASE=$BASE LIMITED=$LIMITED PRESSURE=$PRESSURE KEY=$KEY CLI_TEXT=$tmp/cli.txt CL
     node tests/server/server.test.mjs
 rc=$?
 
+# --ram: the whole server stays within its budget (+ 10 MB) at 8 streams.
+# The budget is what the server says the weights, buffers and code take,
+# plus 8.5 MB for the KV pool.
+"$BIN" "$MODEL" --port 1 --ram 1M -j 1 -c 512 --slots 8 --config "$tmp/srv.ini" >"$tmp/ram0.log" 2>&1
+r0=$?
+rest=$(sed -n 's/.*take \([0-9.]*\) MB.*/\1/p' "$tmp/ram0.log")
+if [ $r0 -eq 1 ] && [ -n "$rest" ]; then echo "PASS: server: --ram 1M is refused, saying what the rest takes ($rest MB)"
+else echo "FAIL: server: --ram 1M: exit $r0: $(head -c 300 "$tmp/ram0.log")"; rc=1; fi
+ram=$(awk -v r="${rest:-100}" 'BEGIN { printf "%d", r + 8.5 }')
+if start_server "$tmp/ram.log" --slots 8 --ram "${ram}M"; then
+    RAM_URL=$URL RAM_PID=$PID
+    cps=
+    for i in 1 2 3 4 5 6 7 8; do
+        curl -s -H "Authorization: Bearer $KEY" "$RAM_URL/v1/completions" -o "$tmp/ram$i.json" -w '%{http_code}\n' \
+            -d '{"prompt":"Stream '$i' tells a long story about the sea and","max_tokens":96}' >"$tmp/ramc$i" &
+        cps="$cps $!"
+    done
+    peak=0 kvmax=0
+    while :; do
+        alive=0
+        for p in $cps; do kill -0 "$p" 2>/dev/null && alive=1; done
+        v=$(awk '/^VmRSS/ { print $2 }' "/proc/$RAM_PID/status" 2>/dev/null)
+        [ "${v:-0}" -gt "$peak" ] && peak=$v
+        k=$(curl -s -H "Authorization: Bearer $KEY" "$RAM_URL/metrics" | awk '/^picolm_kv_blocks_used/ { print $2 }')
+        [ "${k:-0}" -gt "$kvmax" ] && kvmax=$k
+        [ $alive = 0 ] && break
+        sleep 0.05
+    done
+    ok200=$(cat "$tmp"/ramc* | grep -c '^200$')
+    pool=$(sed -n 's/.*KV pool: \([0-9]*\) blocks.*/\1/p' "$tmp/ram.log")
+    if [ "$ok200" = 8 ] && [ "$kvmax" -gt 0 ] && [ "$peak" -le $(( (ram + 10) * 1024 )) ]; then
+        echo "PASS: server: --ram ${ram}M, 8 streams: peak VmRSS $((peak / 1024)) MB <= budget + 10 MB (KV pool $pool blocks, $kvmax in use at most)"
+    else
+        echo "FAIL: server: --ram ${ram}M, 8 streams: $ok200/8 OK, peak VmRSS $((peak / 1024)) MB, KV blocks $kvmax of $pool"; rc=1
+    fi
+else
+    echo "FAIL: server: did not start with --ram ${ram}M: $(tail -3 "$tmp/ram.log")"; rc=1
+fi
+
 # the server survived all of it, and stops cleanly on SIGTERM
 if curl -sf "$BASE/health" >/dev/null; then echo "PASS: server: still serving after the suite"; else echo "FAIL: server: not serving after the suite"; rc=1; fi
 kill -TERM "$MAIN_PID"

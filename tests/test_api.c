@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "picolm/picolm.h"
@@ -126,10 +127,46 @@ out:
     free(greedy_txt);
 }
 
+/* The library prints nothing by itself: its notes (here: an ignored
+   PICOLM_CPU_MASK) reach the sink the user sets, else nobody. */
+static char logged[2048];
+static void collect(int level, const char *msg, void *ud) {
+    (void)ud;
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%d:%s\n", level, msg);
+}
+
+static void log_sink(const char *sh) {
+    char err[512] = "", path[1024], tmp[] = "/tmp/picolm-api-stderr-XXXXXX";
+    snprintf(path, sizeof path, "%s/models/%s.gguf", sh, MODEL);
+    const picolm_model_params mp = {.path = path, .threads = 1};
+    setenv("PICOLM_CPU_MASK", "no-such-feature", 1);
+    const int fd = mkstemp(tmp), saved = dup(2);
+    fflush(stderr);
+    dup2(fd, 2);
+    picolm_model *m = picolm_model_load(&mp, err, sizeof err);
+    picolm_model_free(m);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    const off_t printed = lseek(fd, 0, SEEK_END);
+    close(fd);
+    unlink(tmp);
+    CHECK(m && printed == 0, "no sink set: a model loads with a bad PICOLM_CPU_MASK and nothing is printed (%ld bytes on stderr)", (long)printed);
+    picolm_log_set(collect, NULL);
+    m = picolm_model_load(&mp, err, sizeof err);
+    picolm_model_free(m);
+    picolm_log_set(NULL, NULL);
+    unsetenv("PICOLM_CPU_MASK");
+    CHECK(m && strstr(logged, "1:PICOLM_CPU_MASK: unknown CPU feature 'no-such-feature' (ignored)"),
+          "with a sink set, the note arrives there as a warning: %s", logged);
+}
+
 int main(void) {
     const char *sh = shared_dir("library API");
     if (!sh) return 0;
     errors(sh);
     greedy_two_contexts(sh);
+    log_sink(sh);
     return CHECK_DONE();
 }

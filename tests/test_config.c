@@ -70,7 +70,7 @@ static void test_defaults(void) {
     CHECK(cfg.max_tokens == 256 && fabsf(cfg.temperature - 0.8f) < 1e-6f && fabsf(cfg.top_p - 0.9f) < 1e-6f &&
           cfg.seed == 42 && cfg.context == 2048, "defaults match picoLM: -n 256 -t 0.8 -k 0.9 -s 42 -c 2048");
     CHECK(cfg.threads == 0 && !strcmp(cfg.backend, "auto") && cfg.kv_type == KV_F16 && cfg.batch > 0 &&
-          cfg.special == -1 && !strcmp(cfg.sampler_chain, "auto") && cfg.n_stops == 0 && !cfg.config_path[0],
+          cfg.special == -1 && !strcmp(cfg.sampler_chain, PICOLM_DEFAULT_CHAIN) && cfg.n_stops == 0 && !cfg.config_path[0],
           "defaults: threads 0 (all), backend auto, kv f16, special auto, chain auto");
     int line = -1;
     const char *t = param(&cfg, "temperature", &line);

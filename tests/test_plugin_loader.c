@@ -13,6 +13,7 @@
 #include "check.h"
 #include "cpu.h"
 #include "plugins.h"
+#include "sampling.h"
 #include "testlib.h"
 #include "threadpool.h"
 
@@ -243,6 +244,27 @@ static void test_host_pools(void) {
     registry_free(&b);
 }
 
+/* picolm_sampler_vtable.neutral, appended after v1: read only when the
+   plugin's struct_size covers it; a neutral stage is left out of the chain. */
+static void test_appended_neutral(const pl_registry *r) {
+    static const char *const pieces[] = {"a", "b"};
+    static const uint32_t lens[] = {1, 1};
+    const picolm_vocab vocab = {.n_vocab = 2, .bos_id = -1, .eos_id = -1, .piece = pieces, .piece_len = lens};
+    char err[512] = "";
+    sampling *s = NULL;
+    sampling_settings set = {.chain = "p_v1,greedy"};
+    int rc = sampling_build(&s, r, &set, &vocab, err, sizeof err);
+    CHECK(!rc && sampling_n_stages(s) == 2 && !strstr(read_marks(), "p_v1:neutral"),
+          "a v1-sized sampler vtable: the appended neutral() is not read, the stage stays (%s)", err);
+    sampling_free(s);
+    s = NULL;
+    set.chain = "p_neutral,greedy";
+    rc = sampling_build(&s, r, &set, &vocab, err, sizeof err);
+    CHECK(!rc && sampling_n_stages(s) == 1 && strstr(read_marks(), "p_neutral:neutral"),
+          "a sampler whose neutral() says so is left out of the chain (%s)", err);
+    sampling_free(s);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/picolm-plugin-test-XXXXXX");
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return 1; }
@@ -277,9 +299,10 @@ int main(void) {
         {"initfail.so", "INITFAIL", "p_initfail", "init failed: probe refuses to start", 1},
     };
     const int nc = (int)(sizeof cases / sizeof *cases);
-    int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good") && build("wide.so", "WIDE", "p_wide");
+    int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good") && build("wide.so", "WIDE", "p_wide") &&
+                build("v1sampler.so", "V1SAMPLER", "p_v1") && build("neutral.so", "NEUTRAL", "p_neutral");
     for (int i = 0; i < nc && built; i++) built = build(cases[i].file, cases[i].c, cases[i].name);
-    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 3);
+    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 5);
     if (!built) return 1;
     char p[512];
     snprintf(p, sizeof p, "%s/text.so", dir);
@@ -378,7 +401,8 @@ int main(void) {
     for (int i = 0; i < r2.n; i++) {
         if (!strncmp(r2.items[i].path, dir, strlen(dir))) { ok += r2.items[i].ok; rejected += !r2.items[i].ok; }
     }
-    CHECK(ok == 2 && rejected == nc + 3, "directory scan: 2 accepted (good, wide), %d refused (got %d, %d)", nc + 3, ok, rejected);
+    CHECK(ok == 4 && rejected == nc + 3, "directory scan: 4 accepted (good, wide, v1, neutral), %d refused (got %d, %d)", nc + 3, ok, rejected);
+    test_appended_neutral(&r2);
     if (rc == 0) {
         int formats = 0;
         for (int i = 0; i < r2.n; i++) formats += r2.items[i].ok && r2.items[i].kind == PICOLM_KIND_FORMAT;

@@ -515,8 +515,22 @@ static void test_declared_params(void) {
     sampling_settings set = {.chain = "penalties, top_k ,dist", .seed = 7};
     CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "chain without settings builds: %s", err);
     if (s) sampling_describe(s, buf, sizeof buf);
-    CHECK(s && !strcmp(buf, "penalties(repeat 1, freq 0, presence 0, last 64) -> top_k(0) -> dist(seed 7)"),
+    CHECK(s && !strcmp(buf, "dist(seed 7)") && sampling_n_stages(s) == 1,
+          "stages their declared defaults switch off (penalties 1/0/0, top_k 0) are left out: '%s'", s ? buf : "");
+    sampling_free(s);
+    const sampling_param one = {"presence_penalty", "0.5", "x.ini:2"};
+    set.params = &one, set.n_params = 1;
+    s = NULL;
+    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "chain with one setting builds: %s", err);
+    if (s) sampling_describe(s, buf, sizeof buf);
+    CHECK(s && !strcmp(buf, "penalties(repeat 1, freq 0, presence 0.5, last 64) -> dist(seed 7)"),
           "unset keys take the declared defaults: '%s'", s ? buf : "");
+    sampling_free(s);
+    set.params = NULL, set.n_params = 0;
+    set.chain = "top_k,greedy";
+    s = NULL;
+    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && sampling_n_stages(s) == 1,
+          "a neutral stage before the selector is left out: %s", err);
     sampling_free(s);
     const char *sampler = NULL;
     const picolm_param_desc *d = sampling_find_param(&reg, "penalty_last_n", &sampler);
@@ -543,7 +557,7 @@ static void test_chain(void) {
     char buf[512], err[512];
     base_cfg(&c);
     chain_str(&c, buf, sizeof buf, err, sizeof err);
-    CHECK(!strcmp(buf, "top_k(40) -> temperature(0.8) -> top_p(0.9) -> dist(seed 42)"), "auto chain: '%s' %s", buf, err);
+    CHECK(!strcmp(buf, "top_k(40) -> temperature(0.8) -> top_p(0.9) -> dist(seed 42)"), "default chain: '%s' %s", buf, err);
     c.repeat_penalty = 1.1f;
     c.min_p = 0.05f;
     c.json_mode = 1;
@@ -554,7 +568,24 @@ static void test_chain(void) {
     c.penalty_last_n = 0;
     c.temperature = 0;
     chain_str(&c, buf, sizeof buf, err, sizeof err);
-    CHECK(!strcmp(buf, "greedy"), "auto chain at temperature 0: '%s' %s", buf, err);
+    CHECK(!strcmp(buf, "top_k(40) -> temperature(0) -> top_p(0.9) -> min_p(0.05) -> dist(seed 42)"), "default chain at temperature 0: '%s' %s", buf, err);
+    {   /* temperature 0 draws what greedy picks, ties included (lowest id) */
+        picolm_config g;
+        base_cfg(&g);
+        snprintf(g.sampler_chain, sizeof g.sampler_chain, "greedy");
+        c.top_k = 0;
+        sampling *a = NULL, *b = NULL;
+        int bad = cli_sampling_build(&a, &reg, &c, &vocab, err, sizeof err) || cli_sampling_build(&b, &reg, &g, &vocab, err, sizeof err);
+        static float tl[NV];
+        for (int t = 0; t < 40 && !bad; t++) {
+            for (int i = 0; i < NV; i++) tl[i] = (float)(int)(nrand() * 2); /* many ties */
+            int32_t x = -1, y = -2;
+            bad |= sampling_sample(a, tl, -1, &x, err, sizeof err) || sampling_sample(b, tl, -1, &y, err, sizeof err) || x != y;
+        }
+        CHECK(!bad, "the default chain at temperature 0 picks greedy's token on 40 lists with ties (%s)", err);
+        sampling_free(a);
+        sampling_free(b);
+    }
     base_cfg(&c);
     c.top_k = 0;
     c.top_p = 1.0f;
@@ -565,7 +596,7 @@ static void test_chain(void) {
     snprintf(c.sampler_chain, sizeof c.sampler_chain, " min_p , top_k,greedy ");
     c.json_mode = 1;
     chain_str(&c, buf, sizeof buf, err, sizeof err);
-    CHECK(!strcmp(buf, "json -> min_p(0) -> top_k(40) -> greedy"), "explicit chain + --json: '%s' %s", buf, err);
+    CHECK(!strcmp(buf, "json -> top_k(40) -> greedy"), "explicit chain + --json (min_p 0 left out): '%s' %s", buf, err);
     c.json_mode = 0;
     snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_k,bogus,dist");
     chain_str(&c, buf, sizeof buf, err, sizeof err);

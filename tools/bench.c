@@ -25,6 +25,7 @@
 #include <malloc.h>
 #endif
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "cpu.h"
 #include "util.h"
@@ -1196,6 +1197,7 @@ static int cmp_bk(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     opts o = {.n_prompt = 128, .n_gen = 64, .reps = 3, .format = OUT_MD, .kv_type = KV_F16, .batch = 64, .bw_mib = 1024,
               .micro_mib = 8, .micro_s = 0.1};
     char *blist = NULL, *tlist = NULL, *flist = NULL, *vlist = NULL;

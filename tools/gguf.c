@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "engine.h"
 #include "gguf.h"
@@ -106,6 +107,7 @@ static int dequant(const char *path, const char *name, const char *out, const pl
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *pdir = NULL, *pos[5];
     const char *T = "picolm-gguf";
     char err[1024];
@@ -131,7 +133,7 @@ int main(int argc, char **argv) {
     }
     if (npos > want) { snprintf(err, sizeof err, "%s: unexpected argument '%s'", pos[0], pos[want]); return cli_usage_error(T, err); }
     if (cli_check_env(T)) return CLI_USAGE;
-    engine_opts o = {.plugin_dir = pdir, .threads = 1, .log = stderr};
+    engine_opts o = {.plugin_dir = pdir, .threads = 1};
     engine *e = build_engine(&o, err, sizeof err);
     if (!e) { fprintf(stderr, "%s: %s\n", T, err); return CLI_FAIL; }
     int rc = want == 2 ? info(pos[1], &e->reg, &e->d) : dequant(pos[1], pos[2], pos[3], &e->d);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "engine.h"
 #include "generate.h"
@@ -32,6 +33,7 @@ static int parse_count(const char *v) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *pos[3];
     int npos = 0, batch = 1, last = 0;
     picolm_config cfg;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "engine.h"
 #include "generate.h"
@@ -65,6 +66,7 @@ static char *read_file(const char *path, size_t *len) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *pos[2];
     int npos = 0, batch = 0, chunks = -1;
     picolm_config cfg;

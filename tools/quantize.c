@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "engine.h"
 #include "util.h"
@@ -210,6 +211,7 @@ static void out_abort(pl_atomic_file *af) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *pos[3];
     int npos = 0, pure = 0, threads = 0, want_help = 0;
     const char *pdir = NULL;
@@ -236,7 +238,7 @@ int main(int argc, char **argv) {
 
     if (cli_check_env("picolm-quantize")) return CLI_USAGE;
     char err[1024];
-    engine_opts eo = {.plugin_dir = pdir, .threads = threads, .log = stderr};
+    engine_opts eo = {.plugin_dir = pdir, .threads = threads};
     engine *e = build_engine(&eo, err, sizeof err);
     if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return cli_close_stdout("picolm-quantize"); }
     if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }

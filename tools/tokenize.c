@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "picolm/picolm.h"
 #include "chat_template.h"
 #include "cli.h"
 #include "gguf.h"
@@ -88,6 +89,7 @@ static int render_chat(const char *conv, const char *tmpl, const char *model) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     const char *model = NULL, *textf = NULL, *text_arg = NULL, *conv = NULL, *tmpl = NULL;
     int no_bos = 0, special = 0, pieces = 0;
     for (int i = 1; i < argc; i++) {

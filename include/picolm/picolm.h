@@ -24,6 +24,16 @@
 extern "C" {
 #endif
 
+/* ---- the log ----
+   Notes from the engine and its plugins (a plugin's warning, an ignored
+   PICOLM_CPU_MASK) go to one process-wide sink, set before loading a model;
+   none is set by default, so the library prints nothing.  level: enum
+   picolm_log_level (plugin.h). */
+typedef void (*picolm_log_fn)(int level, const char *msg, void *ud);
+void picolm_log_set(picolm_log_fn fn, void *ud);
+/* A ready sink: "picolm: MSG" on stderr; debug messages only with $PICOLM_DEBUG. */
+void picolm_log_stderr(int level, const char *msg, void *ud);
+
 typedef struct picolm_model picolm_model;
 typedef struct picolm_context picolm_context;
 

@@ -371,6 +371,13 @@ typedef struct picolm_sampler_vtable {
     void (*accept)(void *state, int32_t token);
     /* (optional) forget history (new conversation) */
     void (*reset)(void *state);
+    /* ---- appended after v1 (read only when struct_size covers it) ---- */
+    /* (optional) non-zero when this instance, as configured, leaves every
+       candidate list exactly as it found it (top_k 0, top_p 1, penalties
+       of 1 and 0, ...): the chain then leaves the stage out, so a chain
+       that names every stage costs only the active ones.  Never asked of
+       the last (SELECT) stage. */
+    int (*neutral)(const void *state);
 } picolm_sampler_vtable;
 
 /* ------------------------------------------------------------------------ */

@@ -54,9 +54,18 @@ static int probe_apply(void *state, picolm_candidates *c, char *err, size_t errl
 static int probe_score(uint64_t f) { (void)f; mark("score"); return 0; }
 static void probe_deq(const void *s, float *d, int64_t n) { (void)s; (void)d; (void)n; mark("dequantize"); }
 
+__attribute__((unused)) static int probe_neutral(const void *state) {
+    (void)state;
+    mark("neutral");
+    return 1;
+}
+
 __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
 #ifdef CASE_SMALLVTABLE
     .struct_size = 4,
+#elif defined(CASE_V1SAMPLER)
+    /* v1's size: the core must not read the member appended after it */
+    .struct_size = offsetof(picolm_sampler_vtable, neutral),
 #else
     .struct_size = sizeof(picolm_sampler_vtable),
 #endif
@@ -69,6 +78,9 @@ __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
     .create = probe_create,
 #endif
     .apply = probe_apply,
+#if defined(CASE_V1SAMPLER) || defined(CASE_NEUTRAL)
+    .neutral = probe_neutral,
+#endif
 };
 
 #ifdef CASE_BADGROUP

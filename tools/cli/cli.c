@@ -47,7 +47,7 @@ engine *cli_build_engine(const picolm_config *c, const char *tool, const char *m
                         "use -j %d or less\n", tool, c->threads, cpus, cpus);
     const gguf_limits lim = {c->max_metadata, c->max_tensors, c->max_string, c->max_array,
                              c->max_dim > INT64_MAX ? INT64_MAX : (int64_t)c->max_dim};
-    engine_opts o = {.log = stderr, .model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
+    engine_opts o = {.model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
                      .tokenizer = tokenizer, .limits = &lim, .verbose = c->verbose};
     engine *e = build_engine(&o, err, sizeof err);
     if (e) { *rc = CLI_OK; return e; }
@@ -88,45 +88,29 @@ int cli_close_stdout(const char *tool) {
 /* ---- the sampler chain from the configuration ---- */
 
 
-static int penalties_active(const picolm_config *c) {
-    return c->penalty_last_n != 0 && (c->repeat_penalty != 1.0f || c->freq_penalty != 0.0f || c->presence_penalty != 0.0f);
-}
-
 static void add_name(char *chain, size_t n, const char *name) {
     const size_t used = strlen(chain);
     snprintf(chain + used, n - used, "%s%s", used ? "," : "", name);
 }
 
-/* c->sampler_chain, or for "auto" ("" too) the stages the settings make
-   active; --json puts json first unless the chain names it. */
+/* c->sampler_chain with "auto" (or nothing) read as the default chain;
+   --json puts json first unless the chain names it.  The stages the
+   settings switch off are left out by the core (picolm_sampler_vtable.neutral). */
 static void chain_from_config(const picolm_config *c, char *chain, size_t n) {
-    char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + 8] = "";
+    char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN] = "";
     snprintf(buf, sizeof buf, "%s", c->sampler_chain);
     int has_json = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*tok)) tok++;
         char *e = tok + strlen(tok);
         while (e > tok && isspace((unsigned char)e[-1])) *--e = 0;
-        if (!*tok || !strcmp(tok, "auto")) continue;
-        add_name(names, sizeof names, tok);
+        if (!*tok) continue;
+        add_name(names, sizeof names, strcmp(tok, "auto") ? tok : PICOLM_DEFAULT_CHAIN);
         has_json |= !strcmp(tok, "json");
     }
     chain[0] = 0;
     if (c->json_mode && !has_json) add_name(chain, n, "json");
-    if (names[0]) {
-        add_name(chain, n, names);
-        return;
-    }
-    if (penalties_active(c)) add_name(chain, n, "penalties");
-    if (c->temperature <= 0) {
-        add_name(chain, n, "greedy");
-        return;
-    }
-    if (c->top_k > 0) add_name(chain, n, "top_k");
-    add_name(chain, n, "temperature");
-    if (c->top_p < 1.0f) add_name(chain, n, "top_p");
-    if (c->min_p > 0) add_name(chain, n, "min_p");
-    add_name(chain, n, "dist");
+    add_name(chain, n, names[0] ? names : PICOLM_DEFAULT_CHAIN);
 }
 
 int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *c, const picolm_vocab *vocab,
@@ -137,7 +121,7 @@ int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_conf
     static const char *const typed_keys[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty",
                                              "freq_penalty", "presence_penalty", "penalty_last_n"};
     enum { N_TYPED = sizeof typed_keys / sizeof typed_keys[0] };
-    char typed[N_TYPED][32], where[PICOLM_MAX_PARAMS][300], chain[sizeof c->sampler_chain + 16];
+    char typed[N_TYPED][32], where[PICOLM_MAX_PARAMS][300], chain[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN + 8];
     snprintf(typed[0], 32, "%.9g", (double)c->temperature);
     snprintf(typed[1], 32, "%.9g", (double)c->top_p);
     snprintf(typed[2], 32, "%d", c->top_k);

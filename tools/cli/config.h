@@ -29,6 +29,11 @@ typedef struct picolm_config_param {
    that drives the defaults, the INI, the flags, --dump-config and --help
    (the value types K_*, the flag forms OPT/SHARED/NOFLAG and the actions A_*
    are config.c's).  Within a section the order is --dump-config's. */
+/* The default sampler chain: every stage, each left out by the core while
+   its keys switch it off (top_k 0, top_p 1, min_p 0, penalties 1/0/0);
+   temperature 0 keeps only the best token.  "auto" is an alias for it. */
+#define PICOLM_DEFAULT_CHAIN "penalties,top_k,temperature,top_p,min_p,dist"
+
 #define PICOLM_CONFIG_KEYS(X) \
     /* [engine] */ \
     X("engine", "threads", K_INT, int, threads, , 0, 1024, NULL, "0", \
@@ -106,8 +111,9 @@ typedef struct picolm_config_param {
     X("server", "kv_block", K_INT, int, srv_kv_block, , 1, 4096, NULL, "16", "positions per KV block", NOFLAG) \
     /* [sampler]: the keys the front end knows by name (typed copies of \
        params[]); sampler plugins own more */ \
-    X("sampler", "chain", K_CHAIN, char, sampler_chain, [256], 0, 0, NULL, "auto", \
-      "sampler chain: auto or comma-separated plugin names in order", OPT("sampler", 0, "CHAIN", A_KEY)) \
+    X("sampler", "chain", K_CHAIN, char, sampler_chain, [256], 0, 0, NULL, PICOLM_DEFAULT_CHAIN, \
+      "sampler plugin names in order; a stage its keys switch off (top_k 0, top_p 1, ...) is left out", \
+      OPT("sampler", 0, "CHAIN", A_KEY)) \
     X("sampler", "temperature", K_FLOAT, float, temperature, , 0, 100, NULL, "0.8", \
       "sampling temperature; 0 = greedy", OPT("temperature", 't', "X", A_KEY)) \
     X("sampler", "top_p", K_FLOAT, float, top_p, , 0, 1, NULL, "0.9", \

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "picolm/picolm.h"
 #include "chat.h"
 #include "cli.h"
 #include "util.h"
@@ -78,6 +79,7 @@ static int check_request(const picolm_config *cfg, char *err, size_t errlen) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     picolm_config cfg;
     char err[2048];
     config_defaults(&cfg);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "picolm/picolm.h"
 #include "cli.h"
 #include "http.h"
 #include "job.h"
@@ -38,13 +39,16 @@ static void usage(FILE *o) {
             "                        (K/M/G suffixes; default: --slots full contexts).  When\n"
             "                        it runs out, cached prefixes go first, then the newest\n"
             "                        sequence waits (and is evaluated again later)\n"
+            "  --ram BYTES           the whole server's memory budget (K/M/G suffixes; INI\n"
+            "                        [engine] ram): the KV pool gets what the mapped weights,\n"
+            "                        the buffers and the code leave of it (unless --kv-ram)\n"
             "  --kv-block N          positions per KV block (default 16)\n"
             "  --kv-blocks N         the pool in blocks instead of bytes\n"
             "  --prefill-chunk N     prompt tokens per sequence per step, so that a long\n"
             "                        prompt does not stall the others' replies (default 64)\n"
             "  -n N                  max_tokens when a request gives none (default 256;\n"
             "                        -1: until the context is full)\n"
-            "Each option above (but --kv-blocks and -n) is also a key of the INI's [server]\n"
+            "Each option above (but --kv-blocks, -n and --ram) is also a key of the INI's [server]\n"
             "section, with _ for - (e.g. max_connections = 8); the flags override it.\n"
             "  -h, --help            this text\n"
             "Sampling defaults for what a request leaves out come from the INI's [sampler]\n"
@@ -80,6 +84,7 @@ static void *sched_main(void *p) {
 }
 
 int main(int argc, char **argv) {
+    picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
     picolm_config cfg;
     char err[2048];
     const char *model = NULL;
@@ -94,7 +99,8 @@ int main(int argc, char **argv) {
                     .max_body = (size_t)cfg.srv_max_body, .max_connections = cfg.srv_max_connections,
                     .idle_timeout = cfg.srv_idle_timeout};
     long queue = cfg.srv_queue, max_prompt = cfg.srv_max_prompt_tokens, n_max = cfg.max_tokens, slots = cfg.srv_slots,
-         chunk = cfg.srv_prefill_chunk, kv_ram = (long)cfg.srv_kv_ram, block = cfg.srv_kv_block, kv_blocks = 0;
+         chunk = cfg.srv_prefill_chunk, kv_ram = (long)cfg.srv_kv_ram, block = cfg.srv_kv_block, kv_blocks = 0,
+         ram = (long)cfg.ram_bytes;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -109,7 +115,7 @@ int main(int argc, char **argv) {
                 {"--port", 1, 65535}, {"--max-body", 1, 1L << 30}, {"--max-connections", 1, 4096}, {"--queue", 1, 65536},
                 {"--idle-timeout", 1, 86400}, {"--max-prompt-tokens", 1, 1L << 24}, {"--slots", 1, 256},
                 {"--prefill-chunk", 1, 4096}, {"--kv-ram", 1, 1L << 40}, {"--kv-block", 1, 4096}, {"--kv-blocks", 1, 1L << 30},
-                {"-n", -1, 1L << 24}};
+                {"-n", -1, 1L << 24}, {"--ram", 1, 1L << 40}};
             if (!strcmp(a, "--host") || !strcmp(a, "--api-key")) {
                 if (i + 1 >= argc) {
                     snprintf(err, sizeof err, "option %s needs a value", a);
@@ -143,7 +149,8 @@ int main(int argc, char **argv) {
             case 8: kv_ram = v; break;
             case 9: block = v; break;
             case 10: kv_blocks = v; break;
-            default: n_max = v; break;
+            case 11: n_max = v; break;
+            default: ram = v; break;
             }
             continue;
         }
@@ -165,7 +172,7 @@ int main(int argc, char **argv) {
     const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
     runner_opts ro = {.cfg = &cfg, .n_ctx = n_ctx, .max_prompt_tokens = (int)max_prompt, .n_slots = (int)slots,
                       .prefill_chunk = (int)chunk, .kv_ram = (size_t)kv_ram, .block_size = (int)block,
-                      .kv_blocks = (int)kv_blocks};
+                      .kv_blocks = (int)kv_blocks, .ram = (size_t)ram, .max_connections = ho.max_connections};
     runner *r = runner_new(e, &ro, err, sizeof err);
     if (!r) {
         fprintf(stderr, "%s: %s\n", T, err);

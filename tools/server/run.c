@@ -11,6 +11,7 @@
 #include "generate.h"
 #include "kvpool.h"
 #include "sampling.h"
+#include "threadpool.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -50,6 +51,24 @@ struct runner {
     float *lp;               /* log-softmax of the logits (logprobs) */
 };
 
+/* What the server holds beside the KV pool, for --ram: the code and data
+   resident now (libraries, plugins, the tokenizer), every byte of the mapped
+   weights (each step reads them all), the step's activations, each slot's
+   context, logits and sampler, and each connection's thread and buffers. */
+static double ram_without_kv(const runner *r, int cap, int nv) {
+    const llama_model *m = &r->e->model;
+    const int nthr = threadpool_size(r->e->pool);
+    size_t anon_kb = 0, file_kb = 0;
+    generate_rss(&anon_kb, &file_kb, NULL);
+    const double MB = 1048576.0, slots = r->n_slots;
+    double b = (double)(anon_kb + file_kb) * 1024 + (double)m->gguf.size;
+    b += (double)llama_scratch_bytes(m, cap, nthr) + slots * (double)llama_scratch_bytes(m, 1, nthr);
+    b += (slots + 1) * nv * sizeof(float);                                   /* logits, log-softmax */
+    b += slots * ((double)r->o.n_ctx * sizeof(int32_t) + (double)nv * 24);  /* cached tokens, sampler lists and counts */
+    b += (r->o.max_connections > 0 ? r->o.max_connections : 32) * 0.25 * MB; /* thread stack pages, HTTP buffers */
+    return b + 4 * MB;                                                       /* allocator slack, jobs, replies */
+}
+
 runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     runner *r = calloc(1, sizeof *r);
     if (!r) return pl_fail(err, errlen, "out of memory"), NULL;
@@ -75,8 +94,18 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     }
     const int kv = o->cfg->kv_type, bs = o->block_size > 0 ? o->block_size : 16;
     const size_t block = kv_pool_block_bytes(&e->model, kv, bs);
-    /* the pool: --kv-ram, else what every slot's full context takes */
-    const size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
+    /* the pool: --kv-ram, else what --ram leaves, else what every slot's full context takes */
+    size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
+    if (o->ram && !o->kv_ram && !o->kv_blocks) {
+        const double rest = ram_without_kv(r, cap, nv);
+        if ((double)o->ram < rest + (double)block * r->n_slots) {
+            runner_free(r);
+            return pl_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
+                           "need at least %.1f MB of KV blocks beside them (or fewer --slots, a smaller -c)",
+                           o->ram / 1048576.0, rest / 1048576.0, r->n_slots, (double)block * r->n_slots / 1048576.0), NULL;
+        }
+        want = (size_t)((double)o->ram - rest);
+    }
     const int n_blocks = o->kv_blocks > 0 ? o->kv_blocks : (int)(want / block < 1u << 30 ? want / block : 1u << 30);
     if (n_blocks < 1) {
         runner_free(r);

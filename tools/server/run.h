@@ -29,6 +29,10 @@ typedef struct runner_opts {
     size_t kv_ram;              /* bytes of the KV pool (0: every slot's full context) */
     int block_size;             /* positions per KV block (0: 16) */
     int kv_blocks;              /* the pool in blocks (overrides kv_ram) */
+    size_t ram;                 /* the whole server's budget (0: none): without kv_ram or
+                                   kv_blocks, the pool gets what the weights, the buffers
+                                   and the code leave of it */
+    int max_connections;        /* (for the ram plan) HTTP connections at once */
 } runner_opts;
 
 /* NULL + err on failure (template, memory, ...). */
