@@ -99,10 +99,11 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     if (o->ram && !o->kv_ram && !o->kv_blocks) {
         const double rest = ram_without_kv(r, cap, nv);
         if ((double)o->ram < rest + (double)block * r->n_slots) {
+            pl_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
+                    "need at least %.1f MB of KV blocks beside them (or fewer --slots, a smaller -c)",
+                    o->ram / 1048576.0, rest / 1048576.0, r->n_slots, (double)block * r->n_slots / 1048576.0);
             runner_free(r);
-            return pl_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
-                           "need at least %.1f MB of KV blocks beside them (or fewer --slots, a smaller -c)",
-                           o->ram / 1048576.0, rest / 1048576.0, r->n_slots, (double)block * r->n_slots / 1048576.0), NULL;
+            return NULL;
         }
         want = (size_t)((double)o->ram - rest);
     }
