@@ -5,18 +5,22 @@
    chunks of growing size are quickselected from the rest and sorted until
    the running mass reaches p*S.  Large unsorted lists first try two faster
    ways that keep the same candidates in the same order (so dist draws the
-   same token), each giving up when it cannot be sure:
-   - quick: one pass sums the masses with a 4-wide polynomial exp (S within
-     3e-5) and copies the candidates near the max (at most QUICK_ROOM: a
-     flat top leaves early); those, sorted and summed exactly, hold the
-     nucleus when the max is peaked, and the cut is the exact method's when
-     it is clear of S's uncertainty;
-   - binned: one pass counts the candidates in bins of 1/64 logit and sums
-     each bin's masses by exp4 (within DELTA); the best bins that surely
-     hold the nucleus are bucket-sorted (a crowded bin by 6 more bits) and
-     summed exactly, the rest is known from its bins' sums; a cut still
-     open gets a second pass that bounds the rest with second-order terms
-     per bin.
+   same token), each giving up when it cannot be sure.  Both start from the
+   max (one pass) and a sample of every STRIDE-th candidate, which tells
+   which way fits and how far down the nucleus probably reaches; then one
+   pass sums the masses by a polynomial exp eight at a time (S within
+   1.5e-6), apart above and below a limit, and copies the candidates above
+   the limit:
+   - quick (a peaked list; limit NEAR below the max): the copies, sorted
+     and summed exactly, hold the nucleus when the max is peaked, and the
+     cut is the exact method's when it is clear of S's uncertainty;
+   - binned (a flat one; limit a logit past the sample's nucleus edge): the
+     copies are counted in bins of 1/64 logit with each bin's masses by a
+     cubic in the offset within the bin; the best bins that surely hold the
+     nucleus are bucket-sorted (a crowded bin by 6 more bits) and summed
+     exactly, the rest is known from the bins and the pass's sum below the
+     limit.  A cut still too close to call gets a precise second pass over
+     the rest (a quartic in double per candidate) before the exact method.
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
@@ -29,21 +33,42 @@
 #include "sampler_common.h"
 
 #define BPU 64.0f            /* bins per logit unit */
-#define N_BINS 4096          /* 64 units below the anchor; the last bin holds everything lower */
+#define N_BINS 4096          /* 64 units below the max; the last bin holds everything lower */
 #define FAST_MIN 4096        /* smaller lists take the exact method directly */
-#define QUICK_ROOM 4096     /* near candidates the quick path copies before it leaves a flat top to the bins */
-#define NEAR 6.0f            /* logit units below the max: the candidates a pass copies as it goes */
+#define QUICK_ROOM 4096      /* the most near candidates the quick path sorts */
+#define NEAR 6.0f            /* logit units below the max: the quick path's candidates */
+#define STRIDE 61            /* the sample: every STRIDE-th candidate */
+#define CBINS 256            /* the sample's bins: 1/4 logit below the max */
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* the 8-wide helpers are always inlined: no call passes a v8f */
+#endif
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
+
+struct topp_state;
+typedef size_t first_pass_fn(struct topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse,
+                             double *in, double *out);
+static first_pass_fn first_pass_base;
+#if defined(__x86_64__) && defined(__GNUC__)
+static first_pass_fn first_pass_avx2;
+#endif
 
 typedef struct topp_state {
     double p;
+    first_pass_fn *first_pass; /* this CPU's build of the first pass */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
-    picolm_token_data *near; /* first pass: the candidates within NEAR of the best so far */
-    double *mass;            /* their exact masses e^(logit - max) */
+    picolm_token_data *near; /* the first pass's copies; sort scratch */
+    double *mass;            /* the head's exact masses e^(logit - max) */
     size_t cap;
     uint32_t cnt[N_BINS], pos[N_BINS];
-    double f1[N_BINS], f2[N_BINS]; /* second pass: sums of f, f^2 (f = position in the bin, [0, 1)) */
     double scale[N_BINS];    /* e^(-b / BPU) */
-    double m4[N_BINS];       /* first pass: each bin's mass e^(logit - ref) by exp4 */
+    double cw[CBINS];        /* e^(-(j + 1/2) / 4): a sample bin's typical mass */
+    v2d acc[N_BINS];         /* first pass: per bin {count, sum of e^(-f/64)} */
 } topp_state;
 
 static int topp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
@@ -59,6 +84,11 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     if (!s) { snprintf(err, errlen, "top_p: out of memory"); return 1; }
     s->p = p;
     for (int b = 0; b < N_BINS; b++) s->scale[b] = exp(-b / (double)BPU);
+    for (int j = 0; j < CBINS; j++) s->cw[j] = exp(-(j + 0.5) / 4);
+    s->first_pass = first_pass_base;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) s->first_pass = first_pass_avx2;
+#endif
     *state = s;
     return 0;
 }
@@ -74,212 +104,120 @@ static void topp_destroy(void *state) {
 }
 
 /* The first k with mass[0..k) >= p * S for every S in [s_lo, s_hi]; 0 when
-   the bounds leave it open. */
+   the bounds leave it open.  The masses' sums are within MASS_ERR of the
+   exact method's. */
+#define MASS_ERR 1e-13
 static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, double s_hi) {
     double cum = 0;
     for (size_t j = 0; j < m; j++) {
         cum += mass[j];
-        if (cum >= p * s_hi) return j + 1;
-        if (!(cum < p * s_lo)) return 0;
+        if (cum * (1 - MASS_ERR) >= p * s_hi) return j + 1;
+        if (!(cum * (1 + MASS_ERR) < p * s_lo)) return 0;
     }
     return 0;
 }
 
-/* Second pass: tighter bounds of the mass outside the head (x >= lim),
-   from 1 - y + y^2/2 - y^3/6 <= e^-y <= 1 - y + y^2/2 for y = f/64 in
-   [0, 1/64), x taken exactly in double. */
-static void tail_bounds(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim, double s0, double *lo, double *hi) {
-    memset(s->cnt, 0, sizeof s->cnt);
-    memset(s->f1, 0, sizeof s->f1);
-    memset(s->f2, 0, sizeof s->f2);
-    for (size_t i = 0; i < n; i++) {
-        if ((anchor - d[i].logit) * BPU < lim) continue; /* in the head: the test of the first pass */
-        const double x = ((double)anchor - d[i].logit) * BPU;
-        const int b = x < N_BINS - 1 ? (int)x : N_BINS - 1;
-        const double f = x < N_BINS - 1 ? x - b : 0;
-        s->cnt[b]++;
-        s->f1[b] += f;
-        s->f2[b] += f * f;
+typedef int64_t v2l __attribute__((vector_size(16)));
+
+/* The head's masses e^(logit - max) in double, two at a time: 2^n e^f with
+   n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi is
+   exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
+   < 2e-16), so each within 1e-15 of exp's and a sum of them within
+   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum. */
+static double head_masses(const picolm_token_data *t, size_t m, float max, double *mass) {
+    const v2d magic = {6755399441055744.0, 6755399441055744.0}; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
+    v2d sum = {0, 0};
+    size_t j = 0;
+    for (; j + 2 <= m; j += 2) {
+        v2d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max};
+        x = (v2d)(((v2l)x & (x > -700)) | ((v2l)(x * 0 - 700) & ~(x > -700)));
+        const v2d r = x * 1.4426950408889634 + magic, nf = r - magic;
+        const v2l ni = (v2l)r - (v2l)magic;
+        const v2d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
+        v2d q = 1 / 479001600.0 + f * 0;
+        static const double c[12] = {1 / 39916800.0, 1 / 3628800.0, 1 / 362880.0, 1 / 40320.0, 1 / 5040.0, 1 / 720.0,
+                                     1 / 120.0, 1 / 24.0, 1 / 6.0, 0.5, 1, 1};
+        for (int k = 0; k < 12; k++) q = q * f + c[k];
+        const v2d e = q * (v2d)((ni + 1023) << 52);
+        mass[j] = e[0];
+        mass[j + 1] = e[1];
+        sum += e;
     }
-    const double u = 1.0 / BPU;
-    *lo = *hi = 0;
-    for (int b = 0; b < N_BINS - 1; b++) {
-        const double q = s->cnt[b] - s->f1[b] * u + s->f2[b] * (0.5 * u * u);
-        *lo += s->scale[b] * (q - s->cnt[b] * (u * u * u / 6));
-        *hi += s->scale[b] * q;
-    }
-    *lo *= s0;
-    *hi = (*hi + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1]) * s0;
+    double total = sum[0] + sum[1];
+    for (; j < m; j++) total += mass[j] = exp((double)t[j].logit - max);
+    return total;
 }
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-typedef float v2f __attribute__((vector_size(8)));
-typedef double v2d __attribute__((vector_size(16)));
+static inline v4f logits4(const picolm_token_data *d) { return (v4f){d[0].logit, d[1].logit, d[2].logit, d[3].logit}; }
+static inline v4f select4(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
+static inline __attribute__((always_inline)) v8f select8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
-/* e^y for y in [-87, 87] (clamped), four at a time: 2^n e^f with n the
-   nearest integer to y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor
-   polynomial for |f| <= 0.35 (remainder < 2e-7); a few float roundings
-   more, so within 2e-6 of e^y. */
-static inline v4f exp4(v4f y) {
-    const v4f lo = {-87, -87, -87, -87}, hi = {87, 87, 87, 87}, magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};
-    v4i m = y > lo;
-    y = (v4f)(((v4i)y & m) | ((v4i)lo & ~m)); /* also NaN -> -87 */
-    m = y < hi;
-    y = (v4f)(((v4i)y & m) | ((v4i)hi & ~m));
-    const v4f r = y * 1.44269504f + magic;    /* round to nearest: the integer lands in the low bits */
-    const v4f nf = r - magic;
-    const v4i ni = (v4i)r - (v4i)magic;
-    const v4f f = y - nf * 0.693359375f - nf * -2.12194440e-4f;
-    const v4f q = 1.0f + f * (1.0f + f * (0.5f + f * (1 / 6.0f + f * (1 / 24.0f + f * (1 / 120.0f + f * (1 / 720.0f))))));
-    return q * (v4f)((ni + 127) << 23);
+/* e^y for y <= 0, eight at a time: 2^n e^f with n the nearest integer to
+   y/ln2, f = y - n ln2 (Cody-Waite) and a degree-6 Taylor polynomial for
+   |f| <= 0.35 (remainder < 2e-7), evaluated in two halves to shorten the
+   dependency chain; below -87 (and -inf) it gives e^-87. */
+static inline __attribute__((always_inline)) v8f exp8(v8f y) {
+    y = select8(y > -87.0f, y, (v8f){0} - 87.0f);
+    const v8f r = y * 1.44269504f + 12582912.0f; /* round to nearest: the integer lands in the low bits */
+    const v8f nf = r - 12582912.0f;
+    const v8i ni = (v8i)r - (v8i)((v8f){0} + 12582912.0f);
+    const v8f f = y - nf * 0.693359375f - nf * -2.12194440e-4f;
+    const v8f f2 = f * f, f3 = f2 * f;
+    const v8f a = 1.0f + f * (1.0f + f * 0.5f);
+    const v8f b = 1 / 6.0f + f * (1 / 24.0f + f * (1 / 120.0f + f * (1 / 720.0f)));
+    return (a + f3 * b) * (v8f)((ni + 127) << 23);
 }
 
-/* e^x of four logits relative to max (x <= 0) is within 2.6e-7 of exp's
-   (measured over every 1.3e-6 of [-87, 87]); DELTA bounds a sum of them. A
-   mass below e^-87 comes out as e^-87: TINY per candidate covers it. */
-#define DELTA 1e-6
-#define TINY 1.7e-38
-
-/* Four candidates at a time (GCC/clang vector extensions: SSE2, NEON, or
-   plain code): count each in its bin, x < 0 and NaN in bin 0; copy those
-   within NEAR of their lane's best so far (a superset of those within NEAR
-   of the best) to s->near; the best logit to *max; each bin's masses
-   e^(logit - ref) by exp4 to s->m4.  1 when a logit is NaN. */
-static int first_pass(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float ref, float *max, size_t *n_near) {
-    const v4f top = {N_BINS - 1, N_BINS - 1, N_BINS - 1, N_BINS - 1};
+/* The max logit; 1 when a logit is NaN. */
+static int max_pass(const picolm_token_data *d, size_t n, float *max) {
     v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     v4i nan = {0, 0, 0, 0};
-    uint32_t *cnt = s->cnt;
-    double *m4 = s->m4;
-    picolm_token_data *near = s->near;
-    size_t i = 0, m = 0;
+    size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
-        v4f x = (anchor - l) * BPU;
-        x = (v4f)((v4i)x & (x > 0));                             /* x < 0, NaN -> 0 */
-        const v4i low = x < top;
-        x = (v4f)(((v4i)x & low) | ((v4i)top & ~low));
-        const v4i b = __builtin_convertvector(x, v4i);
-        cnt[b[0]]++;
-        cnt[b[1]]++;
-        cnt[b[2]]++;
-        cnt[b[3]]++;
-        const v4f e = exp4(l - ref);
-        m4[b[0]] += e[0];
-        m4[b[1]] += e[1];
-        m4[b[2]] += e[2];
-        m4[b[3]] += e[3];
+        const v4f l = logits4(d + i);
         nan |= l != l;
-        const v4i up = l > vmax;
-        vmax = (v4f)(((v4i)l & up) | ((v4i)vmax & ~up));
-        const v4i keep = l >= vmax - NEAR;
-        if (keep[0] | keep[1] | keep[2] | keep[3])
-            for (int j = 0; j < 4; j++)
-                if (keep[j]) near[m++] = d[i + j];
+        vmax = select4(l > vmax, l, vmax);
     }
     float best = vmax[0];
     for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
     int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
     for (; i < n; i++) {
-        const float l = d[i].logit, x = (anchor - l) * BPU;
-        const float xc = x > 0 ? x : 0;
-        const int b = (int)(xc < N_BINS - 1 ? xc : N_BINS - 1);
-        cnt[b]++;
-        m4[b] += exp4((v4f){l - ref, -87, -87, -87})[0];
-        odd |= l != l;
-        if (l > best) best = l;
-        if (l >= best - NEAR) near[m++] = d[i];
+        odd |= d[i].logit != d[i].logit;
+        if (d[i].logit > best) best = d[i].logit;
     }
     *max = best;
-    *n_near = m;
     return odd;
 }
 
-/* Copy the head (x < lim, x computed as the first pass does) into its bins'
-   slots, best bins first. */
-static void scatter_head(topp_state *s, const picolm_token_data *d, size_t n, float anchor, float lim) {
-    picolm_token_data *t = s->head;
-    const v4f vlim = {lim, lim, lim, lim};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
-        const v4i head = (anchor - l) * BPU < vlim;
-        if (head[0] | head[1] | head[2] | head[3])
-            for (int j = 0; j < 4; j++)
-                if (head[j]) t[s->pos[(int)((anchor - l[j]) * BPU)]++] = d[i + j];
+/* From the sample, in 1/4-logit bins below the max: whether the quick path
+   fits (few candidates within NEAR, whose mass likely holds the nucleus),
+   and a first-pass copy limit in 1/64-logit bins: the estimated nucleus
+   edge plus a logit of margin.  The max itself weighs 1. */
+static int sample_pass(const topp_state *s, const picolm_token_data *d, size_t n, float max, float *thr) {
+    uint32_t cs[CBINS] = {0};
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i += STRIDE, ns++) {
+        const float x = (max - d[i].logit) * 4;
+        cs[x < CBINS - 1 ? (int)x : CBINS - 1]++;
     }
-    for (; i < n; i++) {
-        const float x = (anchor - d[i].logit) * BPU;
-        if (x < lim) t[s->pos[(int)x]++] = d[i];
-    }
-}
-
-/* Keep the candidates >= lim of t[0..m) (in order); how many. */
-static size_t drop_far(picolm_token_data *t, size_t m, float lim) {
-    size_t k = 0;
-    for (size_t j = 0; j < m; j++)
-        if (t[j].logit >= lim) t[k++] = t[j];
-    return k;
-}
-
-/* The quick path: one pass sums the masses with exp4 (S within 3e-5), finds
-   the max and copies the candidates within NEAR of the max so far (a
-   superset of those within NEAR of the max).  When those hold the nucleus
-   and the cut is clear of S's uncertainty, it is the exact method's.  The
-   k kept (in s->head), or 0 when undecided. */
-static size_t topp_quick(topp_state *s, const picolm_candidates *c, float ref) {
-    const picolm_token_data *d = c->data;
-    const size_t n = c->size, n4 = n - n % 4, room = n < QUICK_ROOM ? n : QUICK_ROOM;
-    float max = -INFINITY;
-    v4f vmax = {max, max, max, max}, vkeep = vmax;
-    v4i nan = {0, 0, 0, 0};
-    double sum = 0;
-    picolm_token_data *near = s->near;
-    size_t m = 0;
-    for (size_t i = 0; i < n4;) {
-        v4f acc = {0, 0, 0, 0}; /* float partial sums of 64 candidates at most, then double */
-        for (const size_t end = i + 64 <= n4 ? i + 64 : n4; i < end; i += 4) {
-            const v4f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit};
-            acc += exp4(l - ref);
-            nan |= l != l;
-            const v4i keep = l >= vkeep;
-            if (!(keep[0] | keep[1] | keep[2] | keep[3])) continue;
-            for (int j = 0; j < 4; j++) {
-                if (!keep[j]) continue;
-                if (m == room && (m = drop_far(near, m, max - NEAR)) > room / 2) return 0; /* a flat top: to the bins, early */
-                near[m++] = d[i + j];
-                if (l[j] > max) max = l[j];
-            }
-            vmax = (v4f){max, max, max, max};
-            vkeep = vmax - NEAR;
-        }
-        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
-    }
-    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
-    for (size_t i = n4; i < n; i++) {
-        const float l = d[i].logit;
-        sum += exp4((v4f){l - ref, -87, -87, -87})[0];
-        odd |= l != l;
-        if (l > max) max = l;
-        if (l >= max - NEAR) {
-            if (m == room && (m = drop_far(near, m, max - NEAR)) > room / 2) return 0;
-            near[m++] = d[i];
+    const double w = (double)n / ns;
+    double near = 1, far = 0;
+    size_t n_near = 0;
+    for (int j = 0; j < CBINS - 1; j++) {
+        if (j < 4 * NEAR) {
+            near += w * cs[j] * s->cw[j];
+            n_near += cs[j];
+        } else {
+            far += w * cs[j] * s->cw[j];
         }
     }
-    /* exp4 clamps at +-87: candidates far above the sample were not summed right */
-    if (odd || !(max - ref < 80)) return 0;
-    const float lim = max - NEAR;
-    size_t h = 0;
-    for (size_t j = 0; j < m; j++)
-        if (near[j].logit >= lim) s->head[h++] = near[j];
-    sort_best_first(s->head, h);
-    const double rel = 3e-5, slack = 1e-9, s_mid = sum * exp((double)ref - max);
-    const double s_lo = s_mid * (1 - rel) * (1 - slack), s_hi = s_mid * (1 + rel) * (1 + slack);
-    double head = 0;
-    for (size_t j = 0; j < h; j++) head += s->mass[j] = exp((double)s->head[j].logit - max);
-    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
-    return nucleus_cut(s->mass, h, s->p, s_lo, s_hi);
+    const double total = near + far;
+    double cum = 1;
+    int j = 0;
+    for (; j < CBINS - 1 && cum < s->p * total; j++) cum += w * cs[j] * s->cw[j];
+    const float t = (float)(j + 4) * (BPU / 4);
+    *thr = t < N_BINS - 1 ? t : N_BINS - 1;
+    return n_near * w <= QUICK_ROOM / 4 && far <= (1 - s->p) * near;
 }
 
 static void insertion_sort(picolm_token_data *t, size_t n) {
@@ -292,24 +230,24 @@ static void insertion_sort(picolm_token_data *t, size_t n) {
 }
 
 /* Best first, bin b's n candidates (no NaN): a crowded bin is first split
-   by the next 6 bits of x (sub = floor((anchor - logit) * 64 * SUB) less the
+   by the next 6 bits of x (sub = floor((max - logit) * 64 * SUB) less the
    bin's start, clamped: monotone in the logit, so equal logits share a
    sub-bin), through tmp; then insertion sort of each short run (a heap
    sort of a long one: many equal logits). */
 #define SUB 64
-static void sort_bin(picolm_token_data *t, size_t n, float anchor, int b, picolm_token_data *tmp) {
+static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_token_data *tmp) {
     if (n <= 32) {
         insertion_sort(t, n);
         return;
     }
     uint32_t pos[SUB + 1] = {0};
     for (size_t i = 0; i < n; i++) {
-        const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
+        const int k = (int)((max - t[i].logit) * (BPU * SUB)) - b * SUB;
         pos[(k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k) + 1]++;
     }
     for (int k = 0; k < SUB; k++) pos[k + 1] += pos[k];
     for (size_t i = 0; i < n; i++) {
-        const int k = (int)((anchor - t[i].logit) * (BPU * SUB)) - b * SUB;
+        const int k = (int)((max - t[i].logit) * (BPU * SUB)) - b * SUB;
         tmp[pos[k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k]++] = t[i];
     }
     for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) {
@@ -320,12 +258,175 @@ static void sort_bin(picolm_token_data *t, size_t n, float anchor, int b, picolm
     memcpy(t, tmp, n * sizeof *t);
 }
 
-/* The fast path (see the top).  1 when it decided c, 0 when the exact
-   method must run (c untouched). */
-static int topp_binned(topp_state *s, picolm_candidates *c) {
-    picolm_token_data *d = c->data;
+/* One pass, eight candidates at a time: the masses e^(logit - max) by
+   exp8, summed apart for x = (max - logit) * 64 < thr and x >= thr (*in,
+   *out), and the candidates with x < thr copied to s->near (stored
+   unconditionally, kept by the count: no branch to mispredict, unless
+   sparse says that eight in a row are seldom kept).  How many were copied.
+   Compiled twice: for any x86-64 (or other CPU) and for AVX2. */
+static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const picolm_token_data *d, size_t n, float max,
+                                                                   float thr, int sparse, double *in, double *out) {
+    picolm_token_data *near = s->near;
+    v4d sum_in = {0, 0, 0, 0}, sum_out = sum_in;
+    size_t i = 0, m = 0;
+    for (; i + 8 <= n; i += 8) {
+        const v8f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit,
+                       d[i + 4].logit, d[i + 5].logit, d[i + 6].logit, d[i + 7].logit};
+        const v8f e = exp8(l - max);
+        const v8i keep = (max - l) * BPU < thr;
+        const v8f ei = (v8f)((v8i)e & keep), eo = (v8f)((v8i)e & ~keep);
+        sum_in += __builtin_convertvector((v4f){ei[0], ei[1], ei[2], ei[3]}, v4d) + __builtin_convertvector((v4f){ei[4], ei[5], ei[6], ei[7]}, v4d);
+        sum_out += __builtin_convertvector((v4f){eo[0], eo[1], eo[2], eo[3]}, v4d) + __builtin_convertvector((v4f){eo[4], eo[5], eo[6], eo[7]}, v4d);
+        if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
+        for (int j = 0; j < 8; j++) {
+            near[m] = d[i + j];
+            m -= keep[j]; /* -1 when kept */
+        }
+    }
+    *in = sum_in[0] + sum_in[1] + sum_in[2] + sum_in[3];
+    *out = sum_out[0] + sum_out[1] + sum_out[2] + sum_out[3];
+    for (; i < n; i++) {
+        const double e = exp8((v8f){0} + (d[i].logit - max))[0];
+        near[m] = d[i];
+        if ((max - d[i].logit) * BPU < thr) *in += e, m++;
+        else *out += e;
+    }
+    return m;
+}
+
+static size_t first_pass_base(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse, double *in, double *out) {
+    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr,
+                                                              int sparse, double *in, double *out) {
+    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+}
+#endif
+
+/* A sum of masses by the first pass is within REL4 of exp's (exp8 2.6e-7,
+   the float logit - max 6e-8 per unit of it up to 16), plus ABS4 per
+   candidate (those more than 16 below the max, and those below e^-87
+   counted as e^-87). */
+#define REL4 1.5e-6
+#define ABS4 1e-12
+
+/* Bin the m candidates t (x < N_BINS - 1 each): per bin its count and sum
+   of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
+   scale[b] times it). */
+static void bin_near(topp_state *s, const picolm_token_data *t, size_t m, float max) {
+    v2d *acc = s->acc;
+    memset(acc, 0, sizeof s->acc);
+    for (size_t i = 0; i < m; i++) {
+        const float x = (max - t[i].logit) * BPU;
+        const int b = (int)x;
+        const float y = (x - (float)b) * (1 / BPU);
+        acc[b] += (v2d){1, 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)))};
+    }
+}
+
+/* The cubic's float evaluation is within 1.5e-7 of e^-y and the float x
+   within 6e-8 per logit unit: the relative error of bin b's sum. */
+static inline double bin_err(int b) { return 2e-7 + (b + 1) * 1e-9; }
+
+/* The mass of the candidates with x >= lim (x computed as the first pass
+   does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
+   quartic (within 1e-11); [*lo, *hi]. */
+static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t n, float max, float lim, double *lo, double *hi) {
+    double sum = 0;
+    size_t far = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((max - d[i].logit) * BPU < lim) continue;
+        const double x = ((double)max - d[i].logit) * BPU;
+        if (!(x < N_BINS - 1)) { far++; continue; } /* -inf too */
+        const int b = (int)x;
+        const double y = (x - b) * (1 / (double)BPU);
+        sum += s->scale[b] * (1 + y * (-1 + y * (0.5 + y * (-1 / 6.0 + y * (1 / 24.0)))));
+    }
+    *lo = sum * (1 - 1e-10);
+    *hi = sum * (1 + 1e-10) + far * s->scale[N_BINS - 1];
+}
+
+/* The quick path: the first pass keeps the candidates within NEAR of the
+   max.  When those hold the nucleus and the cut is clear of S's
+   uncertainty, it is the exact method's.  The k kept (in s->head), or 0
+   when undecided. */
+static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
     const size_t n = c->size;
-    const double p = s->p;
+    double in, out;
+    const size_t m = s->first_pass(s, c->data, n, max, NEAR * BPU, 1, &in, &out);
+    if (m > QUICK_ROOM) return 0;
+    picolm_token_data *h = s->head;
+    memcpy(h, s->near, m * sizeof *h);
+    sort_best_first(h, m);
+    const double slack = 1e-9, sum = in + out, s_lo = (sum * (1 - REL4) - n * ABS4) * (1 - slack);
+    const double s_hi = (sum * (1 + REL4) + n * ABS4) * (1 + slack);
+    double head = 0;
+    for (size_t j = 0; j < m; j++) head += s->mass[j] = exp((double)h[j].logit - max);
+    if (!(head >= s->p * s_hi)) return 0; /* the nucleus reaches further down */
+    return nucleus_cut(s->mass, m, s->p, s_lo, s_hi);
+}
+
+/* The binned path (see the top), after the max and the sample.  The k kept
+   (in s->head), or 0 when undecided. */
+static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, float thr) {
+    const picolm_token_data *d = c->data;
+    const size_t n = c->size;
+    const double p = s->p, slack = 1e-9;
+    double in, out;
+    size_t n_near = s->first_pass(s, d, n, max, thr, 0, &in, &out);
+    double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
+    bin_near(s, s->near, n_near, max);
+
+    /* the head: the best bins whose lower bound surely reaches p * S */
+    double s_hi = out_hi;
+    for (int b = 0; b < (int)thr; b++) s_hi += s->scale[b] * s->acc[b][1] * (1 + bin_err(b));
+    int last = -1;
+    double head_lo = 0;
+    for (int b = 0; b < (int)thr && last < 0; b++) {
+        head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
+        if (head_lo >= p * s_hi) last = b;
+    }
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, c, max, N_BINS - 1); /* the sample guessed too high: all bins */
+    if (last < 0) return 0;
+    size_t m = 0;
+    for (int b = 0; b <= last; b++) {
+        s->cnt[b] = (uint32_t)s->acc[b][0];
+        s->pos[b] = (uint32_t)m;
+        m += s->cnt[b];
+    }
+    const float lim = (float)(last + 1);
+    picolm_token_data *t = s->head;
+    double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
+    for (size_t i = 0; i < n_near; i++) {
+        const float x = (max - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
+        if (x < lim) t[s->pos[(int)x]++] = s->near[i];
+    }
+    for (int b = last + 1; b < (int)thr; b++) {
+        const double v = s->scale[b] * s->acc[b][1];
+        tail_lo += v * (1 - bin_err(b));
+        tail_hi += v * (1 + bin_err(b));
+    }
+    /* best first within each bin, then exact masses in that order */
+    size_t start = 0;
+    double head = 0;
+    for (int b = 0; b <= last; b++) {
+        sort_bin(t + start, s->cnt[b], max, b, s->near);
+        start += s->cnt[b];
+    }
+    head = head_masses(t, m, max, s->mass);
+    size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    if (!k) { /* too close to call: the rest's mass precisely */
+        tail_precise(s, d, n, max, lim, &tail_lo, &tail_hi);
+        k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
+    }
+    return k;
+}
+
+/* The fast paths (see the top).  1 when one decided c, 0 when the exact
+   method must run (c untouched). */
+static int topp_fast(topp_state *s, picolm_candidates *c) {
+    const size_t n = c->size;
     if (s->cap < n) {
         picolm_token_data *h = realloc(s->head, n * sizeof *h), *nr = realloc(s->near, n * sizeof *nr);
         if (h) s->head = h;
@@ -335,114 +436,13 @@ static int topp_binned(topp_state *s, picolm_candidates *c) {
         if (!h || !nr || !m) return 0;
         s->cap = n;
     }
-    float sample = -INFINITY;
-    for (size_t i = 0; i < n; i += 61)
-        if (d[i].logit > sample) sample = d[i].logit;
-    if (!(sample > -INFINITY) || sample == INFINITY) return 0;
-    size_t k = topp_quick(s, c, sample);
-    if (k) {
-        memcpy(d, s->head, k * sizeof *d);
-        c->size = k;
-        c->sorted = 1;
-        c->has_p = 0;
-        return 1;
-    }
-    const float anchor = sample + 32;
-
-    /* first pass: x = (anchor - logit) * 64, bin floor(x) */
-    memset(s->cnt, 0, sizeof s->cnt);
-    memset(s->m4, 0, sizeof s->m4);
-    float max;
-    size_t n_near;
-    if (first_pass(s, d, n, anchor, sample, &max, &n_near)) return 0;
-    if (!(max <= anchor) || max == INFINITY) return 0; /* a candidate above the anchor: x < 0 was binned wrong */
-
-    /* a bin's candidates each weigh e^(logit - max) in s0 * [e^(-(b+1)/64), e^(-b/64)],
-       s0 = e^(anchor - max); rel covers the float rounding of x (<= 2^-24 of 4096 bins) */
-    const double s0 = exp((double)anchor - max), rel = 1e-5, slack = 1e-9;
-    const double lo_f = exp(-1.0 / BPU) * (1 - rel), hi_f = 1 + rel;
-    double s_lo = 0, s_hi = 0;
-    for (int b = 0; b < N_BINS - 1; b++) {
-        s_lo += s->scale[b] * s->cnt[b];
-    }
-    s_hi = s_lo * s0 * hi_f + s->scale[N_BINS - 1] * s->cnt[N_BINS - 1] * s0;
-    s_lo *= s0 * lo_f;
-    /* the exp4 sum is far tighter, unless exp4 clamped masses far above the sample */
-    double s4_lo = 0, s4_hi = INFINITY, sum4 = 0;
-    const double sc = exp((double)sample - max);
-    const int have4 = max - sample < 80;
-    for (int b = 0; b < N_BINS; b++) sum4 += s->m4[b];
-    if (have4) {
-        s4_lo = (sum4 * (1 - DELTA) - n * TINY) * sc;
-        s4_hi = (sum4 * (1 + DELTA) + n * TINY) * sc;
-    }
-    const double bins_lo = s_lo, bins_hi = s_hi;
-    if (s4_lo > s_lo) s_lo = s4_lo;
-    if (s4_hi < s_hi) s_hi = s4_hi;
-
-    /* the head: the best bins whose lower bound surely reaches p * S */
-    int last = -1;
-    double head_lo = 0;
-    for (int b = 0; b < N_BINS - 1 && last < 0; b++) {
-        head_lo += s->scale[b] * s->cnt[b] * s0 * lo_f;
-        if (head_lo >= p * s_hi) last = b;
-    }
-    if (last < 0) return 0;
-    size_t m = 0;
-    double head_hi = 0;
-    for (int b = 0; b <= last; b++) {
-        s->pos[b] = (uint32_t)m;
-        m += s->cnt[b];
-        head_hi += s->scale[b] * s->cnt[b] * s0 * hi_f;
-    }
-    const float lim = (float)(last + 1);
-    picolm_token_data *t = s->head;
-    /* every candidate >= max - NEAR was kept; the head needs them down to about
-       anchor - lim/64 (one bin of margin for rounding) */
-    const int near_enough = ((double)anchor - max + NEAR) * BPU - 1 >= lim;
-    if (near_enough) {
-        for (size_t i = 0; i < n_near; i++) {
-            const float x = (anchor - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
-            if (x < lim) t[s->pos[(int)x]++] = s->near[i];
-        }
-    } else {
-        scatter_head(s, d, n, anchor, lim);
-    }
-    double tail = -1; /* the mass outside the head (bins after last) by exp4, relative to max */
-    if (have4) {
-        tail = 0;
-        for (int b = last + 1; b < N_BINS; b++) tail += s->m4[b];
-        tail *= sc;
-    }
-    /* best first within each bin, then exact masses in that order */
-    size_t start = 0;
-    double head = 0;
-    for (int b = 0; b <= last; b++) {
-        sort_bin(t + start, s->cnt[b], anchor, b, s->near);
-        start += s->cnt[b];
-    }
-    for (size_t j = 0; j < m; j++) {
-        s->mass[j] = exp((double)t[j].logit - max);
-        head += s->mass[j];
-    }
-    /* S = head + the rest: the tightest of the bounds at hand */
-    double lo = head + (bins_lo - head_lo), hi = head + (bins_hi - head_hi);
-    if (s_lo > lo) lo = s_lo;
-    if (s_hi < hi) hi = s_hi;
-    if (tail >= 0) {
-        if (head + tail * (1 - DELTA) - n * TINY * sc > lo) lo = head + tail * (1 - DELTA) - n * TINY * sc;
-        if (head + tail * (1 + DELTA) + n * TINY * sc < hi) hi = head + tail * (1 + DELTA) + n * TINY * sc;
-    }
-    k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
-    if (!k) {
-        double tail_lo, tail_hi;
-        tail_bounds(s, d, n, anchor, lim, s0, &tail_lo, &tail_hi);
-        if (head + tail_lo > lo) lo = head + tail_lo;
-        if (head + tail_hi < hi) hi = head + tail_hi;
-        k = nucleus_cut(s->mass, m, p, lo * (1 - slack), hi * (1 + slack));
-    }
+    float max, thr;
+    if (max_pass(c->data, n, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
+    size_t k = 0;
+    if (sample_pass(s, c->data, n, max, &thr)) k = topp_quick(s, c, max);
+    if (!k) k = topp_bins(s, c, max, thr);
     if (!k) return 0;
-    memcpy(d, t, k * sizeof *d);
+    memcpy(c->data, s->head, k * sizeof *c->data);
     c->size = k;
     c->sorted = 1;
     c->has_p = 0;
@@ -454,7 +454,7 @@ static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     const double p = st->p;
     if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
     if (p >= 1.0) return 0;
-    if (!c->sorted && c->size >= FAST_MIN && topp_binned(st, c)) return 0;
+    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, c)) return 0;
     picolm_token_data *d = c->data;
     const size_t n = c->size;
     float max = -INFINITY;

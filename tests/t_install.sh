@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
 EOF2
 if command -v pkg-config >/dev/null 2>&1; then
     flags=$(PKG_CONFIG_PATH="$root/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$tmp" pkg-config --cflags --libs picolm)
-    if ${CC:-cc} -o "$tmp/app" "$tmp/app.c" $flags 2>"$tmp/cc.log"; then
+    # (LDFLAGS: a sanitizer build's archive needs its runtime, make test-asan sets both)
+    if ${CC:-cc} $LDFLAGS -o "$tmp/app" "$tmp/app.c" $flags 2>"$tmp/cc.log"; then
         app=$(cd / && "$tmp/app" "$model" "$root/lib/picolm" "ROMEO:" 2>"$tmp/app.log")
         [ -n "$app" ] && [ "$app" = "$txt" ] &&
             echo "PASS: a program built against the installed libpicolm.a (pkg-config: $flags) generates picolm's greedy text" ||

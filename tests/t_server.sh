@@ -71,6 +71,30 @@ BASE=$BASE LIMITED=$LIMITED PRESSURE=$PRESSURE KEY=$KEY CLI_TEXT=$tmp/cli.txt CL
     node tests/server/server.test.mjs
 rc=$?
 
+# A reply preempted under memory pressure waits longer than --idle-timeout
+# for its blocks: the timeout is for silent clients, so the stream resumes
+# and completes (it was closed mid-stream: curl exit 18).
+if start_server "$tmp/idle.log" -c 2048 --slots 2 --kv-blocks 100 --idle-timeout 1; then
+    IDLE_URL=$URL
+    curl -s -H "Authorization: Bearer $KEY" "$IDLE_URL/v1/completions" -o "$tmp/idleA.txt" \
+        -d '{"prompt":"a","max_tokens":2000,"stream":true}' &
+    ca=$!
+    sleep 0.3
+    curl -s -H "Authorization: Bearer $KEY" "$IDLE_URL/v1/completions" -o "$tmp/idleB.txt" \
+        -d '{"prompt":"b","max_tokens":1000,"stream":true,"stream_options":{"include_usage":true}}'
+    cb=$?
+    wait $ca
+    pre=$(curl -s -H "Authorization: Bearer $KEY" "$IDLE_URL/metrics" | awk '/^picolm_preemptions_total/ { print $2 }')
+    if [ $cb -eq 0 ] && grep -q '"completion_tokens":1000' "$tmp/idleB.txt" && tail -c 20 "$tmp/idleB.txt" | grep -q '\[DONE\]' &&
+       [ "${pre:-0}" -ge 1 ]; then
+        echo "PASS: server: a stream preempted for longer than --idle-timeout 1 resumes and completes (1000 tokens, $pre preemption)"
+    else
+        echo "FAIL: server: preempted stream with --idle-timeout 1: curl exit $cb, preemptions ${pre:-?}, ends '$(tail -c 80 "$tmp/idleB.txt")'"; rc=1
+    fi
+else
+    echo "FAIL: server: the idle-timeout server did not start: $(tail -3 "$tmp/idle.log")"; rc=1
+fi
+
 # --ram: the whole server stays within its budget (+ 10 MB) at 8 streams.
 # The budget is what the server says the weights, buffers and code take,
 # plus 8.5 MB for the KV pool.

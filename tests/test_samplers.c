@@ -237,6 +237,95 @@ static void test_top_p_fast(void) {
     destroy("top_p", st);
 }
 
+/* top_p over NBIG candidates in big_a (unsorted: the fast paths) against
+   a sorted copy (the exact method), and dist's draw over both; 1 when the
+   same.  *kept: the nucleus size. */
+static int same_as_exact(double p, uint64_t seed, size_t n, size_t *kept) {
+    char v[32];
+    snprintf(v, sizeof v, "%.17g", p);
+    void *st = make("top_p", "top_p", v, 0);
+    memcpy(big_b, big_a, n * sizeof *big_a);
+    qsort(big_b, n, sizeof *big_b, ref_better);
+    picolm_candidates fast = {big_a, n, 0, 0, -1, -1}, exact = {big_b, n, 1, 0, -1, -1};
+    int ok = st && !apply("top_p", st, &fast) && !apply("top_p", st, &exact) && fast.size == exact.size && fast.sorted;
+    for (size_t i = 0; ok && i < fast.size; i++) ok = big_a[i].id == big_b[i].id;
+    *kept = fast.size;
+    void *da = make("dist", NULL, NULL, seed), *db = make("dist", NULL, NULL, seed);
+    ok = ok && !apply("dist", da, &fast) && !apply("dist", db, &exact) && fast.selected == exact.selected;
+    destroy("dist", da);
+    destroy("dist", db);
+    if (st) destroy("top_p", st);
+    return ok;
+}
+
+/* The fast paths' edges: each shape against the exact method. */
+static void test_top_p_edges(void) {
+    size_t k = 0;
+    int bad = 0;
+    /* ties: 3000 equal logits at the top over a body; the nucleus among them, lowest ids first */
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i % 13 == 5 ? 4.0f : nrand(), 0};
+    for (double p = 0.05; p < 1; p += 0.3) bad += !same_as_exact(p, 7, NBIG, &k);
+    CHECK(!bad, "top_p: ties at the top keep the lowest ids first, as the exact method (%d bad, last nucleus %zu)", bad, k);
+
+    /* logits exactly on 1/64 bin edges, and p set so that the cut lands exactly
+       at the end of a bin: the fast path must agree or defer to the exact method */
+    bad = 0;
+    for (int r = 0; r < 6; r++) {
+        size_t a = 0, b = 0;
+        for (int i = 0; i < NBIG; i++) {
+            const int edge = (int)(xr() % 3);
+            big_a[i] = (picolm_token_data){i, 3.0f - (float)edge / 64 - (float)r / 64, 0};
+            a += edge == 0;
+            b += edge == 1;
+        }
+        const double ma = (double)a, mb = (double)b * exp(-1.0 / 64), mc = (double)(NBIG - a - b) * exp(-2.0 / 64);
+        bad += !same_as_exact(ma / (ma + mb + mc), 11 + r, NBIG, &k);
+        bad += !same_as_exact((ma + mb) / (ma + mb + mc), 17 + r, NBIG, &k);
+    }
+    CHECK(!bad, "top_p: a cut exactly at a bin edge, logits on the edges (12 cases, %d bad)", bad);
+
+    /* huge and tiny temperatures: the logits of a body and a few leads scaled by 1/T */
+    const float temps[] = {1000.0f, 100.0f, 0.01f, 0.001f};
+    bad = 0;
+    for (int ti = 0; ti < 4; ti++) {
+        for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, (2.0f * nrand() + (i % 997 == 3 ? 8.0f : 0)) / temps[ti], 0};
+        for (double p = 0.1; p < 1; p += 0.2) bad += !same_as_exact(p, 23 + ti, NBIG, &k);
+    }
+    CHECK(!bad, "top_p: logits at temperatures 1000, 100, 0.01, 0.001 (20 cases, %d bad)", bad);
+
+    /* -inf: most candidates masked; all but one masked (a nucleus of 1) */
+    bad = 0;
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i % 5 ? -INFINITY : nrand(), 0};
+    bad += !same_as_exact(0.9, 31, NBIG, &k);
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i == 12345 ? -3.0f : -INFINITY, 0};
+    bad += !same_as_exact(0.9, 37, NBIG, &k) || k != 1 || big_a[0].id != 12345;
+    CHECK(!bad, "top_p: -inf logits weigh nothing; a single finite one is the nucleus (%d bad)", bad);
+
+    /* a nucleus of 1: one token far above a flat body */
+    bad = 0;
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i == 777 ? 30.0f : 0.1f * nrand(), 0};
+    bad += !same_as_exact(0.9, 41, NBIG, &k) || k != 1;
+    /* ... and one that just misses p: the body completes the nucleus */
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i == 777 ? 12.0f : 0.1f * nrand(), 0};
+    bad += !same_as_exact(0.9, 43, NBIG, &k) || k < 2;
+    CHECK(!bad, "top_p: a dominant token alone, and one the body must complete (%d bad, nucleus %zu)", bad, k);
+
+    /* the sample (every 61st candidate) sees only the top level: the nucleus
+       reaches further down than it estimates */
+    bad = 0;
+    for (int i = 0; i < NBIG; i++) big_a[i] = (picolm_token_data){i, i % 61 == 0 ? 5.0f : i % 2 ? 4.0f : -20.0f + nrand(), 0};
+    for (double p = 0.2; p < 1; p += 0.25) bad += !same_as_exact(p, 47, NBIG, &k);
+    CHECK(!bad, "top_p: a nucleus below the sample's estimate (%d bad, last nucleus %zu)", bad, k);
+
+    /* a list of one, and of exactly the fast paths' minimum */
+    bad = 0;
+    big_a[0] = (picolm_token_data){0, 1.0f, 0};
+    bad += !same_as_exact(0.5, 53, 1, &k) || k != 1;
+    for (int i = 0; i < 4096; i++) big_a[i] = (picolm_token_data){i, nrand(), 0};
+    bad += !same_as_exact(0.9, 59, 4096, &k);
+    CHECK(!bad, "top_p: one candidate, and 4096 (%d bad)", bad);
+}
+
 static void test_min_p(void) {
     const float ps[] = {0.0f, 0.01f, 0.05f, 0.3f, 1.0f};
     for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
@@ -859,6 +948,7 @@ int main(void) {
     test_top_k();
     test_top_p();
     test_top_p_fast();
+    test_top_p_edges();
     test_min_p();
     test_temperature();
     test_penalties();

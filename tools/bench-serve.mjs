@@ -66,8 +66,20 @@ async function metric(name) {
   return m ? Number(m[1]) : NaN;
 }
 
+// A failed request ends the run, saying what became of the server.
+async function failed(e) {
+  await new Promise(r => setTimeout(r, 300));
+  const how = srv.signalCode ? `was killed by ${srv.signalCode}` : srv.exitCode !== null ? `exited with status ${srv.exitCode}` : "is still running";
+  console.error(`bench-serve: a request failed (${e.message}${e.cause ? ": " + e.cause.message : ""}); the server ${how}; ` +
+                `its stderr ends:\n${srvErr.split("\n").slice(-12).join("\n")}`);
+  process.exit(1);
+}
+
 // One client: stream a completion; time to first token and tokens received.
 async function client(id) {
+  try { return await client1(id); } catch (e) { return failed(e); }
+}
+async function client1(id) {
   const t0 = performance.now();
   const prompt = `Client ${id}: ` + "the quick brown fox ".repeat(Math.max(1, Math.round(p / 5)));
   const r = await fetch(base + "/v1/completions", { method: "POST", headers: { "Content-Type": "application/json" },
@@ -126,6 +138,7 @@ for (const c of streams) {
   rows.push(best);
 }
 stop();
+const fmt = (x, d) => Number.isFinite(x) ? x.toFixed(d) : "-";
 const one = rows.find(x => x.streams === 1);
 for (const r of rows) r.vs_one = one ? r.decode_tok_s / one.decode_tok_s : NaN;
 if (format === "json") console.log(JSON.stringify({ model, n, p, reps, server_options: extra, rows }, null, 1));
@@ -133,7 +146,9 @@ else {
   console.log(`| streams | aggregate decode tok/s | x one stream | end-to-end tok/s | TTFT p50 ms | TTFT p99 ms | KV blocks peak | RssAnon peak MB |`);
   console.log(`|---:|---:|---:|---:|---:|---:|---:|---:|`);
   for (const r of rows)
-    console.log(`| ${r.streams} | ${r.decode_tok_s.toFixed(1)} | ${r.vs_one.toFixed(2)} | ${r.tok_s.toFixed(1)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} | ${r.rss_anon_mb.toFixed(1)} |`);
+    console.log(`| ${r.streams} | ${fmt(r.decode_tok_s, 1)} | ${fmt(r.vs_one, 2)} | ${r.tok_s.toFixed(1)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} | ${r.rss_anon_mb.toFixed(1)} |`);
+  if (rows.some(r => !Number.isFinite(r.decode_tok_s)))
+    console.log(`\n- : the streams never all decoded at once (the KV pool held fewer of them; they took turns).`);
   console.log(`\n${model}: ${n} tokens per stream after ~${p} prompt tokens, best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
 }
 process.exit(0);

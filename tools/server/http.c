@@ -123,6 +123,11 @@ static enum MHD_Result completion(http_server *s, struct MHD_Connection *c, req_
         if (!e.status) api_fail(&e, 500, "server_error", NULL, NULL, "the request failed");
         return send_error(s, c, &e, e.status == 503 ? "1" : NULL);
     }
+    /* --idle-timeout is for a silent client: from here on the server is the
+       one that may be slow (a reply preempted under memory pressure waits
+       for blocks), so the connection has no timeout; a client that leaves
+       is seen at the next write and cancels the job */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, job_reader, j, job_reader_free);
     if (!r) {
         job_cancel(j);

@@ -99,10 +99,11 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     if (o->ram && !o->kv_ram && !o->kv_blocks) {
         const double rest = ram_without_kv(r, cap, nv);
         if ((double)o->ram < rest + (double)block * r->n_slots) {
+            pl_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
+                    "need at least %.1f MB of KV blocks beside them (or fewer --slots, a smaller -c)",
+                    o->ram / 1048576.0, rest / 1048576.0, r->n_slots, (double)block * r->n_slots / 1048576.0);
             runner_free(r);
-            return pl_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
-                           "need at least %.1f MB of KV blocks beside them (or fewer --slots, a smaller -c)",
-                           o->ram / 1048576.0, rest / 1048576.0, r->n_slots, (double)block * r->n_slots / 1048576.0), NULL;
+            return NULL;
         }
         want = (size_t)((double)o->ram - rest);
     }
@@ -506,6 +507,7 @@ static void report(runner *r, http_server *h) {
    evaluate again.  One that can never fit, with nothing else running,
    ends its reply. */
 static void unpark(runner *r, http_server *h) {
+    int promised = 0; /* blocks the sequences resumed here will take in the next step */
     for (;;) {
         slot *old = NULL, *idle = NULL;
         int running = 0;
@@ -517,7 +519,7 @@ static void unpark(runner *r, http_server *h) {
         }
         if (!old) return;
         const int bs = r->pool.block_size, need = (old->n_prompt + bs) / bs;
-        if (need > r->pool.n_free) {
+        if (need > r->pool.n_free - promised) {
             if (idle) {
                 llama_seq_truncate(&idle->c, 0);
                 idle->n_cached = 0;
@@ -529,6 +531,7 @@ static void unpark(runner *r, http_server *h) {
         }
         old->parked = 0;
         seat(r, old, old->prompt, old->n_prompt);
+        promised += need;
     }
 }
 
