@@ -1,5 +1,6 @@
 /* temperature: PROCESS, logits /= T.  T <= 0 means "no randomness": only the
-   most likely candidate survives (the "auto" chain picks greedy instead). */
+   most likely candidate survives (ties -> lowest id, as greedy), so the
+   default chain is greedy at temperature 0. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
