@@ -115,10 +115,16 @@ static int pen_apply_window(pen_state *s, picolm_candidates *c) {
     return 1;
 }
 
+/* no penalty, or no window: every list is left as it is */
+static int pen_neutral(const void *state) {
+    const pen_state *s = state;
+    return s->last_n == 0 || (s->repeat == 1.0f && s->freq == 0.0f && s->presence == 0.0f);
+}
+
 static int pen_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
     (void)err; (void)errlen;
     pen_state *s = state;
-    if (!s->n_seen || (s->repeat == 1.0f && s->freq == 0.0f && s->presence == 0.0f)) return 0;
+    if (!s->n_seen || pen_neutral(s)) return 0;
     if (!pen_apply_window(s, c))
         for (size_t i = 0; i < c->size; i++) {
             const int32_t id = c->data[i].id;
@@ -136,12 +142,6 @@ static const picolm_param_desc pen_params[] = {
     {"penalty_last_n", PICOLM_PARAM_INT, "64", -1, 1 << 24, "last", "recent tokens the penalties look at; -1 = whole context, 0 = none"},
     {0},
 };
-
-/* no penalty, or no window: every list is left as it is */
-static int pen_neutral(const void *state) {
-    const pen_state *s = state;
-    return s->last_n == 0 || (s->repeat == 1.0f && s->freq == 0.0f && s->presence == 0.0f);
-}
 
 static const picolm_sampler_vtable pen_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),

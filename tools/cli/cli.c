@@ -87,7 +87,6 @@ int cli_close_stdout(const char *tool) {
 
 /* ---- the sampler chain from the configuration ---- */
 
-
 static void add_name(char *chain, size_t n, const char *name) {
     const size_t used = strlen(chain);
     snprintf(chain + used, n - used, "%s%s", used ? "," : "", name);
