@@ -233,12 +233,6 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     return 0;
 }
 
-static double thread_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static int run_stage(sampling *s, int i, picolm_candidates *c, char *err, size_t errlen) {
     char e[256] = "";
     if (s->st[i].vt->apply(s->st[i].state, c, e, sizeof e))
@@ -249,18 +243,18 @@ static int run_stage(sampling *s, int i, picolm_candidates *c, char *err, size_t
 
 int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32_t *token,
                     char *err, size_t errlen) {
-    double t0 = s->timing ? thread_seconds() : 0;
+    double t0 = s->timing ? pl_thread_now() : 0;
     for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (picolm_token_data){i, logits[i], 0.0f};
     picolm_candidates c = {s->cand, (size_t)s->n_vocab, 0, 0, -1, n_remaining};
     for (int i = 0; i < s->n; i++) {
         if (s->timing) { /* t[0]: the candidate list, t[1 + i]: stage i */
-            const double t1 = thread_seconds();
+            const double t1 = pl_thread_now();
             s->t[i] += t1 - t0;
             t0 = t1;
         }
         if (run_stage(s, i, &c, err, errlen)) return -1;
     }
-    if (s->timing) s->t[s->n] += thread_seconds() - t0;
+    if (s->timing) s->t[s->n] += pl_thread_now() - t0;
     if (c.selected < 0 || c.selected >= s->n_vocab) {
         return pl_fail(err, errlen, "sampler '%s' selected no valid token (%d)", s->st[s->n - 1].name, (int)c.selected);
     }

@@ -32,6 +32,12 @@ double pl_now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double pl_thread_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 int pl_atomic_open(pl_atomic_file *a, const char *path, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
     if (strlen(path) + 16 > sizeof a->tmp) return pl_fail(err, errlen, "%s: path too long", path);

@@ -15,6 +15,10 @@ void pl_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Monotonic clock in seconds. */
 double pl_now(void);
 
+/* This thread's CPU time in seconds: for timings on a shared machine, where
+   the time other jobs take from the core must not count. */
+double pl_thread_now(void);
+
 /* Nonzero when both paths exist and are the same file (device and inode:
    another spelling, a symlink, a hard link).  Tools refuse to write their
    output over one of their inputs. */

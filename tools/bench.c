@@ -488,26 +488,18 @@ static float micro_pass(const micro_job *j) {
     return acc;
 }
 
-/* this thread's CPU time: on a shared machine, time the other jobs take
-   from the core does not count against the kernel */
-static double thread_cpu_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* best of 3 passes of at least `secs` each: GB/s of weight bytes per column */
 static double micro_best(const micro_job *j, double secs) {
     double best = 0;
     volatile float sink = 0;
     for (int pass = 0; pass < 3; pass++) {
         int64_t iters = 0;
-        const double a = thread_cpu_s();
+        const double a = pl_thread_now();
         double el;
         do {
             sink += micro_pass(j);
             iters++;
-            el = thread_cpu_s() - a;
+            el = pl_thread_now() - a;
         } while (el < secs);
         const double gb = (double)iters * j->rows * j->rb * (j->nc ? j->nc : 1) / el / 1e9;
         if (gb > best) best = gb;
