@@ -117,6 +117,17 @@ AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *ou
 /* ======================================================================== */
 /* K-quants x Q8_K                                                            */
 /* ======================================================================== */
+/* Prefetch of the weights KQ_PF bytes ahead (into the next rows near a
+   row's end; past the matrix's end it is harmless, prefetches do not
+   fault): the hardware prefetcher alone leaves a single-thread vec_dot and
+   the few-column tiles waiting on DRAM (docs/perf.md, "Scales one step
+   ahead, and prefetch") */
+#ifndef KQ_PF
+#define KQ_PF 1024
+#endif
+AI void kq_prefetch(const void *xb, size_t bsz) {
+    for (size_t o = 0; o < bsz; o += 64) _mm_prefetch((const char *)xb + KQ_PF + o, _MM_HINT_T0);
+}
 /* The per-superblock float steps every K-quant tile ends with (x86_avx2_ktile.h):
    acc[c] += (dx * dy_c) * float(sumi[c]), dy_c from the panel P or the block. */
 AI void kq_acc(__m256 *acc, const __m256i *sumi, float dx, const kq_sb *P, const void *const *vy, int64_t i, const int NC) {
@@ -143,11 +154,17 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
     __m256 accm2[KQ_NC / 2];
     X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps(), accm[c] = _mm_setzero_ps();
     X86_UNROLL for (int p = 0; p < (NC + 1) / 2; p++) accm2[p] = _mm256_setzero_ps();
+    /* the next superblock's scales and mins, unpacked one step ahead: every
+       product waits on them, and out-of-order execution does not reach that
+       far ahead by itself */
+    __m128i sm_next = k4_sm8(vx, R);
     for (int64_t i = 0; i < nb; i++) {
         const void *xb = (const char *)vx + (size_t)i * bsz;
         /* Q5_K's scales are Q4_K's (same offset); its quants follow qh */
         const uint8_t *qs = F == K45_Q5_K ? ((const block_q5_K *)xb)->qs : k4_qs(xb, R);
-        const __m256i ms = _mm256_cvtepu8_epi16(k4_sm8(xb, R));
+        const __m256i ms = _mm256_cvtepu8_epi16(sm_next);
+        sm_next = k4_sm8((const char *)vx + (size_t)(i + 1 < nb ? i + 1 : i) * bsz, R);
+        kq_prefetch(xb, bsz);
         const __m128i mins = _mm256_extracti128_si256(ms, 1);
         const __m256i scales = _mm256_permute2x128_si256(ms, ms, 0x00);
         const float dx = k4_d(xb), mx = k4_dmin(xb);
@@ -208,6 +225,7 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
     __m256 acc[KQ_NC];
     X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        kq_prefetch(x + i, sizeof *x);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const float dx = x86_h2f(x[i].d);
