@@ -131,10 +131,9 @@ AI void kq_prefetch(const void *xb, size_t bsz) {
 /* The per-superblock float steps every K-quant tile ends with (x86_avx2_ktile.h):
    acc[c] += (dx * dy_c) * float(sumi[c]), dy_c from the panel P or the block. */
 AI void kq_acc(__m256 *acc, const __m256i *sumi, float dx, const kq_sb *P, const void *const *vy, int64_t i, const int NC) {
-    float dd[KQ_NC] __attribute__((aligned(32)));
-    if (P) _mm256_store_ps(dd, _mm256_mul_ps(_mm256_set1_ps(dx), _mm256_load_ps(P[i].d)));
+    const __m256 vdx = _mm256_set1_ps(dx);
     X86_UNROLL for (int c = 0; c < NC; c++) {
-        const __m256 s = P ? _mm256_broadcast_ss(&dd[c]) : _mm256_set1_ps(dx * ((const block_q8_K *)vy[c])[i].d);
+        const __m256 s = P ? _mm256_mul_ps(vdx, _mm256_load_ps(P[i].d[c])) : _mm256_set1_ps(dx * ((const block_q8_K *)vy[c])[i].d);
         acc[c] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(sumi[c]), acc[c]);
     }
 }

@@ -26,10 +26,13 @@
 #define KQ_MAXB 128   /* superblocks per row a panel holds (n <= 32768) */
 
 /* The panel of one superblock for the tile's columns (columns past the
-   tile's count are zero): d, d of the column pairs (2p, 2p+1) over 4 lanes
-   each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K mins). */
+   tile's count are zero): each column's d over 8 lanes (multiplied by the
+   row's d straight from here: a d stored and re-read per row as a scalar
+   waited on store forwarding), d of the column pairs (2p, 2p+1) over 4
+   lanes each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K
+   mins). */
 typedef struct kq_sb {
-    float d[KQ_NC];
+    float d[KQ_NC][8];
     float d2[KQ_NC / 2][8];
     int16_t q8s[KQ_NC][8];
 } kq_sb;
@@ -49,7 +52,7 @@ AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
                 d = y->d;
                 q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
             }
-            p->d[c] = d;
+            for (int k = 0; k < 8; k++) p->d[c][k] = d;
             for (int k = 0; k < 4; k++) p->d2[c / 2][4 * (c & 1) + k] = d;
             _mm_storeu_si128((__m128i *)p->q8s[c], q8s);
         }
