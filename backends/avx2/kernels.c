@@ -217,16 +217,27 @@ static const uint8_t x86_k6_shuf[8][16] __attribute__((aligned(16), unused)) = {
 #undef R
 };
 
+/* int16 lanes 2k (low half) and 2k + 1 (high half) broadcast over their
+   halves: (sc[2k], sc[2k+1]) from the int16 scales */
+static const uint8_t x86_k6_pair[4][32] __attribute__((aligned(32))) = {
+#define R(k) { 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, 4*k, 4*k+1, \
+               4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3, 4*k+2, 4*k+3 }
+    R(0), R(1), R(2), R(3)
+#undef R
+};
+
 AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[KQ_NC];
     X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    /* the next superblock's scales, loaded one step ahead (as avx2_k45_t's) */
+    __m128i sc8_next = _mm_loadu_si128((const __m128i *)x[0].scales);
     for (int64_t i = 0; i < nb; i++) {
         kq_prefetch(x + i, sizeof *x);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8_next);
+        sc8_next = _mm_loadu_si128((const __m128i *)x[i + 1 < nb ? i + 1 : i].scales);
         const float dx = x86_h2f(x[i].d);
         __m256i sumi[KQ_NC];
         /* the -32 offset, via the activation block sums: sum_j sc[j]*32*bsums[j] */
@@ -236,6 +247,8 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
             sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         }
         X86_UNROLL for (int h = 0; h < 2; h++) {
+            /* scales 8h..8h+7 as int16 in both halves */
+            const __m256i sch = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
             /* quants 32k..32k+31 of this half: ql[64h + 32(k&1)] low (k < 2) or
                high nibbles, with bits 2k..2k+1 of qh[32h] as bits 4-5 */
             X86_UNROLL for (int k = 0; k < 4; k++) {
@@ -243,7 +256,7 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
                 const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
                 const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
                 const __m256i q = _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), m4), _mm256_and_si256(hk, m30));
-                const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)x86_k6_shuf[4 * h + k])));
+                const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair[k]));
                 X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
                     const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
