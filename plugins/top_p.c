@@ -50,17 +50,32 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
 
+/* Where the fast paths read the n logits: the candidate list d, or (l
+   non-NULL, apply_logits) the model's logits times scale, ids 0..n-1. */
+typedef struct src {
+    const picolm_token_data *d;
+    const float *l;
+    float scale;
+    size_t n;
+} src;
+
+/* Logit i, as the list {i, l[i] * scale} would hold it; direct is a
+   constant in the always-inlined bodies. */
+#define LOGIT(direct, x, i) ((direct) ? (x)->l[i] * (x)->scale : (x)->d[i].logit)
+static inline picolm_token_data src_td(const src *x, int direct, size_t i) {
+    return direct ? (picolm_token_data){(int32_t)i, x->l[i] * x->scale, 0.0f} : x->d[i];
+}
+
 struct topp_state;
-typedef size_t first_pass_fn(struct topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse,
-                             double *in, double *out);
-static first_pass_fn first_pass_base;
+typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
+static first_pass_fn first_pass_base, first_pass_base_direct;
 #if defined(__x86_64__) && defined(__GNUC__)
-static first_pass_fn first_pass_avx2;
+static first_pass_fn first_pass_avx2, first_pass_avx2_direct;
 #endif
 
 typedef struct topp_state {
     double p;
-    first_pass_fn *first_pass; /* this CPU's build of the first pass */
+    first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
     picolm_token_data *near; /* the first pass's copies; sort scratch */
     double *mass;            /* the head's exact masses e^(logit - max) */
@@ -85,9 +100,10 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->p = p;
     for (int b = 0; b < N_BINS; b++) s->scale[b] = exp(-b / (double)BPU);
     for (int j = 0; j < CBINS; j++) s->cw[j] = exp(-(j + 0.5) / 4);
-    s->first_pass = first_pass_base;
+    s->first_pass[0] = first_pass_base;
+    s->first_pass[1] = first_pass_base_direct;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) s->first_pass = first_pass_avx2;
+    if (__builtin_cpu_supports("avx2")) s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
 #endif
     *state = s;
     return 0;
@@ -148,7 +164,9 @@ static double head_masses(const picolm_token_data *t, size_t m, float max, doubl
     return total;
 }
 
-static inline v4f logits4(const picolm_token_data *d) { return (v4f){d[0].logit, d[1].logit, d[2].logit, d[3].logit}; }
+static inline v4f logits4(const src *x, int direct, size_t i) {
+    return (v4f){LOGIT(direct, x, i), LOGIT(direct, x, i + 1), LOGIT(direct, x, i + 2), LOGIT(direct, x, i + 3)};
+}
 static inline v4f select4(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
 static inline __attribute__((always_inline)) v8f select8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
@@ -169,12 +187,13 @@ static inline __attribute__((always_inline)) v8f exp8(v8f y) {
 }
 
 /* The max logit; 1 when a logit is NaN. */
-static int max_pass(const picolm_token_data *d, size_t n, float *max) {
+static inline __attribute__((always_inline)) int max_body(const src *x, int direct, float *max) {
+    const size_t n = x->n;
     v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     v4i nan = {0, 0, 0, 0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        const v4f l = logits4(d + i);
+        const v4f l = logits4(x, direct, i);
         nan |= l != l;
         vmax = select4(l > vmax, l, vmax);
     }
@@ -182,22 +201,26 @@ static int max_pass(const picolm_token_data *d, size_t n, float *max) {
     for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
     int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
     for (; i < n; i++) {
-        odd |= d[i].logit != d[i].logit;
-        if (d[i].logit > best) best = d[i].logit;
+        const float l = LOGIT(direct, x, i);
+        odd |= l != l;
+        if (l > best) best = l;
     }
     *max = best;
     return odd;
 }
 
+static int max_pass(const src *x, float *max) { return x->l ? max_body(x, 1, max) : max_body(x, 0, max); }
+
 /* From the sample, in 1/4-logit bins below the max: whether the quick path
    fits (few candidates within NEAR, whose mass likely holds the nucleus),
    and a first-pass copy limit in 1/64-logit bins: the estimated nucleus
    edge plus a logit of margin.  The max itself weighs 1. */
-static int sample_pass(const topp_state *s, const picolm_token_data *d, size_t n, float max, float *thr) {
+static int sample_pass(const topp_state *s, const src *xs, float max, float *thr) {
+    const size_t n = xs->n;
     uint32_t cs[CBINS] = {0};
     size_t ns = 0;
     for (size_t i = 0; i < n; i += STRIDE, ns++) {
-        const float x = (max - d[i].logit) * 4;
+        const float x = (max - LOGIT(xs->l != NULL, xs, i)) * 4;
         cs[x < CBINS - 1 ? (int)x : CBINS - 1]++;
     }
     const double w = (double)n / ns;
@@ -264,14 +287,21 @@ static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_to
    unconditionally, kept by the count: no branch to mispredict, unless
    sparse says that eight in a row are seldom kept).  How many were copied.
    Compiled twice: for any x86-64 (or other CPU) and for AVX2. */
-static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const picolm_token_data *d, size_t n, float max,
+static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const src *x, int direct, float max,
                                                                    float thr, int sparse, double *in, double *out) {
+    const size_t n = x->n;
     picolm_token_data *near = s->near;
     v4d sum_in = {0, 0, 0, 0}, sum_out = sum_in;
     size_t i = 0, m = 0;
     for (; i + 8 <= n; i += 8) {
-        const v8f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit,
-                       d[i + 4].logit, d[i + 5].logit, d[i + 6].logit, d[i + 7].logit};
+        v8f l;
+        if (direct) {
+            memcpy(&l, x->l + i, sizeof l);
+            l *= x->scale;
+        } else {
+            const picolm_token_data *d = x->d + i;
+            l = (v8f){d[0].logit, d[1].logit, d[2].logit, d[3].logit, d[4].logit, d[5].logit, d[6].logit, d[7].logit};
+        }
         const v8f e = exp8(l - max);
         const v8i keep = (max - l) * BPU < thr;
         const v8f ei = (v8f)((v8i)e & keep), eo = (v8f)((v8i)e & ~keep);
@@ -279,28 +309,36 @@ static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *
         sum_out += __builtin_convertvector((v4f){eo[0], eo[1], eo[2], eo[3]}, v4d) + __builtin_convertvector((v4f){eo[4], eo[5], eo[6], eo[7]}, v4d);
         if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
         for (int j = 0; j < 8; j++) {
-            near[m] = d[i + j];
+            near[m] = direct ? (picolm_token_data){(int32_t)(i + j), l[j], 0.0f} : x->d[i + j];
             m -= keep[j]; /* -1 when kept */
         }
     }
     *in = sum_in[0] + sum_in[1] + sum_in[2] + sum_in[3];
     *out = sum_out[0] + sum_out[1] + sum_out[2] + sum_out[3];
     for (; i < n; i++) {
-        const double e = exp8((v8f){0} + (d[i].logit - max))[0];
-        near[m] = d[i];
-        if ((max - d[i].logit) * BPU < thr) *in += e, m++;
+        near[m] = src_td(x, direct, i);
+        const float l = near[m].logit;
+        const double e = exp8((v8f){0} + (l - max))[0];
+        if ((max - l) * BPU < thr) *in += e, m++;
         else *out += e;
     }
     return m;
 }
 
-static size_t first_pass_base(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse, double *in, double *out) {
-    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+static size_t first_pass_base(topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out) {
+    return first_pass_body(s, x, 0, max, thr, sparse, in, out);
+}
+static size_t first_pass_base_direct(topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out) {
+    return first_pass_body(s, x, 1, max, thr, sparse, in, out);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr,
-                                                              int sparse, double *in, double *out) {
-    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+__attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const src *x, float max, float thr, int sparse, double *in,
+                                                              double *out) {
+    return first_pass_body(s, x, 0, max, thr, sparse, in, out);
+}
+__attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state *s, const src *x, float max, float thr, int sparse,
+                                                                     double *in, double *out) {
+    return first_pass_body(s, x, 1, max, thr, sparse, in, out);
 }
 #endif
 
@@ -332,12 +370,13 @@ static inline double bin_err(int b) { return 2e-7 + (b + 1) * 1e-9; }
 /* The mass of the candidates with x >= lim (x computed as the first pass
    does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
    quartic (within 1e-11); [*lo, *hi]. */
-static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t n, float max, float lim, double *lo, double *hi) {
+static void tail_precise(const topp_state *s, const src *xs, float max, float lim, double *lo, double *hi) {
     double sum = 0;
     size_t far = 0;
-    for (size_t i = 0; i < n; i++) {
-        if ((max - d[i].logit) * BPU < lim) continue;
-        const double x = ((double)max - d[i].logit) * BPU;
+    for (size_t i = 0; i < xs->n; i++) {
+        const float l = LOGIT(xs->l != NULL, xs, i);
+        if ((max - l) * BPU < lim) continue;
+        const double x = ((double)max - l) * BPU;
         if (!(x < N_BINS - 1)) { far++; continue; } /* -inf too */
         const int b = (int)x;
         const double y = (x - b) * (1 / (double)BPU);
@@ -351,10 +390,10 @@ static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t
    max.  When those hold the nucleus and the cut is clear of S's
    uncertainty, it is the exact method's.  The k kept (in s->head), or 0
    when undecided. */
-static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
-    const size_t n = c->size;
+static size_t topp_quick(topp_state *s, const src *x, float max) {
+    const size_t n = x->n;
     double in, out;
-    const size_t m = s->first_pass(s, c->data, n, max, NEAR * BPU, 1, &in, &out);
+    const size_t m = s->first_pass[x->l != NULL](s, x, max, NEAR * BPU, 1, &in, &out);
     if (m > QUICK_ROOM) return 0;
     picolm_token_data *h = s->head;
     memcpy(h, s->near, m * sizeof *h);
@@ -369,12 +408,11 @@ static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
 
 /* The binned path (see the top), after the max and the sample.  The k kept
    (in s->head), or 0 when undecided. */
-static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, float thr) {
-    const picolm_token_data *d = c->data;
-    const size_t n = c->size;
+static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
+    const size_t n = x->n;
     const double p = s->p, slack = 1e-9;
     double in, out;
-    size_t n_near = s->first_pass(s, d, n, max, thr, 0, &in, &out);
+    size_t n_near = s->first_pass[x->l != NULL](s, x, max, thr, 0, &in, &out);
     double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
     bin_near(s, s->near, n_near, max);
 
@@ -387,7 +425,7 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
         head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
         if (head_lo >= p * s_hi) last = b;
     }
-    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, c, max, N_BINS - 1); /* the sample guessed too high: all bins */
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
     for (int b = 0; b <= last; b++) {
@@ -417,16 +455,16 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
     head = head_masses(t, m, max, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) { /* too close to call: the rest's mass precisely */
-        tail_precise(s, d, n, max, lim, &tail_lo, &tail_hi);
+        tail_precise(s, x, max, lim, &tail_lo, &tail_hi);
         k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     }
     return k;
 }
 
-/* The fast paths (see the top).  1 when one decided c, 0 when the exact
-   method must run (c untouched). */
-static int topp_fast(topp_state *s, picolm_candidates *c) {
-    const size_t n = c->size;
+/* The fast paths (see the top) over x, the result into c.  1 when one
+   decided, 0 when the exact method must run (c untouched). */
+static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
+    const size_t n = x->n;
     if (s->cap < n) {
         picolm_token_data *h = realloc(s->head, n * sizeof *h), *nr = realloc(s->near, n * sizeof *nr);
         if (h) s->head = h;
@@ -437,10 +475,10 @@ static int topp_fast(topp_state *s, picolm_candidates *c) {
         s->cap = n;
     }
     float max, thr;
-    if (max_pass(c->data, n, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
+    if (max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
     size_t k = 0;
-    if (sample_pass(s, c->data, n, max, &thr)) k = topp_quick(s, c, max);
-    if (!k) k = topp_bins(s, c, max, thr);
+    if (sample_pass(s, x, max, &thr)) k = topp_quick(s, x, max);
+    if (!k) k = topp_bins(s, x, max, thr);
     if (!k) return 0;
     memcpy(c->data, s->head, k * sizeof *c->data);
     c->size = k;
@@ -449,18 +487,15 @@ static int topp_fast(topp_state *s, picolm_candidates *c) {
     return 1;
 }
 
-static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
-    topp_state *st = state;
+/* The exact method (see the top). */
+static void topp_exact(const topp_state *st, picolm_candidates *c) {
     const double p = st->p;
-    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
-    if (p >= 1.0) return 0;
-    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, c)) return 0;
     picolm_token_data *d = c->data;
     const size_t n = c->size;
     float max = -INFINITY;
     for (size_t i = 0; i < n; i++)
         if (d[i].logit > max) max = d[i].logit;
-    if (!(max > -INFINITY)) return 0;
+    if (!(max > -INFINITY)) return;
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += d[i].logit > -INFINITY ? exp((double)d[i].logit - max) : 0.0;
     const double target = p * sum;
@@ -478,13 +513,35 @@ static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errle
                 c->size = i + 1;
                 c->sorted = 1;
                 c->has_p = 0;
-                return 0;
+                return;
             }
         }
         done = end;
         chunk *= 2;
     }
     c->sorted = 1; /* rounding kept everything */
+}
+
+static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    topp_state *st = state;
+    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
+    if (st->p >= 1.0) return 0;
+    const src x = {c->data, NULL, 0, c->size};
+    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
+    topp_exact(st, c);
+    return 0;
+}
+
+/* apply() without the list built: the fast paths read the logits; the
+   list is built only for the exact method. */
+static int topp_apply_logits(void *state, const float *logits, float scale, picolm_candidates *c, char *err, size_t errlen) {
+    topp_state *st = state;
+    const src x = {NULL, logits, scale, c->size};
+    if (st->p < 1.0 && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
+    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
+    for (size_t i = 0; i < c->size; i++) c->data[i] = src_td(&x, 1, i);
+    c->sorted = c->has_p = 0;
+    if (st->p < 1.0) topp_exact(st, c);
     return 0;
 }
 
@@ -503,6 +560,7 @@ static const picolm_sampler_vtable topp_vtable = {
     .destroy = topp_destroy,
     .apply = topp_apply,
     .neutral = topp_neutral,
+    .apply_logits = topp_apply_logits,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_p", "1.0",
