@@ -62,9 +62,7 @@ typedef struct src {
 /* Logit i, as the list {i, l[i] * scale} would hold it; direct is a
    constant in the always-inlined bodies. */
 #define LOGIT(direct, x, i) ((direct) ? (x)->l[i] * (x)->scale : (x)->d[i].logit)
-static inline picolm_token_data src_td(const src *x, int direct, size_t i) {
-    return direct ? (picolm_token_data){(int32_t)i, x->l[i] * x->scale, 0.0f} : x->d[i];
-}
+static inline picolm_token_data src_td(const src *x, int direct, size_t i) { return direct ? logit_td(x->l, x->scale, i) : x->d[i]; }
 
 struct topp_state;
 typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
@@ -309,7 +307,7 @@ static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *
         sum_out += __builtin_convertvector((v4f){eo[0], eo[1], eo[2], eo[3]}, v4d) + __builtin_convertvector((v4f){eo[4], eo[5], eo[6], eo[7]}, v4d);
         if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
         for (int j = 0; j < 8; j++) {
-            near[m] = direct ? (picolm_token_data){(int32_t)(i + j), l[j], 0.0f} : x->d[i + j];
+            near[m] = direct ? (picolm_token_data){(int32_t)(i + j), l[j], 0.0f} : x->d[i + j]; /* l[j]: logit_td's product */
             m -= keep[j]; /* -1 when kept */
         }
     }
@@ -539,8 +537,7 @@ static int topp_apply_logits(void *state, const float *logits, float scale, pico
     const src x = {NULL, logits, scale, c->size};
     if (st->p < 1.0 && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
     if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
-    for (size_t i = 0; i < c->size; i++) c->data[i] = src_td(&x, 1, i);
-    c->sorted = c->has_p = 0;
+    fill_list(c, logits, scale);
     if (st->p < 1.0) topp_exact(st, c);
     return 0;
 }
