@@ -67,13 +67,17 @@ static inline picolm_token_data src_td(const src *x, int direct, size_t i) { ret
 struct topp_state;
 typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
 static first_pass_fn first_pass_base, first_pass_base_direct;
+typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, double *mass);
+static head_masses_fn head_masses_base;
 #if defined(__x86_64__) && defined(__GNUC__)
 static first_pass_fn first_pass_avx2, first_pass_avx2_direct;
+static head_masses_fn head_masses_avx2;
 #endif
 
 typedef struct topp_state {
     double p;
     first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
+    head_masses_fn *head_masses;  /* and of head_masses */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
     picolm_token_data *near; /* the first pass's copies; sort scratch */
     double *mass;            /* the head's exact masses e^(logit - max) */
@@ -100,8 +104,12 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     for (int j = 0; j < CBINS; j++) s->cw[j] = exp(-(j + 0.5) / 4);
     s->first_pass[0] = first_pass_base;
     s->first_pass[1] = first_pass_base_direct;
+    s->head_masses = head_masses_base;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
+    if (__builtin_cpu_supports("avx2")) {
+        s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
+        s->head_masses = head_masses_avx2;
+    }
 #endif
     *state = s;
     return 0;
@@ -131,36 +139,45 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
     return 0;
 }
 
-typedef int64_t v2l __attribute__((vector_size(16)));
+typedef int64_t v4l __attribute__((vector_size(32)));
 
-/* The head's masses e^(logit - max) in double, two at a time: 2^n e^f with
-   n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi is
-   exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
+/* The head's masses e^(logit - max) in double, four at a time: 2^n e^f
+   with n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi
+   is exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
    < 2e-16), so each within 1e-15 of exp's and a sum of them within
-   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum. */
-static double head_masses(const picolm_token_data *t, size_t m, float max, double *mass) {
-    const v2d magic = {6755399441055744.0, 6755399441055744.0}; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
-    v2d sum = {0, 0};
+   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum.
+   Compiled twice like the first pass (four lanes: two independent SSE2
+   chains, or one AVX2 one). */
+static inline __attribute__((always_inline)) double head_masses_body(const picolm_token_data *t, size_t m, float max, double *mass) {
+    const v4d magic = (v4d){0} + 6755399441055744.0; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
+    v4d sum = {0, 0, 0, 0};
     size_t j = 0;
-    for (; j + 2 <= m; j += 2) {
-        v2d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max};
-        x = (v2d)(((v2l)x & (x > -700)) | ((v2l)(x * 0 - 700) & ~(x > -700)));
-        const v2d r = x * 1.4426950408889634 + magic, nf = r - magic;
-        const v2l ni = (v2l)r - (v2l)magic;
-        const v2d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
-        v2d q = 1 / 479001600.0 + f * 0;
+    for (; j + 4 <= m; j += 4) {
+        v4d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max, (double)t[j + 2].logit - max, (double)t[j + 3].logit - max};
+        x = (v4d)(((v4l)x & (x > -700)) | ((v4l)(x * 0 - 700) & ~(x > -700)));
+        const v4d r = x * 1.4426950408889634 + magic, nf = r - magic;
+        const v4l ni = (v4l)r - (v4l)magic;
+        const v4d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
         static const double c[12] = {1 / 39916800.0, 1 / 3628800.0, 1 / 362880.0, 1 / 40320.0, 1 / 5040.0, 1 / 720.0,
                                      1 / 120.0, 1 / 24.0, 1 / 6.0, 0.5, 1, 1};
+        v4d q = 1 / 479001600.0 + f * 0;
+#pragma GCC unroll 12
         for (int k = 0; k < 12; k++) q = q * f + c[k];
-        const v2d e = q * (v2d)((ni + 1023) << 52);
-        mass[j] = e[0];
-        mass[j + 1] = e[1];
+        const v4d e = q * (v4d)((ni + 1023) << 52);
+        memcpy(mass + j, &e, sizeof e);
         sum += e;
     }
-    double total = sum[0] + sum[1];
+    double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
     for (; j < m; j++) total += mass[j] = exp((double)t[j].logit - max);
     return total;
 }
+
+static double head_masses_base(const picolm_token_data *t, size_t m, float max, double *mass) { return head_masses_body(t, m, max, mass); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static double head_masses_avx2(const picolm_token_data *t, size_t m, float max, double *mass) {
+    return head_masses_body(t, m, max, mass);
+}
+#endif
 
 static inline v4f logits4(const src *x, int direct, size_t i) {
     return (v4f){LOGIT(direct, x, i), LOGIT(direct, x, i + 1), LOGIT(direct, x, i + 2), LOGIT(direct, x, i + 3)};
@@ -450,7 +467,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
         sort_bin(t + start, s->cnt[b], max, b, s->near);
         start += s->cnt[b];
     }
-    head = head_masses(t, m, max, s->mass);
+    head = s->head_masses(t, m, max, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) { /* too close to call: the rest's mass precisely */
         tail_precise(s, x, max, lim, &tail_lo, &tail_hi);
