@@ -79,7 +79,10 @@ typedef struct topp_state {
     first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
     head_masses_fn *head_masses;  /* and of head_masses */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
-    picolm_token_data *near; /* the first pass's copies; sort scratch */
+    float *near_l;           /* the first pass's copies: logits */
+    int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
+    picolm_token_data *tmp;  /* sort scratch */
+    int32_t perm[256][8];    /* lanes of a keep mask, kept ones first (the AVX2 first pass) */
     double *mass;            /* the head's exact masses e^(logit - max) */
     size_t cap;
     uint32_t cnt[N_BINS], pos[N_BINS];
@@ -105,6 +108,9 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->first_pass[0] = first_pass_base;
     s->first_pass[1] = first_pass_base_direct;
     s->head_masses = head_masses_base;
+    for (int mask = 0; mask < 256; mask++)
+        for (int j = 0, k = 0; j < 8; j++)
+            if (mask >> j & 1) s->perm[mask][k++] = j;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx2")) {
         s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
@@ -119,7 +125,9 @@ static void topp_destroy(void *state) {
     topp_state *s = state;
     if (s) {
         free(s->head);
-        free(s->near);
+        free(s->near_l);
+        free(s->near_id);
+        free(s->tmp);
         free(s->mass);
     }
     free(s);
@@ -298,41 +306,62 @@ static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_to
 
 /* One pass, eight candidates at a time: the masses e^(logit - max) by
    exp8, summed apart for x = (max - logit) * 64 < thr and x >= thr (*in,
-   *out), and the candidates with x < thr copied to s->near (stored
-   unconditionally, kept by the count: no branch to mispredict, unless
-   sparse says that eight in a row are seldom kept).  How many were copied.
-   Compiled twice: for any x86-64 (or other CPU) and for AVX2. */
-static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const src *x, int direct, float max,
+   *out), and the candidates with x < thr copied to s->near_l/near_id in
+   list order, without a branch to mispredict: packed (AVX2), the kept
+   lanes are permuted to the front and all eight stored; else each is
+   stored and kept by the count (unless sparse says that eight in a row
+   are seldom kept).  How many were copied.  Compiled twice: for any x86-64
+   (or other CPU) and for AVX2. */
+static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const src *x, int direct, int packed, float max,
                                                                    float thr, int sparse, double *in, double *out) {
     const size_t n = x->n;
-    picolm_token_data *near = s->near;
+    float *nl = s->near_l;
+    int32_t *ni = s->near_id;
     v4d sum_in = {0, 0, 0, 0}, sum_out = sum_in;
     size_t i = 0, m = 0;
     for (; i + 8 <= n; i += 8) {
         v8f l;
+        v8i id;
         if (direct) {
             memcpy(&l, x->l + i, sizeof l);
-            l *= x->scale;
+            l *= x->scale; /* logit_td's product */
+            id = (v8i){0, 1, 2, 3, 4, 5, 6, 7} + (int32_t)i;
         } else {
             const picolm_token_data *d = x->d + i;
             l = (v8f){d[0].logit, d[1].logit, d[2].logit, d[3].logit, d[4].logit, d[5].logit, d[6].logit, d[7].logit};
+            id = (v8i){d[0].id, d[1].id, d[2].id, d[3].id, d[4].id, d[5].id, d[6].id, d[7].id};
         }
         const v8f e = exp8(l - max);
         const v8i keep = (max - l) * BPU < thr;
         const v8f ei = (v8f)((v8i)e & keep), eo = (v8f)((v8i)e & ~keep);
         sum_in += __builtin_convertvector((v4f){ei[0], ei[1], ei[2], ei[3]}, v4d) + __builtin_convertvector((v4f){ei[4], ei[5], ei[6], ei[7]}, v4d);
         sum_out += __builtin_convertvector((v4f){eo[0], eo[1], eo[2], eo[3]}, v4d) + __builtin_convertvector((v4f){eo[4], eo[5], eo[6], eo[7]}, v4d);
+        if (packed) {
+            const v8i bit = keep & (v8i){1, 2, 4, 8, 16, 32, 64, 128};
+            const v4i o = (v4i){bit[0], bit[1], bit[2], bit[3]} | (v4i){bit[4], bit[5], bit[6], bit[7]};
+            const int mask = (o[0] | o[1]) | (o[2] | o[3]);
+            v8i idx;
+            memcpy(&idx, s->perm[mask], sizeof idx);
+            const v8f pl = __builtin_shuffle(l, idx);
+            const v8i pi = __builtin_shuffle(id, idx);
+            memcpy(nl + m, &pl, sizeof pl);
+            memcpy(ni + m, &pi, sizeof pi);
+            m += (size_t)__builtin_popcount((unsigned)mask);
+            continue;
+        }
         if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
         for (int j = 0; j < 8; j++) {
-            near[m] = direct ? (picolm_token_data){(int32_t)(i + j), l[j], 0.0f} : x->d[i + j]; /* l[j]: logit_td's product */
+            nl[m] = l[j];
+            ni[m] = id[j];
             m -= keep[j]; /* -1 when kept */
         }
     }
     *in = sum_in[0] + sum_in[1] + sum_in[2] + sum_in[3];
     *out = sum_out[0] + sum_out[1] + sum_out[2] + sum_out[3];
     for (; i < n; i++) {
-        near[m] = src_td(x, direct, i);
-        const float l = near[m].logit;
+        const picolm_token_data t = src_td(x, direct, i);
+        const float l = nl[m] = t.logit;
+        ni[m] = t.id;
         const double e = exp8((v8f){0} + (l - max))[0];
         if ((max - l) * BPU < thr) *in += e, m++;
         else *out += e;
@@ -341,19 +370,19 @@ static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *
 }
 
 static size_t first_pass_base(topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out) {
-    return first_pass_body(s, x, 0, max, thr, sparse, in, out);
+    return first_pass_body(s, x, 0, 0, max, thr, sparse, in, out);
 }
 static size_t first_pass_base_direct(topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out) {
-    return first_pass_body(s, x, 1, max, thr, sparse, in, out);
+    return first_pass_body(s, x, 1, 0, max, thr, sparse, in, out);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const src *x, float max, float thr, int sparse, double *in,
                                                               double *out) {
-    return first_pass_body(s, x, 0, max, thr, sparse, in, out);
+    return first_pass_body(s, x, 0, 1, max, thr, sparse, in, out);
 }
 __attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state *s, const src *x, float max, float thr, int sparse,
                                                                      double *in, double *out) {
-    return first_pass_body(s, x, 1, max, thr, sparse, in, out);
+    return first_pass_body(s, x, 1, 1, max, thr, sparse, in, out);
 }
 #endif
 
@@ -367,11 +396,11 @@ __attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state 
 /* Bin the m candidates t (x < N_BINS - 1 each): per bin its count and sum
    of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
    scale[b] times it). */
-static void bin_near(topp_state *s, const picolm_token_data *t, size_t m, float max) {
+static void bin_near(topp_state *s, const float *l, size_t m, float max) {
     v2d *acc = s->acc;
     memset(acc, 0, sizeof s->acc);
     for (size_t i = 0; i < m; i++) {
-        const float x = (max - t[i].logit) * BPU;
+        const float x = (max - l[i]) * BPU;
         const int b = (int)x;
         const float y = (x - (float)b) * (1 / BPU);
         acc[b] += (v2d){1, 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)))};
@@ -411,7 +440,7 @@ static size_t topp_quick(topp_state *s, const src *x, float max) {
     const size_t m = s->first_pass[x->l != NULL](s, x, max, NEAR * BPU, 1, &in, &out);
     if (m > QUICK_ROOM) return 0;
     picolm_token_data *h = s->head;
-    memcpy(h, s->near, m * sizeof *h);
+    for (size_t j = 0; j < m; j++) h[j] = (picolm_token_data){s->near_id[j], s->near_l[j], 0.0f};
     sort_best_first(h, m);
     const double slack = 1e-9, sum = in + out, s_lo = (sum * (1 - REL4) - n * ABS4) * (1 - slack);
     const double s_hi = (sum * (1 + REL4) + n * ABS4) * (1 + slack);
@@ -429,7 +458,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
     double in, out;
     size_t n_near = s->first_pass[x->l != NULL](s, x, max, thr, 0, &in, &out);
     double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
-    bin_near(s, s->near, n_near, max);
+    bin_near(s, s->near_l, n_near, max);
 
     /* the head: the best bins whose lower bound surely reaches p * S */
     double s_hi = out_hi;
@@ -452,8 +481,8 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
     picolm_token_data *t = s->head;
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
     for (size_t i = 0; i < n_near; i++) {
-        const float x = (max - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
-        if (x < lim) t[s->pos[(int)x]++] = s->near[i];
+        const float x = (max - s->near_l[i]) * BPU; /* the same arithmetic as the first pass */
+        if (x < lim) t[s->pos[(int)x]++] = (picolm_token_data){s->near_id[i], s->near_l[i], 0.0f};
     }
     for (int b = last + 1; b < (int)thr; b++) {
         const double v = s->scale[b] * s->acc[b][1];
@@ -464,7 +493,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
     size_t start = 0;
     double head = 0;
     for (int b = 0; b <= last; b++) {
-        sort_bin(t + start, s->cnt[b], max, b, s->near);
+        sort_bin(t + start, s->cnt[b], max, b, s->tmp);
         start += s->cnt[b];
     }
     head = s->head_masses(t, m, max, s->mass);
@@ -481,12 +510,16 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
 static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
     const size_t n = x->n;
     if (s->cap < n) {
-        picolm_token_data *h = realloc(s->head, n * sizeof *h), *nr = realloc(s->near, n * sizeof *nr);
+        picolm_token_data *h = realloc(s->head, n * sizeof *h), *t = realloc(s->tmp, n * sizeof *t);
         if (h) s->head = h;
-        if (nr) s->near = nr;
+        if (t) s->tmp = t;
+        float *nl = realloc(s->near_l, (n + 8) * sizeof *nl);
+        if (nl) s->near_l = nl;
+        int32_t *ni = realloc(s->near_id, (n + 8) * sizeof *ni);
+        if (ni) s->near_id = ni;
         double *m = realloc(s->mass, n * sizeof *m);
         if (m) s->mass = m;
-        if (!h || !nr || !m) return 0;
+        if (!h || !t || !nl || !ni || !m) return 0;
         s->cap = n;
     }
     float max, thr;
