@@ -405,14 +405,25 @@ __attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state 
 /* Bin the m candidates t (x < N_BINS - 1 each): per bin its count and sum
    of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
    scale[b] times it). */
+#define CUBIC(y) (1.0f + (y) * (-1.0f + (y) * (0.5f + (y) * (-1 / 6.0f)))) /* e^-y, float or v8f */
 static void bin_near(topp_state *s, const float *l, size_t m, float max) {
     v2d *acc = s->acc;
     memset(acc, 0, sizeof s->acc);
-    for (size_t i = 0; i < m; i++) {
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) { /* the same float arithmetic as below, eight lanes at a time */
+        v8f v;
+        memcpy(&v, l + i, sizeof v);
+        const v8f x = (max - v) * BPU;
+        const v8i b = __builtin_convertvector(x, v8i);
+        const v8f y = (x - __builtin_convertvector(b, v8f)) * (1 / BPU);
+        const v8f c = CUBIC(y);
+        for (int j = 0; j < 8; j++) acc[b[j]] += (v2d){1, c[j]};
+    }
+    for (; i < m; i++) {
         const float x = (max - l[i]) * BPU;
         const int b = (int)x;
         const float y = (x - (float)b) * (1 / BPU);
-        acc[b] += (v2d){1, 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)))};
+        acc[b] += (v2d){1, CUBIC(y)};
     }
 }
 
