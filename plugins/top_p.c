@@ -65,6 +65,16 @@ typedef struct src {
 #define LOGIT(direct, x, i) ((direct) ? (x)->l[i] * (x)->scale : (x)->d[i].logit)
 static inline picolm_token_data src_td(const src *x, int direct, size_t i) { return direct ? logit_td(x->l, x->scale, i) : x->d[i]; }
 
+/* GCC's variable-index vector shuffle (vpermps under AVX2); clang has only
+   constant-index shuffles, so its builds keep the per-lane stores. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PACKED 1
+#define SHUFFLE(a, idx) __builtin_shuffle(a, idx)
+#else
+#define PACKED 0
+#define SHUFFLE(a, idx) (a)
+#endif
+
 struct topp_state;
 typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
 static first_pass_fn first_pass_base, first_pass_base_direct;
@@ -320,11 +330,11 @@ static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_to
 /* One pass, eight candidates at a time: the masses e^(logit - max) by
    exp8, summed apart for x = (max - logit) * 64 < thr and x >= thr (*in,
    *out), and the candidates with x < thr copied to s->near_l/near_id in
-   list order, without a branch to mispredict: packed (AVX2), the kept
-   lanes are permuted to the front and all eight stored; else each is
-   stored and kept by the count (unless sparse says that eight in a row
-   are seldom kept).  How many were copied.  Compiled twice: for any x86-64
-   (or other CPU) and for AVX2. */
+   list order, without a branch to mispredict: packed (AVX2 under GCC:
+   see PACKED), the kept lanes are permuted to the front and all eight
+   stored; else each is stored and kept by the count (unless sparse says
+   that eight in a row are seldom kept).  How many were copied.  Compiled
+   twice: for any x86-64 (or other CPU) and for AVX2. */
 static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const src *x, int direct, int packed, float max,
                                                                    float thr, int sparse, double *in, double *out) {
     const size_t n = x->n;
@@ -359,8 +369,8 @@ static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *
                 const int mask = (o[0] | o[1]) | (o[2] | o[3]);
                 v8i idx;
                 memcpy(&idx, s->perm[mask], sizeof idx);
-                const v8f pl = __builtin_shuffle(l, idx);
-                const v8i pi = __builtin_shuffle(id, idx);
+                const v8f pl = SHUFFLE(l, idx);
+                const v8i pi = SHUFFLE(id, idx);
                 memcpy(nl + m, &pl, sizeof pl);
                 memcpy(ni + m, &pi, sizeof pi);
                 m += (size_t)__builtin_popcount((unsigned)mask);
@@ -398,11 +408,11 @@ static size_t first_pass_base_direct(topp_state *s, const src *x, float max, flo
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const src *x, float max, float thr, int sparse, double *in,
                                                               double *out) {
-    return first_pass_body(s, x, 0, 1, max, thr, sparse, in, out);
+    return first_pass_body(s, x, 0, PACKED, max, thr, sparse, in, out);
 }
 __attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state *s, const src *x, float max, float thr, int sparse,
                                                                      double *in, double *out) {
-    return first_pass_body(s, x, 1, 1, max, thr, sparse, in, out);
+    return first_pass_body(s, x, 1, PACKED, max, thr, sparse, in, out);
 }
 #endif
 
