@@ -240,7 +240,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     return 0;
 }
 
-/* Stage i's result in err, and a list no longer than before. */
+/* Stage i's failure (rc, its message e) in err, or a list it grew. */
 static int stage_done(sampling *s, int i, int rc, const char *e, const picolm_candidates *c, char *err, size_t errlen) {
     if (rc) return pl_fail(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
     if (c->size > (size_t)s->n_vocab) return pl_fail(err, errlen, "sampler '%s' grew the candidate list", s->st[i].name);
@@ -281,6 +281,7 @@ int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32
     }
     lap(s, 0, &t0);
     for (; i < s->n; i++) {
+        e[0] = 0;
         if (stage_done(s, i, s->st[i].vt->apply(s->st[i].state, &c, e, sizeof e), e, &c, err, errlen)) return -1;
         lap(s, 1 + i, &t0);
     }
