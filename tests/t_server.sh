@@ -95,6 +95,33 @@ else
     echo "FAIL: server: the idle-timeout server did not start: $(tail -3 "$tmp/idle.log")"; rc=1
 fi
 
+# Prompt tokens go to the oldest prompt first (--prefill-chunk per step, all
+# sequences together): a long prompt that came first is answered before a
+# short one that came 0.1 s later (with a chunk per sequence and step, the
+# short one was answered within a few steps, long before).
+if start_server "$tmp/fcfs.log" --slots 2 --prefill-chunk 2 -c 2048; then
+    FCFS_URL=$URL
+    long=$(awk 'BEGIN { for (i = 0; i < 360; i++) printf "the sea and the ship "; }')
+    short=$(awk 'BEGIN { for (i = 0; i < 4; i++) printf "a boat on the waves "; }')
+    (curl -s -H "Authorization: Bearer $KEY" "$FCFS_URL/v1/completions" -o "$tmp/fcfsA.json" \
+        -d '{"prompt":"'"$long"'","max_tokens":1}'; date +%s%N >"$tmp/fcfsA.t") &
+    fa=$!
+    sleep 0.1
+    curl -s -H "Authorization: Bearer $KEY" "$FCFS_URL/v1/completions" -o "$tmp/fcfsB.json" \
+        -d '{"prompt":"'"$short"'","max_tokens":1}'
+    date +%s%N >"$tmp/fcfsB.t"
+    wait $fa
+    pa=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$tmp/fcfsA.json"); pb=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$tmp/fcfsB.json")
+    ta=$(cat "$tmp/fcfsA.t"); tb=$(cat "$tmp/fcfsB.t")
+    if [ -n "$pa" ] && [ -n "$pb" ] && [ "$pa" -gt "$pb" ] && [ "$ta" -lt "$tb" ]; then
+        echo "PASS: server: oldest prompt first: the $pa-token prompt is answered $(( (tb - ta) / 1000000 )) ms before the later $pb-token one"
+    else
+        echo "FAIL: server: oldest prompt first: A ($pa tokens) done at $ta, B ($pb tokens, 0.1 s later) at $tb"; rc=1
+    fi
+else
+    echo "FAIL: server: the --prefill-chunk 4 server did not start: $(tail -3 "$tmp/fcfs.log")"; rc=1
+fi
+
 # --ram: the whole server stays within its budget (+ 10 MB) at 8 streams.
 # The budget is what the server says the weights, buffers and code take,
 # plus 8.5 MB for the KV pool.

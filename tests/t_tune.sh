@@ -97,7 +97,21 @@ else
     echo "FAIL: --tune --ram 5M: $(tail -3 "$tmp/r.md")"
 fi
 
-# 3. bad input
+# 3. Ctrl-C while measuring removes the scratch repacked copy (TMPDIR)
+mkdir "$tmp/td"
+# (a background job of a script starts with SIGINT ignored: give it the default back)
+TMPDIR="$tmp/td" env --default-signal=INT "$B" --tune "$M" -o "$tmp/c.ini" >/dev/null 2>"$tmp/c.log" &
+pid=$!
+i=0
+while [ $i -lt 300 ] && ! grep -q 'tune \[' "$tmp/c.log" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+had=$(ls "$tmp/td" | wc -l)
+kill -INT $pid; wait $pid; rc=$?
+left=$(ls "$tmp/td" | wc -l)
+[ "$had" -ge 1 ] && [ "$left" -eq 0 ] && [ $rc -ge 128 ] && [ ! -e "$tmp/c.ini" ] &&
+    echo "PASS: SIGINT during --tune: the scratch copy ($had file) is removed, exit $rc" ||
+    echo "FAIL: SIGINT during --tune: $had scratch file(s) before, $left after, exit $rc"
+
+# 4. bad input
 "$B" --tune "$M" --ram 1M -o "$tmp/x.ini" >/dev/null 2>"$tmp/e.log"; rc=$?
 [ $rc -eq 1 ] && grep -q 'nothing fits --ram 1M' "$tmp/e.log" && [ ! -s "$tmp/x.ini" ] &&
     echo "PASS: --ram 1M: $(tail -1 "$tmp/e.log")" || echo "FAIL: --ram 1M: rc $rc, $(tail -1 "$tmp/e.log")"

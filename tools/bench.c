@@ -35,6 +35,7 @@
 #include "plugins.h"
 #include "sampling.h"
 #include "synth.h"
+#include "tmp_guard.h"
 #include "threadpool.h"
 
 #define MAX_LIST 32
@@ -1013,9 +1014,9 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
    pruned), then every thread count for the rest, then the prefill batch and
    the KV type at the winner.  rc as main's. */
 static int run_tune(const opts *o, pl_registry *reg, const char *path, const char *ram_str, const char *ini_path) {
-    char err[2048], cpu[96], rpath[4096] = "";
+    char err[2048], cpu[96], rpath[4096] = "", scratch[4096] = "";
     tuner t = {.o = o, .reg = reg, .paths = {path}, .n_layouts = 1, .t0 = pl_now()};
-    int rc = CLI_FAIL, made_tmp = 0, have_m = 0;
+    int rc = CLI_FAIL, have_m = 0;
     uint64_t ram = 0;
     if (ram_str && config_parse_size(ram_str, &ram)) { fprintf(stderr, "picolm-bench: --ram: '%s' is not a size (e.g. 512M, 1G)\n", ram_str); return CLI_USAGE; }
     t.ram = (double)ram;
@@ -1045,13 +1046,14 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
             if (!tune_repack(path, o->repacked, o->plugin_dir, err, sizeof err)) snprintf(rpath, sizeof rpath, "%s", o->repacked);
         } else {
             const char *tmp = getenv("TMPDIR");
-            snprintf(rpath, sizeof rpath, "%s/picolm-tune-XXXXXX.gguf", tmp && *tmp ? tmp : "/tmp");
-            const int fd = mkstemps(rpath, 5);
-            if (fd >= 0) close(fd), made_tmp = 1;
-            if (fd < 0 || tune_repack(path, rpath, o->plugin_dir, err, sizeof err)) {
-                if (fd < 0) snprintf(err, sizeof err, "cannot create %s", rpath);
-                rpath[0] = 0;
-            }
+            snprintf(scratch, sizeof scratch, "%s/picolm-tune-XXXXXX.gguf", tmp && *tmp ? tmp : "/tmp");
+            tmp_guard_hold(1); /* Ctrl-C while tuning removes the scratch copy */
+            const int fd = mkstemps(scratch, 5);
+            if (fd >= 0) close(fd), tmp_guard_set(scratch);
+            else scratch[0] = 0;
+            tmp_guard_hold(0);
+            if (fd < 0) snprintf(err, sizeof err, "cannot create a file in %s", tmp && *tmp ? tmp : "/tmp");
+            else if (!tune_repack(path, scratch, o->plugin_dir, err, sizeof err)) snprintf(rpath, sizeof rpath, "%s", scratch);
         }
         if (rpath[0]) t.paths[t.n_layouts++] = rpath;
         else fprintf(stderr, "picolm-bench: tune: no repacked layout measured: %s\n", err);
@@ -1158,7 +1160,12 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
 fail:
     fprintf(stderr, "picolm-bench: tune: %s\n", err);
 out:
-    if (made_tmp) unlink(rpath);
+    if (scratch[0]) {
+        tmp_guard_hold(1);
+        unlink(scratch);
+        tmp_guard_set(NULL);
+        tmp_guard_hold(0);
+    }
     if (have_m) free_model(&m);
     free(d);
     free(t.rows);

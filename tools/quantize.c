@@ -28,6 +28,7 @@
 #include "gguf.h"
 #include "gguf_write.h"
 #include "quant_policy.h"
+#include "tmp_guard.h"
 
 #define QNT_VERSION 2 /* ggml's GGML_QNT_VERSION */
 
@@ -160,54 +161,27 @@ typedef struct plan {
    complete (pl_atomic_*).  An error removes the temporary file; so does a
    signal that ends the process (the handler unlinks it, then dies of the
    signal as it would have). */
-static char g_tmp[4096]; /* the temporary file while it exists: "" otherwise */
-static const int g_sigs[] = {SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
-
-static void remove_tmp_and_die(int sig) {
-    if (g_tmp[0]) unlink(g_tmp);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-/* Block (1) or unblock (0) the signals above, so that g_tmp and the file
-   change together. */
-static void hold_signals(int on) {
-    sigset_t set;
-    sigemptyset(&set);
-    for (size_t i = 0; i < sizeof g_sigs / sizeof *g_sigs; i++) sigaddset(&set, g_sigs[i]);
-    sigprocmask(on ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
-}
-
 static int out_open(pl_atomic_file *af, const char *path, char *err, size_t errlen) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = remove_tmp_and_die;
-    sigemptyset(&sa.sa_mask);
-    hold_signals(1);
-    for (size_t i = 0; i < sizeof g_sigs / sizeof *g_sigs; i++) {
-        struct sigaction old;
-        /* a signal ignored by whoever started us (nohup, trap '' XFSZ) stays ignored */
-        if (sigaction(g_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(g_sigs[i], &sa, NULL);
-    }
+    tmp_guard_hold(1);
     int rc = pl_atomic_open(af, path, err, errlen);
-    if (!rc) snprintf(g_tmp, sizeof g_tmp, "%s", af->tmp);
-    hold_signals(0);
+    if (!rc) tmp_guard_set(af->tmp);
+    tmp_guard_hold(0);
     return rc;
 }
 
 static int out_commit(pl_atomic_file *af, char *err, size_t errlen) {
-    hold_signals(1);
+    tmp_guard_hold(1);
     int rc = pl_atomic_commit(af, err, errlen);
-    g_tmp[0] = 0;
-    hold_signals(0);
+    tmp_guard_set(NULL);
+    tmp_guard_hold(0);
     return rc;
 }
 
 static void out_abort(pl_atomic_file *af) {
-    hold_signals(1);
+    tmp_guard_hold(1);
     pl_atomic_abort(af);
-    g_tmp[0] = 0;
-    hold_signals(0);
+    tmp_guard_set(NULL);
+    tmp_guard_hold(0);
 }
 
 int main(int argc, char **argv) {

@@ -105,7 +105,7 @@ typedef struct picolm_config_param {
       "longer prompts get a 400; 0 = the context", NOFLAG) \
     X("server", "slots", K_INT, int, srv_slots, , 1, 256, NULL, "4", "sequences generated at once", NOFLAG) \
     X("server", "prefill_chunk", K_INT, int, srv_prefill_chunk, , 1, 4096, NULL, "64", \
-      "prompt tokens per sequence per step", NOFLAG) \
+      "prompt tokens per step (oldest prompt first)", NOFLAG) \
     X("server", "kv_ram", K_SIZE, uint64_t, srv_kv_ram, , 0, 0, NULL, "0", \
       "the KV-cache pool all sequences share; 0 = slots full contexts", NOFLAG) \
     X("server", "kv_block", K_INT, int, srv_kv_block, , 1, 4096, NULL, "16", "positions per KV block", NOFLAG) \

@@ -76,7 +76,7 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     r->o = *o;
     r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
     if (r->o.prefill_chunk < 1) r->o.prefill_chunk = 1;
-    const int cap = r->n_slots * r->o.prefill_chunk, nv = e->model.hp.n_vocab;
+    const int cap = r->o.prefill_chunk + r->n_slots, nv = e->model.hp.n_vocab; /* tokens in one step */
     r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
     r->lp = malloc((size_t)nv * sizeof *r->lp);
     r->who = malloc((size_t)cap * sizeof *r->who);
@@ -437,14 +437,19 @@ static const char *emit(runner *r, slot *s) {
     return NULL;
 }
 
-/* One step for every active slot, in one forward pass: a chunk of the
-   prompt of each slot still in its prompt (chunked prefill: a long prompt
-   does not stall the others), the last token of each one decoding; then a
+/* One step for every active slot, in one forward pass: up to a chunk of
+   prompt tokens, from the oldest prompts still being read (chunked prefill:
+   a long prompt does not stall the others), the last token of each one
+   decoding; then a
    token for each slot whose logits are ready.  A slot that is done is
    released (and reported). */
 static void step_all(runner *r, http_server *h) {
     char err[512];
     int n = 0, first[r->n_slots], count[r->n_slots], order[r->n_slots], n_order = 0;
+    /* prompt tokens this step, oldest prompt first: the first reply starts
+       as soon as its own prompt is read, and a step (so every decoding
+       sequence's next token) never waits for more than one chunk */
+    int budget = r->o.prefill_chunk;
     /* oldest first: when the pool runs short, the newest (not yet in
        this step) is the one preempted */
     for (int i = 0; i < r->n_slots; i++) {
@@ -459,7 +464,9 @@ static void step_all(runner *r, http_server *h) {
         first[i] = n, count[i] = 0;
         if (!s->j || s->parked) continue;
         const int prefill = s->n_fed < s->n_prompt;
-        const int k = !prefill ? 1 : s->n_prompt - s->n_fed < r->o.prefill_chunk ? s->n_prompt - s->n_fed : r->o.prefill_chunk;
+        const int k = !prefill ? 1 : s->n_prompt - s->n_fed < budget ? s->n_prompt - s->n_fed : budget;
+        if (!k) continue; /* the step's prompt tokens went to older sequences */
+        if (prefill) budget -= k;
         if (make_room(r, s, k)) {
             if (!s->parked) finish(h, s, "length"); /* alone, and the pool cannot hold it */
             continue;

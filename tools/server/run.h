@@ -25,7 +25,7 @@ typedef struct runner_opts {
     int n_ctx;                  /* context of the sequence */
     int max_prompt_tokens;      /* longer prompts get a 400 (0: the context) */
     int n_slots;                /* sequences served at once */
-    int prefill_chunk;          /* prompt tokens per sequence per step */
+    int prefill_chunk;          /* prompt tokens per step, oldest prompt first */
     size_t kv_ram;              /* bytes of the KV pool (0: every slot's full context) */
     int block_size;             /* positions per KV block (0: 16) */
     int kv_blocks;              /* the pool in blocks (overrides kv_ram) */
