@@ -17,6 +17,9 @@ typedef struct stage {
     void *state;
     void (*accept)(void *, int32_t); /* NULL when absent or the vtable is too old */
     void (*reset)(void *);
+    /* appended members, NULL when absent or the vtable is too old */
+    float (*logit_scale)(const void *);
+    int (*apply_logits)(void *, const float *, float, picolm_candidates *, char *, size_t);
     char name[64];
     char detail[96];                 /* for sampling_describe */
 } stage;
@@ -27,6 +30,7 @@ struct sampling {
     int32_t n_vocab;
     picolm_token_data *cand; /* n_vocab entries, allocated once */
     int timing;              /* sampling_timing: CPU seconds per step in t[] */
+    int direct;              /* use logit_scale / apply_logits (sampling_direct) */
     double t[MAX_STAGES + 1];
 };
 
@@ -183,6 +187,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     sampling *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(err, errlen, "sampler: out of memory");
     s->n_vocab = vocab->n_vocab;
+    s->direct = 1;
     s->cand = malloc((size_t)vocab->n_vocab * sizeof *s->cand);
     if (!s->cand) { snprintf(err, errlen, "sampler: out of memory"); sampling_free(s); return -1; }
 
@@ -213,6 +218,8 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
         const size_t fn = sizeof(void (*)(void));
         st->accept = vt->struct_size >= offsetof(picolm_sampler_vtable, accept) + fn ? vt->accept : NULL;
         st->reset = vt->struct_size >= offsetof(picolm_sampler_vtable, reset) + fn ? vt->reset : NULL;
+        st->logit_scale = vt->struct_size >= offsetof(picolm_sampler_vtable, logit_scale) + fn ? vt->logit_scale : NULL;
+        st->apply_logits = vt->struct_size >= offsetof(picolm_sampler_vtable, apply_logits) + fn ? vt->apply_logits : NULL;
         char e[256] = "";
         if (vt->create(&init, &st->state, e, sizeof e)) {
             snprintf(err, errlen, "sampler '%s': %s", names[i], e[0] ? e : "create failed");
@@ -233,34 +240,59 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     return 0;
 }
 
-static int run_stage(sampling *s, int i, picolm_candidates *c, char *err, size_t errlen) {
-    char e[256] = "";
-    if (s->st[i].vt->apply(s->st[i].state, c, e, sizeof e))
-        return pl_fail(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
+/* Stage i's failure (rc, its message e) in err, or a list it grew. */
+static int stage_done(sampling *s, int i, int rc, const char *e, const picolm_candidates *c, char *err, size_t errlen) {
+    if (rc) return pl_fail(err, errlen, "sampler '%s': %s", s->st[i].name, e[0] ? e : "failed");
     if (c->size > (size_t)s->n_vocab) return pl_fail(err, errlen, "sampler '%s' grew the candidate list", s->st[i].name);
     return 0;
+}
+
+/* When timing: the CPU time since *t0 to t[slot] (0: the candidate list, 1 + i: stage i). */
+static void lap(sampling *s, int slot, double *t0) {
+    if (!s->timing) return;
+    const double t1 = pl_thread_now();
+    s->t[slot] += t1 - *t0;
+    *t0 = t1;
 }
 
 int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32_t *token,
                     char *err, size_t errlen) {
     double t0 = s->timing ? pl_thread_now() : 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (picolm_token_data){i, logits[i], 0.0f};
     picolm_candidates c = {s->cand, (size_t)s->n_vocab, 0, 0, -1, n_remaining};
-    for (int i = 0; i < s->n; i++) {
-        if (s->timing) { /* t[0]: the candidate list, t[1 + i]: stage i */
-            const double t1 = pl_thread_now();
-            s->t[i] += t1 - t0;
-            t0 = t1;
-        }
-        if (run_stage(s, i, &c, err, errlen)) return -1;
+    /* A first stage that only scales is folded into the list (or into the
+       next stage's apply_logits); the first stage that runs may read the
+       logits itself instead of the list (picolm_sampler_vtable). */
+    int i = 0;
+    float scale = 1.0f;
+    if (s->direct && s->n > 1 && s->st[0].logit_scale) {
+        const float k = s->st[0].logit_scale(s->st[0].state);
+        if (k != 0) scale = k, i = 1;
     }
-    if (s->timing) s->t[s->n] += pl_thread_now() - t0;
+    char e[256] = "";
+    if (s->direct && s->st[i].apply_logits) {
+        lap(s, 0, &t0);
+        if (stage_done(s, i, s->st[i].apply_logits(s->st[i].state, logits, scale, &c, e, sizeof e), e, &c, err, errlen)) return -1;
+        lap(s, 1 + i, &t0);
+        i++;
+    } else if (scale != 1.0f) {
+        for (int32_t j = 0; j < s->n_vocab; j++) s->cand[j] = (picolm_token_data){j, logits[j] * scale, 0.0f};
+    } else {
+        for (int32_t j = 0; j < s->n_vocab; j++) s->cand[j] = (picolm_token_data){j, logits[j], 0.0f};
+    }
+    lap(s, 0, &t0);
+    for (; i < s->n; i++) {
+        e[0] = 0;
+        if (stage_done(s, i, s->st[i].vt->apply(s->st[i].state, &c, e, sizeof e), e, &c, err, errlen)) return -1;
+        lap(s, 1 + i, &t0);
+    }
     if (c.selected < 0 || c.selected >= s->n_vocab) {
         return pl_fail(err, errlen, "sampler '%s' selected no valid token (%d)", s->st[s->n - 1].name, (int)c.selected);
     }
     *token = c.selected;
     return 0;
 }
+
+void sampling_direct(sampling *s, int on) { s->direct = on; }
 
 void sampling_timing(sampling *s, int on) {
     s->timing = on;

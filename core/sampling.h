@@ -58,6 +58,12 @@ void sampling_timing(sampling *s, int on);
 /* Seconds counted so far: i = -1 filling the candidate list, 0..n-1 stage i. */
 double sampling_stage_seconds(const sampling *s, int i);
 
+/* on = 1 (the default): a first stage's logit_scale is folded into the list
+   and the first stage that runs may read the logits through apply_logits
+   (picolm_sampler_vtable); 0: every stage's apply() over the full list.
+   The same tokens either way (tests and picolm-bench compare them). */
+void sampling_direct(sampling *s, int on);
+
 /* Tell the chain about a token entering the context: every prompt token and
    every generated token (after sampling_sample picked it). */
 void sampling_accept(sampling *s, int32_t token);

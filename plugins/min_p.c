@@ -42,6 +42,30 @@ static int minp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     return 0;
 }
 
+/* apply() without the list built: the max of the products, then only the
+   survivors written, in id order. */
+static int minp_apply_logits(void *state, const float *logits, float scale, picolm_candidates *c, char *err, size_t errlen) {
+    const float p = *(const float *)state;
+    if (p <= 0 || !c->size) {
+        fill_list(c, logits, scale);
+        return minp_apply(state, c, err, errlen);
+    }
+    float max = logits[0] * scale;
+    for (size_t i = 1; i < c->size; i++)
+        if (logits[i] * scale > max) max = logits[i] * scale;
+    if (!(max > -INFINITY)) {
+        fill_list(c, logits, scale);
+        return 0;
+    }
+    const float thr = max + logf(p);
+    size_t n = 0;
+    for (size_t i = 0; i < c->size; i++)
+        if (logits[i] * scale >= thr) c->data[n++] = logit_td(logits, scale, i);
+    c->size = n;
+    c->sorted = c->has_p = 0;
+    return 0;
+}
+
 static const picolm_param_desc minp_params[] = {
     {"min_p", PICOLM_PARAM_FLOAT, "0", 0, 1, NULL, "drop tokens below min_p x the top probability; 0 = off"},
     {0},
@@ -57,6 +81,7 @@ static const picolm_sampler_vtable minp_vtable = {
     .destroy = minp_destroy,
     .apply = minp_apply,
     .neutral = minp_neutral,
+    .apply_logits = minp_apply_logits,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "min_p", "1.0",

@@ -43,6 +43,20 @@ static inline int param_int(const picolm_sampler_init *in, const char *key, long
     return 0;
 }
 
+/* ---- apply_logits: the list apply() would have been given ---- */
+
+/* Candidate i of that list: {i, logits[i] * scale, 0}. */
+static inline picolm_token_data logit_td(const float *logits, float scale, size_t i) {
+    return (picolm_token_data){(int32_t)i, logits[i] * scale, 0.0f};
+}
+
+/* Build the whole list in c (c->size logits), for a stage whose fast path
+   does not apply and falls back to its apply(). */
+static inline void fill_list(picolm_candidates *c, const float *logits, float scale) {
+    for (size_t i = 0; i < c->size; i++) c->data[i] = logit_td(logits, scale, i);
+    c->sorted = c->has_p = 0;
+}
+
 /* ---- candidate ordering ---- */
 
 /* Total order: higher logit first, then lower id; NaN ranks as -inf. */

@@ -44,6 +44,12 @@ static int temp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     return 0;
 }
 
+/* apply() is a plain multiply by 1/T when T > 0 (by 1 when T is 1: a no-op) */
+static float temp_scale(const void *state) {
+    const float t = *(const float *)state;
+    return t > 0 ? 1.0f / t : 0.0f;
+}
+
 static const picolm_param_desc temp_params[] = {
     {"temperature", PICOLM_PARAM_FLOAT, "0.8", 0, 100, NULL, "sampling temperature; 0 = greedy"},
     {0},
@@ -56,6 +62,7 @@ static const picolm_sampler_vtable temp_vtable = {
     .create = temp_create,
     .destroy = temp_destroy,
     .apply = temp_apply,
+    .logit_scale = temp_scale,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "temperature", "1.0",

@@ -9,7 +9,7 @@
    max (one pass) and a sample of every STRIDE-th candidate, which tells
    which way fits and how far down the nucleus probably reaches; then one
    pass sums the masses by a polynomial exp eight at a time (S within
-   1.5e-6), apart above and below a limit, and copies the candidates above
+   2.5e-6), apart above and below a limit, and copies the candidates above
    the limit:
    - quick (a peaked list; limit NEAR below the max): the copies, sorted
      and summed exactly, hold the nucleus when the max is peaked, and the
@@ -39,6 +39,7 @@
 #define NEAR 6.0f            /* logit units below the max: the quick path's candidates */
 #define STRIDE 61            /* the sample: every STRIDE-th candidate */
 #define CBINS 256            /* the sample's bins: 1/4 logit below the max */
+#define BLOCK 16             /* the first pass sums BLOCK x 8 masses in float, then in double */
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
@@ -50,19 +51,49 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
 
+/* Where the fast paths read the n logits: the candidate list d, or (l
+   non-NULL, apply_logits) the model's logits times scale, ids 0..n-1. */
+typedef struct src {
+    const picolm_token_data *d;
+    const float *l;
+    float scale;
+    size_t n;
+} src;
+
+/* Logit i, as the list {i, l[i] * scale} would hold it; direct is a
+   constant in the always-inlined bodies. */
+#define LOGIT(direct, x, i) ((direct) ? (x)->l[i] * (x)->scale : (x)->d[i].logit)
+static inline picolm_token_data src_td(const src *x, int direct, size_t i) { return direct ? logit_td(x->l, x->scale, i) : x->d[i]; }
+
+/* GCC's variable-index vector shuffle (vpermps under AVX2); clang has only
+   constant-index shuffles, so its builds keep the per-lane stores. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PACKED 1
+#define SHUFFLE(a, idx) __builtin_shuffle(a, idx)
+#else
+#define PACKED 0
+#define SHUFFLE(a, idx) (a)
+#endif
+
 struct topp_state;
-typedef size_t first_pass_fn(struct topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse,
-                             double *in, double *out);
-static first_pass_fn first_pass_base;
+typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
+static first_pass_fn first_pass_base, first_pass_base_direct;
+typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, double *mass);
+static head_masses_fn head_masses_base;
 #if defined(__x86_64__) && defined(__GNUC__)
-static first_pass_fn first_pass_avx2;
+static first_pass_fn first_pass_avx2, first_pass_avx2_direct;
+static head_masses_fn head_masses_avx2;
 #endif
 
 typedef struct topp_state {
     double p;
-    first_pass_fn *first_pass; /* this CPU's build of the first pass */
+    first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
+    head_masses_fn *head_masses;  /* and of head_masses */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
-    picolm_token_data *near; /* the first pass's copies; sort scratch */
+    float *near_l;           /* the first pass's copies: logits */
+    int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
+    picolm_token_data *tmp;  /* sort scratch */
+    int32_t perm[256][8];    /* lanes of a keep mask, kept ones first (the AVX2 first pass) */
     double *mass;            /* the head's exact masses e^(logit - max) */
     size_t cap;
     uint32_t cnt[N_BINS], pos[N_BINS];
@@ -85,9 +116,17 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->p = p;
     for (int b = 0; b < N_BINS; b++) s->scale[b] = exp(-b / (double)BPU);
     for (int j = 0; j < CBINS; j++) s->cw[j] = exp(-(j + 0.5) / 4);
-    s->first_pass = first_pass_base;
+    s->first_pass[0] = first_pass_base;
+    s->first_pass[1] = first_pass_base_direct;
+    s->head_masses = head_masses_base;
+    for (int mask = 0; mask < 256; mask++)
+        for (int j = 0, k = 0; j < 8; j++)
+            if (mask >> j & 1) s->perm[mask][k++] = j;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) s->first_pass = first_pass_avx2;
+    if (__builtin_cpu_supports("avx2")) {
+        s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
+        s->head_masses = head_masses_avx2;
+    }
 #endif
     *state = s;
     return 0;
@@ -97,7 +136,9 @@ static void topp_destroy(void *state) {
     topp_state *s = state;
     if (s) {
         free(s->head);
-        free(s->near);
+        free(s->near_l);
+        free(s->near_id);
+        free(s->tmp);
         free(s->mass);
     }
     free(s);
@@ -117,38 +158,54 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
     return 0;
 }
 
-typedef int64_t v2l __attribute__((vector_size(16)));
+typedef int64_t v4l __attribute__((vector_size(32)));
 
-/* The head's masses e^(logit - max) in double, two at a time: 2^n e^f with
-   n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi is
-   exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
+/* The head's masses e^(logit - max) in double, four at a time: 2^n e^f
+   with n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi
+   is exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
    < 2e-16), so each within 1e-15 of exp's and a sum of them within
-   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum. */
-static double head_masses(const picolm_token_data *t, size_t m, float max, double *mass) {
-    const v2d magic = {6755399441055744.0, 6755399441055744.0}; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
-    v2d sum = {0, 0};
+   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum.
+   Compiled twice like the first pass (four lanes: two independent SSE2
+   chains, or one AVX2 one). */
+static inline __attribute__((always_inline)) double head_masses_body(const picolm_token_data *t, size_t m, float max, double *mass) {
+    const v4d magic = (v4d){0} + 6755399441055744.0; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
+    v4d sum = {0, 0, 0, 0};
     size_t j = 0;
-    for (; j + 2 <= m; j += 2) {
-        v2d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max};
-        x = (v2d)(((v2l)x & (x > -700)) | ((v2l)(x * 0 - 700) & ~(x > -700)));
-        const v2d r = x * 1.4426950408889634 + magic, nf = r - magic;
-        const v2l ni = (v2l)r - (v2l)magic;
-        const v2d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
-        v2d q = 1 / 479001600.0 + f * 0;
+    for (; j + 4 <= m; j += 4) {
+        v4d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max, (double)t[j + 2].logit - max, (double)t[j + 3].logit - max};
+        x = (v4d)(((v4l)x & (x > -700)) | ((v4l)(x * 0 - 700) & ~(x > -700)));
+        const v4d r = x * 1.4426950408889634 + magic, nf = r - magic;
+        const v4l ni = (v4l)r - (v4l)magic;
+        const v4d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
         static const double c[12] = {1 / 39916800.0, 1 / 3628800.0, 1 / 362880.0, 1 / 40320.0, 1 / 5040.0, 1 / 720.0,
                                      1 / 120.0, 1 / 24.0, 1 / 6.0, 0.5, 1, 1};
+        v4d q = 1 / 479001600.0 + f * 0;
+#pragma GCC unroll 12
         for (int k = 0; k < 12; k++) q = q * f + c[k];
-        const v2d e = q * (v2d)((ni + 1023) << 52);
-        mass[j] = e[0];
-        mass[j + 1] = e[1];
+        const v4d e = q * (v4d)((ni + 1023) << 52);
+        memcpy(mass + j, &e, sizeof e);
         sum += e;
     }
-    double total = sum[0] + sum[1];
+    double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
     for (; j < m; j++) total += mass[j] = exp((double)t[j].logit - max);
     return total;
 }
 
-static inline v4f logits4(const picolm_token_data *d) { return (v4f){d[0].logit, d[1].logit, d[2].logit, d[3].logit}; }
+static double head_masses_base(const picolm_token_data *t, size_t m, float max, double *mass) { return head_masses_body(t, m, max, mass); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static double head_masses_avx2(const picolm_token_data *t, size_t m, float max, double *mass) {
+    return head_masses_body(t, m, max, mass);
+}
+#endif
+
+static inline v4f logits4(const src *x, int direct, size_t i) {
+    if (direct) { /* the same products, one vector multiply */
+        v4f l;
+        memcpy(&l, x->l + i, sizeof l);
+        return l * x->scale;
+    }
+    return (v4f){x->d[i].logit, x->d[i + 1].logit, x->d[i + 2].logit, x->d[i + 3].logit};
+}
 static inline v4f select4(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
 static inline __attribute__((always_inline)) v8f select8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
@@ -169,12 +226,20 @@ static inline __attribute__((always_inline)) v8f exp8(v8f y) {
 }
 
 /* The max logit; 1 when a logit is NaN. */
-static int max_pass(const picolm_token_data *d, size_t n, float *max) {
-    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+static inline __attribute__((always_inline)) int max_body(const src *x, int direct, float *max) {
+    const size_t n = x->n;
+    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, vmax2 = vmax;
     v4i nan = {0, 0, 0, 0};
     size_t i = 0;
+    for (; i + 8 <= n; i += 8) { /* two chains of selects: half the latency */
+        const v4f l = logits4(x, direct, i), l2 = logits4(x, direct, i + 4);
+        nan |= (l != l) | (l2 != l2);
+        vmax = select4(l > vmax, l, vmax);
+        vmax2 = select4(l2 > vmax2, l2, vmax2);
+    }
+    vmax = select4(vmax2 > vmax, vmax2, vmax);
     for (; i + 4 <= n; i += 4) {
-        const v4f l = logits4(d + i);
+        const v4f l = logits4(x, direct, i);
         nan |= l != l;
         vmax = select4(l > vmax, l, vmax);
     }
@@ -182,22 +247,26 @@ static int max_pass(const picolm_token_data *d, size_t n, float *max) {
     for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
     int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
     for (; i < n; i++) {
-        odd |= d[i].logit != d[i].logit;
-        if (d[i].logit > best) best = d[i].logit;
+        const float l = LOGIT(direct, x, i);
+        odd |= l != l;
+        if (l > best) best = l;
     }
     *max = best;
     return odd;
 }
 
+static int max_pass(const src *x, float *max) { return x->l ? max_body(x, 1, max) : max_body(x, 0, max); }
+
 /* From the sample, in 1/4-logit bins below the max: whether the quick path
    fits (few candidates within NEAR, whose mass likely holds the nucleus),
    and a first-pass copy limit in 1/64-logit bins: the estimated nucleus
    edge plus a logit of margin.  The max itself weighs 1. */
-static int sample_pass(const topp_state *s, const picolm_token_data *d, size_t n, float max, float *thr) {
+static int sample_pass(const topp_state *s, const src *xs, float max, float *thr) {
+    const size_t n = xs->n;
     uint32_t cs[CBINS] = {0};
     size_t ns = 0;
     for (size_t i = 0; i < n; i += STRIDE, ns++) {
-        const float x = (max - d[i].logit) * 4;
+        const float x = (max - LOGIT(xs->l != NULL, xs, i)) * 4;
         cs[x < CBINS - 1 ? (int)x : CBINS - 1]++;
     }
     const double w = (double)n / ns;
@@ -260,68 +329,123 @@ static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_to
 
 /* One pass, eight candidates at a time: the masses e^(logit - max) by
    exp8, summed apart for x = (max - logit) * 64 < thr and x >= thr (*in,
-   *out), and the candidates with x < thr copied to s->near (stored
-   unconditionally, kept by the count: no branch to mispredict, unless
-   sparse says that eight in a row are seldom kept).  How many were copied.
-   Compiled twice: for any x86-64 (or other CPU) and for AVX2. */
-static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const picolm_token_data *d, size_t n, float max,
+   *out), and the candidates with x < thr copied to s->near_l/near_id in
+   list order, without a branch to mispredict: packed (AVX2 under GCC:
+   see PACKED), the kept lanes are permuted to the front and all eight
+   stored; else each is stored and kept by the count (unless sparse says
+   that eight in a row are seldom kept).  How many were copied.  Compiled
+   twice: for any x86-64 (or other CPU) and for AVX2. */
+static inline __attribute__((always_inline)) size_t first_pass_body(topp_state *s, const src *x, int direct, int packed, float max,
                                                                    float thr, int sparse, double *in, double *out) {
-    picolm_token_data *near = s->near;
+    const size_t n = x->n;
+    float *nl = s->near_l;
+    int32_t *ni = s->near_id;
     v4d sum_in = {0, 0, 0, 0}, sum_out = sum_in;
     size_t i = 0, m = 0;
-    for (; i + 8 <= n; i += 8) {
-        const v8f l = {d[i].logit, d[i + 1].logit, d[i + 2].logit, d[i + 3].logit,
-                       d[i + 4].logit, d[i + 5].logit, d[i + 6].logit, d[i + 7].logit};
-        const v8f e = exp8(l - max);
-        const v8i keep = (max - l) * BPU < thr;
-        const v8f ei = (v8f)((v8i)e & keep), eo = (v8f)((v8i)e & ~keep);
-        sum_in += __builtin_convertvector((v4f){ei[0], ei[1], ei[2], ei[3]}, v4d) + __builtin_convertvector((v4f){ei[4], ei[5], ei[6], ei[7]}, v4d);
-        sum_out += __builtin_convertvector((v4f){eo[0], eo[1], eo[2], eo[3]}, v4d) + __builtin_convertvector((v4f){eo[4], eo[5], eo[6], eo[7]}, v4d);
-        if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
-        for (int j = 0; j < 8; j++) {
-            near[m] = d[i + j];
-            m -= keep[j]; /* -1 when kept */
+    while (i + 8 <= n) {
+        /* a block of BLOCK x 8 masses summed in float per lane (see REL4), then in double */
+        v8f fin = {0}, fout = {0};
+        const size_t end = i + 8 * BLOCK < n ? i + 8 * BLOCK : n;
+        for (; i + 8 <= end; i += 8) {
+            v8f l;
+            v8i id;
+            if (direct) {
+                memcpy(&l, x->l + i, sizeof l);
+                l *= x->scale; /* logit_td's product */
+                id = (v8i){0, 1, 2, 3, 4, 5, 6, 7} + (int32_t)i;
+            } else {
+                const picolm_token_data *d = x->d + i;
+                l = (v8f){d[0].logit, d[1].logit, d[2].logit, d[3].logit, d[4].logit, d[5].logit, d[6].logit, d[7].logit};
+                id = (v8i){d[0].id, d[1].id, d[2].id, d[3].id, d[4].id, d[5].id, d[6].id, d[7].id};
+            }
+            const v8f e = exp8(l - max);
+            const v8i keep = (max - l) * BPU < thr;
+            const v8f ei = (v8f)((v8i)e & keep), eo = (v8f)((v8i)e & ~keep);
+            fin += ei;
+            fout += eo;
+            if (packed) {
+                const v8i bit = keep & (v8i){1, 2, 4, 8, 16, 32, 64, 128};
+                const v4i o = (v4i){bit[0], bit[1], bit[2], bit[3]} | (v4i){bit[4], bit[5], bit[6], bit[7]};
+                const int mask = (o[0] | o[1]) | (o[2] | o[3]);
+                v8i idx;
+                memcpy(&idx, s->perm[mask], sizeof idx);
+                const v8f pl = SHUFFLE(l, idx);
+                const v8i pi = SHUFFLE(id, idx);
+                memcpy(nl + m, &pl, sizeof pl);
+                memcpy(ni + m, &pi, sizeof pi);
+                m += (size_t)__builtin_popcount((unsigned)mask);
+                continue;
+            }
+            if (sparse && !(keep[0] | keep[1] | keep[2] | keep[3] | keep[4] | keep[5] | keep[6] | keep[7])) continue;
+            for (int j = 0; j < 8; j++) {
+                nl[m] = l[j];
+                ni[m] = id[j];
+                m -= keep[j]; /* -1 when kept */
+            }
         }
+        sum_in += __builtin_convertvector((v4f){fin[0], fin[1], fin[2], fin[3]}, v4d) + __builtin_convertvector((v4f){fin[4], fin[5], fin[6], fin[7]}, v4d);
+        sum_out += __builtin_convertvector((v4f){fout[0], fout[1], fout[2], fout[3]}, v4d) + __builtin_convertvector((v4f){fout[4], fout[5], fout[6], fout[7]}, v4d);
     }
     *in = sum_in[0] + sum_in[1] + sum_in[2] + sum_in[3];
     *out = sum_out[0] + sum_out[1] + sum_out[2] + sum_out[3];
     for (; i < n; i++) {
-        const double e = exp8((v8f){0} + (d[i].logit - max))[0];
-        near[m] = d[i];
-        if ((max - d[i].logit) * BPU < thr) *in += e, m++;
+        const picolm_token_data t = src_td(x, direct, i);
+        const float l = nl[m] = t.logit;
+        ni[m] = t.id;
+        const double e = exp8((v8f){0} + (l - max))[0];
+        if ((max - l) * BPU < thr) *in += e, m++;
         else *out += e;
     }
     return m;
 }
 
-static size_t first_pass_base(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr, int sparse, double *in, double *out) {
-    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+static size_t first_pass_base(topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out) {
+    return first_pass_body(s, x, 0, 0, max, thr, sparse, in, out);
+}
+static size_t first_pass_base_direct(topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out) {
+    return first_pass_body(s, x, 1, 0, max, thr, sparse, in, out);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const picolm_token_data *d, size_t n, float max, float thr,
-                                                              int sparse, double *in, double *out) {
-    return first_pass_body(s, d, n, max, thr, sparse, in, out);
+__attribute__((target("avx2"))) static size_t first_pass_avx2(topp_state *s, const src *x, float max, float thr, int sparse, double *in,
+                                                              double *out) {
+    return first_pass_body(s, x, 0, PACKED, max, thr, sparse, in, out);
+}
+__attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state *s, const src *x, float max, float thr, int sparse,
+                                                                     double *in, double *out) {
+    return first_pass_body(s, x, 1, PACKED, max, thr, sparse, in, out);
 }
 #endif
 
 /* A sum of masses by the first pass is within REL4 of exp's (exp8 2.6e-7,
-   the float logit - max 6e-8 per unit of it up to 16), plus ABS4 per
-   candidate (those more than 16 below the max, and those below e^-87
-   counted as e^-87). */
-#define REL4 1.5e-6
+   the float logit - max 6e-8 per unit of it up to 16, the float sum of a
+   block's BLOCK masses per lane (BLOCK - 1) x 2^-24 = 9e-7: 2.1e-6), plus
+   ABS4 per candidate (those more than 16 below the max, and those below
+   e^-87 counted as e^-87). */
+#define REL4 2.5e-6
 #define ABS4 1e-12
 
 /* Bin the m candidates t (x < N_BINS - 1 each): per bin its count and sum
    of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
    scale[b] times it). */
-static void bin_near(topp_state *s, const picolm_token_data *t, size_t m, float max) {
+#define CUBIC(y) (1.0f + (y) * (-1.0f + (y) * (0.5f + (y) * (-1 / 6.0f)))) /* e^-y, float or v8f */
+static void bin_near(topp_state *s, const float *l, size_t m, float max) {
     v2d *acc = s->acc;
     memset(acc, 0, sizeof s->acc);
-    for (size_t i = 0; i < m; i++) {
-        const float x = (max - t[i].logit) * BPU;
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) { /* the same float arithmetic as below, eight lanes at a time */
+        v8f v;
+        memcpy(&v, l + i, sizeof v);
+        const v8f x = (max - v) * BPU;
+        const v8i b = __builtin_convertvector(x, v8i);
+        const v8f y = (x - __builtin_convertvector(b, v8f)) * (1 / BPU);
+        const v8f c = CUBIC(y);
+        for (int j = 0; j < 8; j++) acc[b[j]] += (v2d){1, c[j]};
+    }
+    for (; i < m; i++) {
+        const float x = (max - l[i]) * BPU;
         const int b = (int)x;
         const float y = (x - (float)b) * (1 / BPU);
-        acc[b] += (v2d){1, 1.0f + y * (-1.0f + y * (0.5f + y * (-1 / 6.0f)))};
+        acc[b] += (v2d){1, CUBIC(y)};
     }
 }
 
@@ -332,12 +456,13 @@ static inline double bin_err(int b) { return 2e-7 + (b + 1) * 1e-9; }
 /* The mass of the candidates with x >= lim (x computed as the first pass
    does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
    quartic (within 1e-11); [*lo, *hi]. */
-static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t n, float max, float lim, double *lo, double *hi) {
+static void tail_precise(const topp_state *s, const src *xs, float max, float lim, double *lo, double *hi) {
     double sum = 0;
     size_t far = 0;
-    for (size_t i = 0; i < n; i++) {
-        if ((max - d[i].logit) * BPU < lim) continue;
-        const double x = ((double)max - d[i].logit) * BPU;
+    for (size_t i = 0; i < xs->n; i++) {
+        const float l = LOGIT(xs->l != NULL, xs, i);
+        if ((max - l) * BPU < lim) continue;
+        const double x = ((double)max - l) * BPU;
         if (!(x < N_BINS - 1)) { far++; continue; } /* -inf too */
         const int b = (int)x;
         const double y = (x - b) * (1 / (double)BPU);
@@ -351,13 +476,13 @@ static void tail_precise(const topp_state *s, const picolm_token_data *d, size_t
    max.  When those hold the nucleus and the cut is clear of S's
    uncertainty, it is the exact method's.  The k kept (in s->head), or 0
    when undecided. */
-static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
-    const size_t n = c->size;
+static size_t topp_quick(topp_state *s, const src *x, float max) {
+    const size_t n = x->n;
     double in, out;
-    const size_t m = s->first_pass(s, c->data, n, max, NEAR * BPU, 1, &in, &out);
+    const size_t m = s->first_pass[x->l != NULL](s, x, max, NEAR * BPU, 1, &in, &out);
     if (m > QUICK_ROOM) return 0;
     picolm_token_data *h = s->head;
-    memcpy(h, s->near, m * sizeof *h);
+    for (size_t j = 0; j < m; j++) h[j] = (picolm_token_data){s->near_id[j], s->near_l[j], 0.0f};
     sort_best_first(h, m);
     const double slack = 1e-9, sum = in + out, s_lo = (sum * (1 - REL4) - n * ABS4) * (1 - slack);
     const double s_hi = (sum * (1 + REL4) + n * ABS4) * (1 + slack);
@@ -369,14 +494,13 @@ static size_t topp_quick(topp_state *s, const picolm_candidates *c, float max) {
 
 /* The binned path (see the top), after the max and the sample.  The k kept
    (in s->head), or 0 when undecided. */
-static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, float thr) {
-    const picolm_token_data *d = c->data;
-    const size_t n = c->size;
+static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
+    const size_t n = x->n;
     const double p = s->p, slack = 1e-9;
     double in, out;
-    size_t n_near = s->first_pass(s, d, n, max, thr, 0, &in, &out);
+    size_t n_near = s->first_pass[x->l != NULL](s, x, max, thr, 0, &in, &out);
     double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
-    bin_near(s, s->near, n_near, max);
+    bin_near(s, s->near_l, n_near, max);
 
     /* the head: the best bins whose lower bound surely reaches p * S */
     double s_hi = out_hi;
@@ -387,7 +511,7 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
         head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
         if (head_lo >= p * s_hi) last = b;
     }
-    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, c, max, N_BINS - 1); /* the sample guessed too high: all bins */
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
     for (int b = 0; b <= last; b++) {
@@ -399,8 +523,8 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
     picolm_token_data *t = s->head;
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
     for (size_t i = 0; i < n_near; i++) {
-        const float x = (max - s->near[i].logit) * BPU; /* the same arithmetic as the first pass */
-        if (x < lim) t[s->pos[(int)x]++] = s->near[i];
+        const float x = (max - s->near_l[i]) * BPU; /* the same arithmetic as the first pass */
+        if (x < lim) t[s->pos[(int)x]++] = (picolm_token_data){s->near_id[i], s->near_l[i], 0.0f};
     }
     for (int b = last + 1; b < (int)thr; b++) {
         const double v = s->scale[b] * s->acc[b][1];
@@ -411,36 +535,40 @@ static size_t topp_bins(topp_state *s, const picolm_candidates *c, float max, fl
     size_t start = 0;
     double head = 0;
     for (int b = 0; b <= last; b++) {
-        sort_bin(t + start, s->cnt[b], max, b, s->near);
+        sort_bin(t + start, s->cnt[b], max, b, s->tmp);
         start += s->cnt[b];
     }
-    head = head_masses(t, m, max, s->mass);
+    head = s->head_masses(t, m, max, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) { /* too close to call: the rest's mass precisely */
-        tail_precise(s, d, n, max, lim, &tail_lo, &tail_hi);
+        tail_precise(s, x, max, lim, &tail_lo, &tail_hi);
         k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     }
     return k;
 }
 
-/* The fast paths (see the top).  1 when one decided c, 0 when the exact
-   method must run (c untouched). */
-static int topp_fast(topp_state *s, picolm_candidates *c) {
-    const size_t n = c->size;
+/* The fast paths (see the top) over x, the result into c.  1 when one
+   decided, 0 when the exact method must run (c untouched). */
+static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
+    const size_t n = x->n;
     if (s->cap < n) {
-        picolm_token_data *h = realloc(s->head, n * sizeof *h), *nr = realloc(s->near, n * sizeof *nr);
+        picolm_token_data *h = realloc(s->head, n * sizeof *h), *t = realloc(s->tmp, n * sizeof *t);
         if (h) s->head = h;
-        if (nr) s->near = nr;
+        if (t) s->tmp = t;
+        float *nl = realloc(s->near_l, (n + 8) * sizeof *nl);
+        if (nl) s->near_l = nl;
+        int32_t *ni = realloc(s->near_id, (n + 8) * sizeof *ni);
+        if (ni) s->near_id = ni;
         double *m = realloc(s->mass, n * sizeof *m);
         if (m) s->mass = m;
-        if (!h || !nr || !m) return 0;
+        if (!h || !t || !nl || !ni || !m) return 0;
         s->cap = n;
     }
     float max, thr;
-    if (max_pass(c->data, n, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
+    if (max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
     size_t k = 0;
-    if (sample_pass(s, c->data, n, max, &thr)) k = topp_quick(s, c, max);
-    if (!k) k = topp_bins(s, c, max, thr);
+    if (sample_pass(s, x, max, &thr)) k = topp_quick(s, x, max);
+    if (!k) k = topp_bins(s, x, max, thr);
     if (!k) return 0;
     memcpy(c->data, s->head, k * sizeof *c->data);
     c->size = k;
@@ -449,18 +577,15 @@ static int topp_fast(topp_state *s, picolm_candidates *c) {
     return 1;
 }
 
-static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
-    topp_state *st = state;
+/* The exact method (see the top). */
+static void topp_exact(const topp_state *st, picolm_candidates *c) {
     const double p = st->p;
-    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
-    if (p >= 1.0) return 0;
-    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, c)) return 0;
     picolm_token_data *d = c->data;
     const size_t n = c->size;
     float max = -INFINITY;
     for (size_t i = 0; i < n; i++)
         if (d[i].logit > max) max = d[i].logit;
-    if (!(max > -INFINITY)) return 0;
+    if (!(max > -INFINITY)) return;
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += d[i].logit > -INFINITY ? exp((double)d[i].logit - max) : 0.0;
     const double target = p * sum;
@@ -478,13 +603,34 @@ static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errle
                 c->size = i + 1;
                 c->sorted = 1;
                 c->has_p = 0;
-                return 0;
+                return;
             }
         }
         done = end;
         chunk *= 2;
     }
     c->sorted = 1; /* rounding kept everything */
+}
+
+static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    topp_state *st = state;
+    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
+    if (st->p >= 1.0) return 0;
+    const src x = {c->data, NULL, 0, c->size};
+    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
+    topp_exact(st, c);
+    return 0;
+}
+
+/* apply() without the list built: the fast paths read the logits; the
+   list is built only for the exact method. */
+static int topp_apply_logits(void *state, const float *logits, float scale, picolm_candidates *c, char *err, size_t errlen) {
+    topp_state *st = state;
+    const src x = {NULL, logits, scale, c->size};
+    if (st->p < 1.0 && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
+    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
+    fill_list(c, logits, scale);
+    if (st->p < 1.0) topp_exact(st, c);
     return 0;
 }
 
@@ -503,6 +649,7 @@ static const picolm_sampler_vtable topp_vtable = {
     .destroy = topp_destroy,
     .apply = topp_apply,
     .neutral = topp_neutral,
+    .apply_logits = topp_apply_logits,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_p", "1.0",

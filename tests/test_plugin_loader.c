@@ -265,6 +265,40 @@ static void test_appended_neutral(const pl_registry *r) {
     sampling_free(s);
 }
 
+/* logit_scale and apply_logits, appended after neutral: a vtable sized
+   before them is never asked for them (its apply() runs); one that has
+   them is folded (first stage) and read from the logits (the next). */
+static void test_appended_direct(const pl_registry *r) {
+    static const char *const pieces[] = {"a", "b"};
+    static const uint32_t lens[] = {1, 1};
+    const picolm_vocab vocab = {.n_vocab = 2, .bos_id = -1, .eos_id = -1, .piece = pieces, .piece_len = lens};
+    const float logits[2] = {1.0f, 3.0f};
+    char err[512] = "";
+    FILE *f = fopen(markfile, "w"); /* only this test's marks from here */
+    if (f) fclose(f);
+    sampling *s = NULL;
+    int32_t tok = -1;
+    sampling_settings set = {.chain = "p_nsized,p_nsized,greedy"};
+    int rc = sampling_build(&s, r, &set, &vocab, err, sizeof err) || sampling_sample(s, logits, -1, &tok, err, sizeof err);
+    const char *m = read_marks();
+    CHECK(!rc && tok == 1 && !strstr(m, "p_nsized:logit_scale") && !strstr(m, "p_nsized:apply_logits") && strstr(m, "p_nsized:apply"),
+          "a sampler vtable sized before logit_scale: neither appended member is read, apply() runs (token %d, %s)", (int)tok, err);
+    sampling_free(s);
+    s = NULL;
+    tok = -1;
+    set.chain = "p_direct,p_direct,greedy";
+    rc = sampling_build(&s, r, &set, &vocab, err, sizeof err) || sampling_sample(s, logits, -1, &tok, err, sizeof err);
+    m = read_marks();
+    CHECK(!rc && tok == 0 && strstr(m, "p_direct:logit_scale") && strstr(m, "p_direct:apply_logits 2") && !strstr(m, "p_direct:apply\n"),
+          "a sampler with them: the first stage's scale is folded into the second's apply_logits, no apply() (token %d, %s)", (int)tok, err);
+    sampling_direct(s, 0);
+    tok = -1;
+    rc = sampling_sample(s, logits, -1, &tok, err, sizeof err);
+    m = read_marks();
+    CHECK(!rc && tok == 1 && strstr(m, "p_direct:apply\n"), "and with the direct path off, apply() runs instead (token %d, %s)", (int)tok, err);
+    sampling_free(s);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/picolm-plugin-test-XXXXXX");
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return 1; }
@@ -300,9 +334,10 @@ int main(void) {
     };
     const int nc = (int)(sizeof cases / sizeof *cases);
     int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good") && build("wide.so", "WIDE", "p_wide") &&
-                build("v1sampler.so", "V1SAMPLER", "p_v1") && build("neutral.so", "NEUTRAL", "p_neutral");
+                build("v1sampler.so", "V1SAMPLER", "p_v1") && build("neutral.so", "NEUTRAL", "p_neutral") &&
+                build("nsized.so", "NSIZED", "p_nsized") && build("direct.so", "DIRECT", "p_direct");
     for (int i = 0; i < nc && built; i++) built = build(cases[i].file, cases[i].c, cases[i].name);
-    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 5);
+    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 7);
     if (!built) return 1;
     char p[512];
     snprintf(p, sizeof p, "%s/text.so", dir);
@@ -401,8 +436,10 @@ int main(void) {
     for (int i = 0; i < r2.n; i++) {
         if (!strncmp(r2.items[i].path, dir, strlen(dir))) { ok += r2.items[i].ok; rejected += !r2.items[i].ok; }
     }
-    CHECK(ok == 4 && rejected == nc + 3, "directory scan: 4 accepted (good, wide, v1, neutral), %d refused (got %d, %d)", nc + 3, ok, rejected);
+    CHECK(ok == 6 && rejected == nc + 3, "directory scan: 6 accepted (good, wide, v1, neutral, nsized, direct), %d refused (got %d, %d)", nc + 3,
+          ok, rejected);
     test_appended_neutral(&r2);
+    test_appended_direct(&r2);
     if (rc == 0) {
         int formats = 0;
         for (int i = 0; i < r2.n; i++) formats += r2.items[i].ok && r2.items[i].kind == PICOLM_KIND_FORMAT;

@@ -844,7 +844,7 @@ static void test_chain_large(void) {
         {0.8f, 0.9f, 2000, 0, 1, 0, 0},      /* a large k */
     };
     static const float leads[] = {16.0f, 6.0f, 1.0f};
-    int bad = 0, total = 0;
+    int bad = 0, bad_off = 0, total = 0;
     uint64_t hash = 1469598103934665603ull; /* FNV-1a of every selected token */
     for (size_t ci = 0; ci < sizeof confs / sizeof confs[0]; ci++) {
         picolm_config c;
@@ -856,34 +856,128 @@ static void test_chain_large(void) {
             sampling *s = NULL;
             char err[256];
             if (cli_sampling_build(&s, &reg, &c, &big, err, sizeof err)) { CHECK(0, "chain on %d: %s", nv, err); bad++; continue; }
+            sampling *o = NULL; /* the same chain, every stage's apply() over the full list */
+            if (cli_sampling_build(&o, &reg, &c, &big, err, sizeof err)) { CHECK(0, "chain on %d: %s", nv, err); bad++; sampling_free(s); continue; }
+            sampling_direct(o, 0);
             ref_chain r;
             ref_init(&r, &c);
             rng = 777 + ci * 10 + li;
             for (int i = 0; i < 32; i++) { /* a prompt over the leads' ids */
                 const int32_t t = 100 + (int32_t)(xr() % 64);
                 sampling_accept(s, t);
+                sampling_accept(o, t);
                 ref_accept(&r, t);
             }
             for (int t = 0; t < steps; t++, total++) {
                 pin_logits(l, nv, leads[li]);
                 for (int i = 0; i < nv; i++) d[i] = (picolm_token_data){i, l[i], 0};
                 const int32_t want = ref_sample(&r, d, nv);
-                int32_t got = -1;
+                int32_t got = -1, off = -2;
                 if (sampling_sample(s, l, -1, &got, err, sizeof err) || got != want) bad++;
+                if (sampling_sample(o, l, -1, &off, err, sizeof err) || off != got) bad_off++;
                 for (int b = 0; b < 4; b++) hash = (hash ^ (uint8_t)(got >> (8 * b))) * 1099511628211ull;
                 sampling_accept(s, got);
+                sampling_accept(o, got);
                 ref_accept(&r, want);
             }
             sampling_free(s);
+            sampling_free(o);
         }
     }
     CHECK(!bad, "chains on %d candidates (7 configurations x peaked, flat, very flat) draw the reference's tokens (%d of %d differ)",
           nv, bad, total);
+    CHECK(!bad_off, "and the same tokens with the direct path off (logit_scale / apply_logits unused; %d of %d differ)", bad_off, total);
     /* the same tokens as the chain drew before its fast paths were tuned (82ad4c7) */
     CHECK(hash == PINNED_HASH, "and the same tokens as before (hash %016llx)", (unsigned long long)hash);
 done:
     free(l);
     free(d);
+    free(pc);
+    free(pl);
+}
+
+/* The direct path (a first stage's logit_scale folded into the list, the
+   first stage's apply_logits reading the logits) against every stage's
+   apply() over the full list: the same token, or the same error, for
+   chains that fold or not, with top_p, top_k or min_p first, on lists
+   below and above top_p's fast-path size, and on odd logits. */
+static void test_direct(void) {
+    static const char *const chains[][2] = {
+        {"temperature,top_p,dist", "temperature=0.8 top_p=0.9"},
+        {"temperature,top_p,dist", "temperature=1 top_p=0.5"},
+        {"temperature,top_p,dist", "temperature=100 top_p=0.99"},
+        {"temperature,top_p,dist", "temperature=0.001 top_p=0.9"},
+        {"temperature,top_p,dist", "temperature=0 top_p=0.9"}, /* not a scale: no fold */
+        {"temperature,temperature,top_p,dist", "temperature=0.7 top_p=0.9"}, /* only the first folds */
+        {"top_p,temperature,dist", "temperature=0.8 top_p=0.9"},            /* no fold, apply_logits at scale 1 */
+        {"temperature,dist", "temperature=0.8"},
+        {"temperature,min_p,dist", "temperature=1.2 min_p=0.1"},
+        {"temperature,top_k,top_p,dist", "temperature=0.8 top_k=40 top_p=0.9"},
+        {"top_k,temperature,dist", "temperature=0.8 top_k=2000"},
+        {"min_p,temperature,greedy", "temperature=0.8 min_p=0.05"},
+    };
+    static const int sizes[] = {1000, 4096, 151936};
+    const int nv_max = 151936;
+    float *l = malloc(nv_max * sizeof *l);
+    const char **pc = calloc(nv_max, sizeof *pc);
+    uint32_t *pl = calloc(nv_max, sizeof *pl);
+    if (!l || !pc || !pl) { CHECK(0, "direct: out of memory"); goto done; }
+    int bad = 0, total = 0, failed = 0;
+    for (size_t ci = 0; ci < sizeof chains / sizeof chains[0]; ci++) {
+        sampling_param sp[4];
+        char kv[4][2][32];
+        int np = 0;
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", chains[ci][1]);
+        for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && np < 4; tok = strtok_r(NULL, " ", &save), np++) {
+            char *eq = strchr(tok, '=');
+            *eq = 0;
+            snprintf(kv[np][0], sizeof kv[np][0], "%s", tok);
+            snprintf(kv[np][1], sizeof kv[np][1], "%s", eq + 1);
+            sp[np] = (sampling_param){kv[np][0], kv[np][1], "test"};
+        }
+        const sampling_settings set = {.chain = chains[ci][0], .params = sp, .n_params = np, .seed = 5 + ci};
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            const int nv = sizes[si];
+            picolm_vocab big = {nv, 1, 2, pc, pl, NULL};
+            sampling *s[2] = {NULL, NULL};
+            char err[2][256] = {"", ""};
+            if (sampling_build(&s[0], &reg, &set, &big, err[0], sizeof err[0]) || sampling_build(&s[1], &reg, &set, &big, err[0], sizeof err[0])) {
+                CHECK(0, "direct: chain %s: %s", chains[ci][0], err[0]);
+                bad++;
+            } else {
+                sampling_direct(s[1], 0);
+                rng = 4242 + ci;
+                for (int shape = 0; shape < 9; shape++, total++) {
+                    /* peaked, flat, very flat, ties, NaN, -inf, +inf, all -inf but one, all -inf (dist fails) */
+                    for (int i = 0; i < nv; i++) l[i] = shape == 3 ? (float)(int)(nrand() * 2) : 2.0f * nrand();
+                    for (int k = 0; k < 8; k++) l[xr() % (uint64_t)nv] = (shape == 0 ? 16.0f : shape == 2 ? 1.0f : 6.0f) + 2 * nrand();
+                    if (shape == 4) l[xr() % (uint64_t)nv] = NAN;
+                    if (shape == 5 || shape >= 7)
+                        for (int i = 0; i < nv; i += shape == 5 ? 3 : 1) l[i] = -INFINITY;
+                    if (shape == 7) l[nv / 2] = 0.5f;
+                    if (shape == 6) l[xr() % (uint64_t)nv] = INFINITY;
+                    int32_t tok[2] = {-1, -2};
+                    int rc[2];
+                    for (int k = 0; k < 2; k++) rc[k] = sampling_sample(s[k], l, -1, &tok[k], err[k], sizeof err[k]);
+                    if (rc[0] != rc[1] || (!rc[0] && tok[0] != tok[1]) || (rc[0] && strcmp(err[0], err[1]))) {
+                        printf("  direct: %s (%s) on %d, shape %d: %d/%d vs %d/%d (%s | %s)\n", chains[ci][0], chains[ci][1], nv, shape,
+                               rc[0], tok[0], rc[1], tok[1], err[0], err[1]);
+                        bad++;
+                    }
+                    failed += rc[0] != 0;
+                    for (int k = 0; k < 2; k++)
+                        if (!rc[k]) sampling_accept(s[k], tok[k]);
+                }
+            }
+            sampling_free(s[0]);
+            sampling_free(s[1]);
+        }
+    }
+    CHECK(!bad && total == 12 * 3 * 9 && failed > 0, "direct path on and off: the same token (or error) on %d lists of 1000, 4096 and 151936 "
+                                       "logits, 12 chains, odd logits included (%d differ, %d errors alike)", total, bad, failed);
+done:
+    free(l);
     free(pc);
     free(pl);
 }
@@ -954,6 +1048,7 @@ int main(void) {
     test_chain();
     test_declared_params();
     test_chain_large();
+    test_direct();
     bench_chain();
     registry_free(&reg);
     return CHECK_DONE();

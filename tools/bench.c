@@ -96,7 +96,8 @@ static void usage(FILE *o) {
             "  --formats LIST    --micro: only these weight formats (e.g. Q4_K,Q6_K,Q8_0)\n"
             "  --sampling        time the sampler chain alone instead (picolm's: temperature 0.8, top_p 0.9, dist,\n"
             "                    or --config FILE's [sampler]) per token over synthetic logits, peaked and flat,\n"
-            "                    with the time of each stage; -n N x -r REPS draws of each (no model needed)\n"
+            "                    with the time of each stage and of the same chain with the direct path off\n"
+            "                    (same tokens, checked); -n N x -r REPS draws of each (no model needed)\n"
             "  --vocab LIST      --sampling: vocabulary sizes (default 32000,151936)\n"
             "  --synth SHAPE:TYPE  synthesise a random-weight model first (shapes: ");
     for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
@@ -1218,49 +1219,65 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
     int rc = -1;
     if (!l || !pc || !pl) { snprintf(err, errlen, "out of memory"); goto done; }
     if (draws <= 0) { snprintf(err, errlen, "--sampling: -n and -r must give at least one draw"); goto done; }
-    if (o->format == OUT_CSV) fprintf(f, "vocab,shape,draws,ms_mean,ms_min,stage,stage_ms\n");
+    if (o->format == OUT_CSV) fprintf(f, "vocab,shape,draws,ms_mean,ms_min,stage,stage_ms,ms_mean_direct_off\n");
     if (o->format == OUT_JSON) fprintf(f, "[\n");
     for (int v = 0; v < o->n_vocabs; v++) {
         const int nv = o->vocabs[v];
         picolm_vocab vocab = {nv, -1, -1, pc, pl, NULL};
-        sampling *s[2] = {NULL, NULL};
-        for (int k = 0; k < 2; k++)
+        /* s[0..1]: peaked, flat; s[2..3]: the same chains with the direct
+           path off (every stage's apply() over the full list), drawn
+           alternately first and second: an A/B in the same run, and a
+           check that both draw the same tokens */
+        sampling *s[4] = {NULL, NULL, NULL, NULL};
+        for (int k = 0; k < 4; k++)
             if (cli_sampling_build(&s[k], reg, cfg, &vocab, err, errlen)) goto free_s;
-        double sum[2] = {0, 0}, best[2] = {INFINITY, INFINITY};
+        double sum[4] = {0, 0, 0, 0}, best[2] = {INFINITY, INFINITY};
         uint64_t seed = 0x9e3779b97f4a7c15ull;
-        for (int k = 0; k < 2; k++) sampling_timing(s[k], 1);
+        for (int k = 0; k < 4; k++) sampling_timing(s[k], 1);
+        sampling_direct(s[2], 0);
+        sampling_direct(s[3], 0);
         for (int d = 0; d < 2 * draws; d++) { /* peaked and flat interleaved */
             const int k = d % 2;
             synth_logits(l, nv, k ? 6.0f : 16.0f, &seed);
-            int32_t tok;
-            if (sampling_sample(s[k], l, -1, &tok, err, errlen)) goto free_s;
-            double t = -sum[k]; /* the counters' total less the earlier draws */
-            for (int i = -1; i < sampling_n_stages(s[k]); i++) t += sampling_stage_seconds(s[k], i);
-            sum[k] += t;
-            if (t < best[k]) best[k] = t;
-            sampling_accept(s[k], tok);
+            int32_t tok[2];
+            for (int j = 0; j < 2; j++) {
+                const int w = (j ^ (d / 2 % 2)) ? 2 + k : k, x = w == k ? 0 : 1;
+                if (sampling_sample(s[w], l, -1, &tok[x], err, errlen)) goto free_s;
+                double t = -sum[w]; /* the counters' total less the earlier draws */
+                for (int i = -1; i < sampling_n_stages(s[w]); i++) t += sampling_stage_seconds(s[w], i);
+                sum[w] += t;
+                if (w == k && t < best[k]) best[k] = t;
+            }
+            if (tok[0] != tok[1]) {
+                snprintf(err, errlen, "the direct path drew token %d, the full list %d (vocab %d, %s logits, draw %d)", (int)tok[0],
+                         (int)tok[1], nv, shape[k], d / 2);
+                goto free_s;
+            }
+            sampling_accept(s[k], tok[0]);
+            sampling_accept(s[2 + k], tok[0]);
         }
         char desc[512];
         sampling_describe(s[0], desc, sizeof desc);
         if (o->format == OUT_MD) {
-            fprintf(f, "%s| vocab | logits | ms/token mean | min | of which, mean: candidates",
+            fprintf(f, "%s| vocab | logits | ms/token mean | min | direct off: mean | of which, mean: candidates",
                     v ? "\n" : "");
             for (int i = 0; i < sampling_n_stages(s[0]); i++) fprintf(f, ", %s", sampling_stage_name(s[0], i));
-            fprintf(f, " |\n|---:|---|---:|---:|---|\n");
+            fprintf(f, " |\n|---:|---|---:|---:|---:|---|\n");
         }
         for (int k = 0; k < 2; k++) {
-            const double mean = 1e3 * sum[k] / draws;
+            const double mean = 1e3 * sum[k] / draws, off = 1e3 * sum[2 + k] / draws;
             if (o->format == OUT_MD) {
-                fprintf(f, "| %d | %s | %.3f | %.3f | %.3f", nv, shape[k], mean, 1e3 * best[k], 1e3 * sampling_stage_seconds(s[k], -1) / draws);
+                fprintf(f, "| %d | %s | %.3f | %.3f | %.3f | %.3f", nv, shape[k], mean, 1e3 * best[k], off,
+                        1e3 * sampling_stage_seconds(s[k], -1) / draws);
                 for (int i = 0; i < sampling_n_stages(s[k]); i++) fprintf(f, ", %.3f", 1e3 * sampling_stage_seconds(s[k], i) / draws);
                 fprintf(f, " |\n");
             } else if (o->format == OUT_CSV) {
                 for (int i = -1; i < sampling_n_stages(s[k]); i++)
-                    fprintf(f, "%d,%s,%d,%.6g,%.6g,%s,%.6g\n", nv, shape[k], draws, mean, 1e3 * best[k],
-                            i < 0 ? "candidates" : sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws);
+                    fprintf(f, "%d,%s,%d,%.6g,%.6g,%s,%.6g,%.6g\n", nv, shape[k], draws, mean, 1e3 * best[k],
+                            i < 0 ? "candidates" : sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws, off);
             } else {
-                fprintf(f, "  {\"vocab\": %d, \"logits\": \"%s\", \"draws\": %d, \"ms_mean\": %.6g, \"ms_min\": %.6g, \"chain\": \"%s\", "
-                           "\"stages_ms\": {\"candidates\": %.6g", nv, shape[k], draws, mean, 1e3 * best[k], desc,
+                fprintf(f, "  {\"vocab\": %d, \"logits\": \"%s\", \"draws\": %d, \"ms_mean\": %.6g, \"ms_min\": %.6g, \"ms_mean_direct_off\": %.6g, "
+                           "\"chain\": \"%s\", \"stages_ms\": {\"candidates\": %.6g", nv, shape[k], draws, mean, 1e3 * best[k], off, desc,
                         1e3 * sampling_stage_seconds(s[k], -1) / draws);
                 for (int i = 0; i < sampling_n_stages(s[k]); i++)
                     fprintf(f, ", \"%s\": %.6g", sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws);
@@ -1269,13 +1286,12 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
         }
         if (o->format == OUT_MD)
             fprintf(f, "\nchain: %s; %d draws each, CPU time of the sampling thread; peaked = 8 tokens near 16 over a body "
-                       "of N(0, 2) logits, flat = the same near 6 (a nucleus of thousands).\n", desc, draws);
-        sampling_free(s[0]);
-        sampling_free(s[1]);
+                       "of N(0, 2) logits, flat = the same near 6 (a nucleus of thousands); direct off = every stage over the "
+                       "full candidate list (the same tokens, checked).\n", desc, draws);
+        for (int k = 0; k < 4; k++) sampling_free(s[k]);
         continue;
     free_s:
-        sampling_free(s[0]);
-        sampling_free(s[1]);
+        for (int k = 0; k < 4; k++) sampling_free(s[k]);
         goto done;
     }
     if (o->format == OUT_JSON) fprintf(f, "]\n");

@@ -378,6 +378,23 @@ typedef struct picolm_sampler_vtable {
        that names every stage costs only the active ones.  Never asked of
        the last (SELECT) stage. */
     int (*neutral)(const void *state);
+    /* ---- appended after neutral (read only when struct_size covers it) ---- */
+    /* (optional) s != 0 when the next apply() would do exactly
+       `logit *= s` (one float multiply) to every candidate and nothing else
+       (no reorder, no removal, has_p cleared); else 0.  The core may then
+       skip apply() and fold the same multiply into the list it builds or
+       into the next stage's apply_logits(): the same float product, so the
+       same bits.  Asked before each token; only of the first stage. */
+    float (*logit_scale)(const void *state);
+    /* (optional) apply() on the full list {id i, logit logits[i] * scale,
+       p 0} for i < cand->size, in id order, unsorted, has_p 0, without the
+       core building that list: read logits (cand->size of them, the model's
+       output; scale 1 when nothing was folded) and write into cand->data
+       (room for cand->size entries) exactly the list apply() would have
+       left, setting size, sorted and has_p (and selected for a SELECT
+       stage).  The same candidates in the same order, so the same tokens.
+       Asked only of the first stage that runs. */
+    int (*apply_logits)(void *state, const float *logits, float scale, picolm_candidates *cand, char *err, size_t errlen);
 } picolm_sampler_vtable;
 
 /* ------------------------------------------------------------------------ */

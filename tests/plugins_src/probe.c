@@ -60,12 +60,37 @@ __attribute__((unused)) static int probe_neutral(const void *state) {
     return 1;
 }
 
+/* DIRECT: scales by 2 when asked; apply_logits keeps only id 0 (at its
+   logit times the scale, "DIRECT:apply_logits <scale>"), so a selector
+   after it picks 0 only when apply_logits ran.  NSIZED: the same members
+   behind a struct_size that stops at neutral: never to be read. */
+__attribute__((unused)) static float probe_scale(const void *state) {
+    (void)state;
+    mark("logit_scale");
+    return 2.0f;
+}
+__attribute__((unused)) static int probe_apply_logits(void *state, const float *logits, float scale, picolm_candidates *c, char *err,
+                                                      size_t errlen) {
+    (void)state; (void)err; (void)errlen;
+    char what[64];
+    snprintf(what, sizeof what, "apply_logits %g", (double)scale);
+    mark(what);
+    c->data[0] = (picolm_token_data){0, logits[0] * scale, 0.0f};
+    c->size = 1;
+    c->sorted = 1;
+    c->has_p = 0;
+    return 0;
+}
+
 __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
 #ifdef CASE_SMALLVTABLE
     .struct_size = 4,
 #elif defined(CASE_V1SAMPLER)
     /* v1's size: the core must not read the member appended after it */
     .struct_size = offsetof(picolm_sampler_vtable, neutral),
+#elif defined(CASE_NSIZED)
+    /* sized as before logit_scale / apply_logits were appended */
+    .struct_size = offsetof(picolm_sampler_vtable, logit_scale),
 #else
     .struct_size = sizeof(picolm_sampler_vtable),
 #endif
@@ -80,6 +105,10 @@ __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
     .apply = probe_apply,
 #if defined(CASE_V1SAMPLER) || defined(CASE_NEUTRAL)
     .neutral = probe_neutral,
+#endif
+#if defined(CASE_DIRECT) || defined(CASE_NSIZED)
+    .logit_scale = probe_scale,
+    .apply_logits = probe_apply_logits,
 #endif
 };
 
