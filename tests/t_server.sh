@@ -97,12 +97,13 @@ fi
 
 # Prompt tokens go to the oldest prompt first (--prefill-chunk per step, all
 # sequences together): a long prompt that came first is answered before a
-# short one that came 0.1 s later (with a chunk per sequence and step, the
-# short one was answered within a few steps, long before).
+# shorter one that came 0.1 s later, which then takes its ~375 steps (with a
+# chunk per sequence and step, the shorter one was answered long before;
+# the gap keeps the two clients' clocks out of the order under load).
 if start_server "$tmp/fcfs.log" --slots 2 --prefill-chunk 2 -c 2048; then
     FCFS_URL=$URL
     long=$(awk 'BEGIN { for (i = 0; i < 360; i++) printf "the sea and the ship "; }')
-    short=$(awk 'BEGIN { for (i = 0; i < 4; i++) printf "a boat on the waves "; }')
+    short=$(awk 'BEGIN { for (i = 0; i < 150; i++) printf "a boat on the waves "; }')
     (curl -s -H "Authorization: Bearer $KEY" "$FCFS_URL/v1/completions" -o "$tmp/fcfsA.json" \
         -d '{"prompt":"'"$long"'","max_tokens":1}'; date +%s%N >"$tmp/fcfsA.t") &
     fa=$!
