@@ -20,7 +20,7 @@ fi
 pass=0; fail=0; skip=0; failed_names=""
 default_limit=${PICOLM_TEST_TIMEOUT:-600}
 # tests that take minutes on a slow board or under qemu: their own default
-slow_tests="t_valgrind=2400 t_aarch64=2400 t_cross=2400 t_static=1800 test_logits=1800 test_kernels=1800"
+slow_tests="t_valgrind=2400 t_aarch64=2400 t_cross=2400 t_static=1800 test_logits=1800 test_kernels=1800 test_samplers=1800"
 # limit NAME: PICOLM_TIMEOUT_NAME, else PICOLM_TEST_TIMEOUT when set, else slow_tests, else 600
 limit() {
     eval "v=\${PICOLM_TIMEOUT_$1:-}"
