@@ -248,7 +248,8 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
         }
         X86_UNROLL for (int h = 0; h < 2; h++) {
             /* scales 8h..8h+7 as int16 in both halves */
-            const __m256i sch = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+            /* (two calls: the selector must be a constant for clang) */
+            const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
             /* quants 32k..32k+31 of this half: ql[64h + 32(k&1)] low (k < 2) or
                high nibbles, with bits 2k..2k+1 of qh[32h] as bits 4-5 */
             X86_UNROLL for (int k = 0; k < 4; k++) {
