@@ -329,6 +329,8 @@ static const picolm_format legacy_formats[] = {
     PICOLM_FORMAT(PICOLM_TYPE_Q8_1, A, "Q8_1", QK8_1, sizeof(block_q8_1), q8_1_dequantize, q8_1_quantize, PICOLM_TYPE_Q8_1, NULL),
 };
 
+#ifndef PICOLM_LEGACY_NO_PLUGIN /* repack.c includes this file for its code and is a plugin of its own */
 static const picolm_format_vtable legacy_vtable = PICOLM_FORMAT_VTABLE(legacy_formats);
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "legacy", "1.0", "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (reference code)", 0, 0,
                      &legacy_vtable);
+#endif

@@ -25,6 +25,10 @@
  */
 #define PICOLM_KQUANTS_NO_PLUGIN /* its code only: one descriptor, note and entry per file */
 #include "kquants.c"
+#define PICOLM_LEGACY_NO_PLUGIN /* Q5_0's reference code, for Q5_0_R16 */
+#include "legacy.c"
+#undef W
+#undef A
 
 /* One Q4_K superblock -> Q4_K_R (exact). */
 static void q4_K_r_from_q4_K(const block_q4_K *s, block_q4_K_r *d) {
@@ -295,10 +299,10 @@ static void q4_K_r_to_base(const void *src, void *dst, size_t stride, int64_t n)
    group) and quantize_row (16 rows of n floats: the base quantizer, one
    superblock of the 16 rows at a time, so no buffer) of a layout, through
    its pack function. */
-#define R16_CONVERTERS(name, BASE)                                                                        \
+#define R16_CONVERTERS(name, BASE, QK)                                                                    \
     static void name##_r16_from_base(const void *src, size_t stride, void *dst, int64_t n) {            \
         block_##name##_r16 *o = dst;                                                                    \
-        for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
+        for (int64_t i = 0; i < n / QK; i++) {                                                          \
             const BASE *rows[R16];                                                                      \
             for (int r = 0; r < R16; r++) rows[r] = (const BASE *)((const char *)src + (size_t)r * stride) + i; \
             name##_r16_pack(rows, &o[i]);                                                               \
@@ -306,18 +310,18 @@ static void q4_K_r_to_base(const void *src, void *dst, size_t stride, int64_t n)
     }                                                                                                   \
     static void name##_r16_quantize(const float *x, void *dst, int64_t n) {                             \
         block_##name##_r16 *o = dst;                                                                    \
-        for (int64_t i = 0; i < n / QK_K; i++) {                                                        \
+        for (int64_t i = 0; i < n / QK; i++) {                                                          \
             BASE tmp[R16];                                                                              \
             const BASE *rows[R16];                                                                      \
             for (int r = 0; r < R16; r++) {                                                             \
-                name##_quantize(x + r * n + i * QK_K, &tmp[r], QK_K);                                   \
+                name##_quantize(x + r * n + i * QK, &tmp[r], QK);                                       \
                 rows[r] = &tmp[r];                                                                      \
             }                                                                                           \
             name##_r16_pack(rows, &o[i]);                                                               \
         }                                                                                               \
     }
-R16_CONVERTERS(q4_K, block_q4_K)
-R16_CONVERTERS(q6_K, block_q6_K)
+R16_CONVERTERS(q4_K, block_q4_K, QK_K)
+R16_CONVERTERS(q6_K, block_q6_K, QK_K)
 
 
 /* dequantize_row: one group -> 16 rows of n floats.  Q4_K's
@@ -391,6 +395,92 @@ static void q6_K_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy
     for (int r = 0; r < R16; r++) s[r] = ksum8(sums[r], 0);
 }
 
+/* ======================================================================== */
+/* Q5_0_R16: Q5_0 with 16 rows interleaved (layout in blocks.h)              */
+/* ======================================================================== */
+/*
+ * One block = 32 columns of 16 rows (16 x 22 bytes, a permutation of the 16
+ * rows' Q5_0 blocks).  A 32-byte half of qs[j] holds the nibbles of groups
+ * j and j + 4 (4 columns each) of 8 rows, a 32-bit lane per row; the half of
+ * qh holds the 5th bits of all 8 groups of those rows (bit k = group k).
+ *
+ * Its dot product is not Q5_0's: per row, acc = fmaf(d_r * d_y, isum, acc)
+ * block by block (isum exact), so that a kernel can add the 16 rows' integer
+ * sums in lanes and spend one float step per block and row; Q5_0's own
+ * order (sum += isum * d_x * d_y) differs in the last bits only.
+ * q5_0_r16_vec_dot below is that definition.
+ */
+/* Q5_0: column c = nibble c % 16 of qs (low for c < 16) | bit c of qh << 4 */
+static inline int q50_quant(const block_q5_0 *b, int c) {
+    return ((b->qs[c % 16] >> (c < 16 ? 0 : 4)) & 0xF) | (int)((load_qh(b->qh) >> c) & 1) << 4;
+}
+/* qs[(c % 16) / 4][4r + c % 4]: nibble c / 16; qh[4r + c % 4]: bit c / 4 */
+static inline int q5r16_quant(const block_q5_0_r16 *b, int r, int c) {
+    const int lo = (b->qs[(c % 16) / 4][4 * r + c % 4] >> (c < 16 ? 0 : 4)) & 0xF;
+    return lo | ((b->qh[4 * r + c % 4] >> (c / 4)) & 1) << 4;
+}
+static inline void q5r16_set_quant(block_q5_0_r16 *b, int r, int c, int q) {
+    b->qs[(c % 16) / 4][4 * r + c % 4] |= (uint8_t)((q & 0xF) << (c < 16 ? 0 : 4));
+    b->qh[4 * r + c % 4] |= (uint8_t)(((q >> 4) & 1) << (c / 4));
+}
+
+static void q5_0_r16_pack(const block_q5_0 *const rows[R16], block_q5_0_r16 *o) {
+    memset(o, 0, sizeof *o);
+    for (int r = 0; r < R16; r++) {
+        o->d[r] = rows[r]->d;
+        for (int c = 0; c < QK5_0; c++) q5r16_set_quant(o, r, c, q50_quant(rows[r], c));
+    }
+}
+R16_CONVERTERS(q5_0, block_q5_0, QK5_0)
+
+/* Row r's Q5_0 qs is the 4 words qs[j][4r..]; its qh bit 4k + i is bit k of
+   byte i of the word qh[4r..]: gather bit k of the 4 bytes into a nibble
+   (the multiply moves byte i's bit 0 to bit 24 + i; no two partial products
+   share a bit, so nothing carries). */
+static void q5_0_r16_to_base(const void *src, void *dst, size_t stride, int64_t n) {
+    const block_q5_0_r16 *x = src;
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        const block_q5_0_r16 *b = &x[i];
+        for (int r = 0; r < R16; r++) {
+            block_q5_0 *o = (block_q5_0 *)((char *)dst + (size_t)r * stride) + i;
+            o->d = b->d[r];
+            for (int j = 0; j < 4; j++) st32(o->qs + 4 * j, ld32(b->qs[j] + 4 * r));
+            const uint32_t w = ld32(b->qh + 4 * r);
+            uint32_t qh = 0;
+            for (int k = 0; k < 8; k++) qh |= (((w >> k) & 0x01010101u) * 0x01020408u >> 24) << (4 * k);
+            st32(o->qh, qh);
+        }
+    }
+}
+
+/* Q5_0's dequantize expression, row by row */
+static void q5_0_r16_dequantize(const void *src, float *y, int64_t n) {
+    const block_q5_0_r16 *x = src;
+    for (int64_t i = 0; i < n / QK5_0; i++)
+        for (int r = 0; r < R16; r++) {
+            const float d = h2f(x[i].d[r]);
+            for (int c = 0; c < QK5_0; c++) y[r * n + i * QK5_0 + c] = (q5r16_quant(&x[i], r, c) - 16) * d;
+        }
+}
+
+/* THE definition of Q5_0_R16's dot product (the kernels must give these
+   bits): per row, block by block, acc = fmaf(d_r * d_y, isum, acc) with
+   d_r * d_y one float multiply and isum the exact sum of the 32 products
+   (|isum| <= 32 * 16 * 128: exact as a float). */
+static void q5_0_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
+    const block_q5_0_r16 *x = vx;
+    const block_q8_0 *y = vy;
+    for (int r = 0; r < R16; r++) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n / QK5_0; i++) {
+            int isum = 0;
+            for (int c = 0; c < QK5_0; c++) isum += (q5r16_quant(&x[i], r, c) - 16) * y[i].qs[c];
+            acc = fmaf(h2f(x[i].d[r]) * h2f(y[i].d), (float)isum, acc);
+        }
+        s[r] = acc;
+    }
+}
+
 static const picolm_format repack_formats[] = {
     { .type_id = PICOLM_TYPE_Q4_K_R, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R", .block_size = QK_K,
       .type_size = sizeof(block_q4_K_r), .dequantize_row = q4_K_r_dequantize, .quantize_row = q4_K_r_quantize,
@@ -405,12 +495,17 @@ static const picolm_format repack_formats[] = {
       .type_size = sizeof(block_q6_K_r16) / R16, .dequantize_row = q6_K_r16_dequantize, .quantize_row = q6_K_r16_quantize,
       .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q6_K_r16_vec_dot, .row_group = R16,
       .base_type = PICOLM_TYPE_Q6_K, .from_base = q6_K_r16_from_base, .to_base = q6_K_r16_to_base },
+    { .type_id = PICOLM_TYPE_Q5_0_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q5_0_R16", .block_size = QK5_0,
+      .type_size = sizeof(block_q5_0_r16) / R16, .dequantize_row = q5_0_r16_dequantize, .quantize_row = q5_0_r16_quantize,
+      .vec_dot_type = PICOLM_TYPE_Q8_0, .vec_dot = q5_0_r16_vec_dot, .row_group = R16,
+      .base_type = PICOLM_TYPE_Q5_0, .from_base = q5_0_r16_from_base, .to_base = q5_0_r16_to_base },
 };
 _Static_assert(sizeof(block_q4_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q4_K), "Q4_K_R16 row bytes = Q4_K's");
 _Static_assert(sizeof(block_q6_K_r16) / PICOLM_ROWS_R16 == sizeof(block_q6_K), "Q6_K_R16 row bytes = Q6_K's");
+_Static_assert(sizeof(block_q5_0_r16) / PICOLM_ROWS_R16 == sizeof(block_q5_0), "Q5_0_R16 row bytes = Q5_0's");
 
 static const picolm_format_vtable repack_vtable = PICOLM_FORMAT_VTABLE(repack_formats);
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "repack", "1.0",
                      "Repacked layouts (picolm type ids >= 1024): Q4_K_R = Q4_K with pre-unpacked 8-bit scales/mins; "
-                     "Q4_K_R16/Q6_K_R16 = Q4_K/Q6_K with 16 rows interleaved",
+                     "Q4_K_R16/Q6_K_R16/Q5_0_R16 = Q4_K/Q6_K/Q5_0 with 16 rows interleaved",
                      0, 0, &repack_vtable);

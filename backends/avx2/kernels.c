@@ -2,10 +2,11 @@
  * The avx2 level (AVX2 + FMA + F16C): every weight format, gemm tiles, the
  * Q8 activation quantizers and the vector primitives.  The shared x86 code
  * is in x86_avx2.h (and x86_avx2_r16.h, x86_avx2_tile8.h, x86_avx2_ktile.h,
- * x86_attn.h).
+ * x86_avx2_q5r16.h, x86_attn.h).
  */
 #include "x86_avx2.h"
 #include "x86_avx2_r16.h"
+#include "x86_avx2_q5r16.h"
 #include "x86_avx2_tile8.h"
 #include "x86_avx2_ktile.h"
 
@@ -601,7 +602,7 @@ static const picolm_kernel avx2_kernels[] = {
     K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K8(Q8_0, Q8_0, q8_0), K(Q4_K_R, Q8_K, q4_K_r),
     K8(Q4_0, Q8_0, q4_0), K8(Q4_1, Q8_1, q4_1), K8(Q5_0, Q8_0, q5_0), K8(Q5_1, Q8_1, q5_1),
     K8(IQ4_NL, Q8_0, iq4_nl), K(Q2_K, Q8_K, q2_K), K(Q3_K, Q8_K, q3_K), K(Q5_K, Q8_K, q5_K),
-    K(Q4_K_R16, Q8_K, q4_K_r16), K(Q6_K_R16, Q8_K, q6_K_r16),
+    K(Q4_K_R16, Q8_K, q4_K_r16), K(Q6_K_R16, Q8_K, q6_K_r16), K(Q5_0_R16, Q8_0, q5_0_r16),
     K(IQ4_XS, Q8_K, iq4_xs), K(F32, F32, f32), K(F16, F16, f16), K(BF16, BF16, bf16),
 };
 static const picolm_act_quant avx2_act_quants[] = {

@@ -43,6 +43,7 @@ typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; 
  * 1100 + the base type for the 16-row interleaved ones. */
 #define PICOLM_TYPE_OWN_MIN  1024u
 #define PICOLM_TYPE_Q4_K_R   1036u /* 1024 + Q4_K */
+#define PICOLM_TYPE_Q5_0_R16 1106u /* 1100 + Q5_0 */
 #define PICOLM_TYPE_Q4_K_R16 1112u /* 1100 + Q4_K */
 #define PICOLM_TYPE_Q6_K_R16 1114u /* 1100 + Q6_K */
 
@@ -52,8 +53,8 @@ typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; 
 typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8_t qs[QK_K / 2]; } block_q4_K_r;
 
 /* ---- picolm's row-interleaved layouts (row_group 16) ----
- * One block = one superblock (256 columns) of 16 consecutive rows, stored
- * so that a 64-byte vector holds the same 4 columns of all 16 rows: byte
+ * One block = one superblock (256 columns; Q5_0_R16: one block of 32) of
+ * 16 consecutive rows, stored so that a 64-byte vector holds the same 4 columns of all 16 rows: byte
  * 4r + i of a vector belongs to row r (a 32-bit lane per row, the shape of
  * vpdpbusd / sdot).  The values are exactly those of the base format: a
  * conversion is a permutation, nothing is requantized.  "Group" below means
@@ -81,6 +82,19 @@ typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8
  *   qh[u][4r + i]          u = 0..15: bits 2k..2k+1 = high 2 bits of the
  *                          quant of column 64k + 4u + i (group u + 16k)
  *   q = low4 | high2 << 4 (0..63); value = d * scale_s * (q - 32)
+ *
+ * Q5_0_R16 (PICOLM_TYPE_Q5_0_R16; 16 x 22 bytes per 32 columns, like Q5_0):
+ *   d[r]                   fp16 block scale of row r
+ *   qs[j][4r + i]          j = 0..3: low nibble = low 4 bits of the quant of
+ *                          column 4j + i (group j), high nibble = of column
+ *                          16 + 4j + i (group j + 4): byte 4j + i of row r's
+ *                          Q5_0 qs
+ *   qh[4r + i]             bit k (0..7) = 5th bit of the quant of column
+ *                          4k + i (group k)
+ *   u = low4 | bit << 4 (0..31); value = d * (u - 16) (Q5_0's).  Its dot
+ *   product has numerics of its own (formats/repack.c, q5_0_r16_vec_dot):
+ *   per row, acc = fmaf(d_r * d_y, (float)isum, acc) block by block, isum
+ *   the block's exact integer dot product.
  */
 #define PICOLM_ROWS_R16 16
 typedef struct {
@@ -95,6 +109,11 @@ typedef struct {
     uint8_t ql[32][64];
     uint8_t qh[16][64];
 } block_q6_K_r16;
+typedef struct {
+    picolm_half d[16];
+    uint8_t qs[4][64];
+    uint8_t qh[64];
+} block_q5_0_r16;
 
 /* The non-linear 4-bit grid of IQ4_NL / IQ4_XS. */
 static const int8_t picolm_kvalues_iq4nl[16] = {
@@ -143,4 +162,5 @@ PICOLM_BLOCK_ASSERT(block_iq4_xs, 136);
 PICOLM_BLOCK_ASSERT(block_q4_K_r, 148);
 PICOLM_BLOCK_ASSERT(block_q4_K_r16, 16 * 144);
 PICOLM_BLOCK_ASSERT(block_q6_K_r16, 16 * 210);
+PICOLM_BLOCK_ASSERT(block_q5_0_r16, 16 * 22);
 #endif
