@@ -899,7 +899,7 @@ static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, in
     return best;
 }
 
-/* The repacked copy: picolm-quantize (installed next to this binary) rearranges Q4_K/Q6_K rows losslessly. */
+/* The repacked copy: picolm-quantize (installed next to this binary) rearranges Q4_K/Q6_K/Q5_0 rows losslessly. */
 static int tune_repack(const char *model, const char *out, const char *plugin_dir, char *err, size_t errlen) {
     char tool[4096];
     ssize_t len = readlink("/proc/self/exe", tool, sizeof tool - 32);

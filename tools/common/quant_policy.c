@@ -29,9 +29,11 @@ const qp_mix qp_mixes[] = {
     {"Q4_K_M_R", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K stored as Q4_K_R (picolm only, faster kernels)",
      {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R}}},
     /* ... and with 16 rows interleaved (Q4_K_R16 / Q6_K_R16: integer GEMM
-       tiles for prefill); token_embd and odd row counts keep Q4_K / Q6_K */
-    {"Q4_K_M_R16", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K/Q6_K stored 16 rows interleaved (picolm only, fast prefill)",
-     {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R16}, {PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q6_K_R16}}},
+       tiles for prefill; Q5_0_R16 for the Q5_0 that rows not a multiple of
+       256 fall back to, e.g. Qwen2.5's 896); token_embd and odd row counts
+       keep Q4_K / Q6_K / Q5_0 */
+    {"Q4_K_M_R16", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K/Q6_K/Q5_0 stored 16 rows interleaved (picolm only, fast prefill)",
+     {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R16}, {PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q6_K_R16}, {PICOLM_TYPE_Q5_0, PICOLM_TYPE_Q5_0_R16}}},
     {"IQ4_NL", QP_FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear", {{0}}},
     {"IQ4_XS", QP_FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear", {{0}}},
     {"Q3_K_L", QP_FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down", {{0}}},

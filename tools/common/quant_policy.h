@@ -30,7 +30,7 @@ enum {
 typedef struct qp_store {
     uint32_t base, as;   /* as == 0: unused entry */
 } qp_store;
-#define QP_MAX_STORE 2
+#define QP_MAX_STORE 3
 
 typedef struct qp_mix {
     const char *name;
