@@ -151,6 +151,124 @@ static void dot_magnitudes(const picolm_format *fw, const void *w, const picolm_
 
 #define REL_TOL 1e-5
 
+/* ---- Q5_0_R16: a layout with numerics of its own (formats/repack.c) ------
+   Its kernels must give the format's reference bits, not just come close:
+   vec_dot == the reference vec_dot and gemm == vec_dot for every tile shape
+   (greedy output then does not depend on the batch).  Weights are random
+   bytes (every bit pattern is a valid block) with realistic scales;
+   activations alternate between the reference quantizer's rows and random
+   bytes (which hold the -128 the quantizer never makes).  The extremes of
+   the kernels' int16 sums (4 maddubs of u = 0..31 by y = -128..127 each):
+   every u = 31 (q = 15) or 0 (q = -16) against y = 127 or -128 everywhere,
+   where the sum is also known exactly. */
+static void q5r16_random(const picolm_format *fw, const picolm_format *fa, uint8_t *w, int64_t groups, uint8_t *a, size_t as,
+                         int64_t ncols, int64_t n) {
+    const size_t gb = 16 * row_bytes(fw, n);
+    for (size_t i = 0; i < groups * gb; i++) w[i] = (uint8_t)rnd_u32();
+    for (int64_t b = 0; b < groups * (n / QK5_0); b++)
+        for (int r = 0; r < 16; r++) ((block_q5_0_r16 *)w)[b].d[r] = picolm_float_to_half(1e-3f * (0.1f + rnd_unit()));
+    float *y = malloc(n * sizeof *y);
+    for (int64_t c = 0; c < ncols; c++) {
+        block_q8_0 *q = (block_q8_0 *)(a + c * as);
+        if (c % 2 == 0) {
+            fill(y, n);
+            fa->quantize_row(y, q, n);
+        } else
+            for (int64_t b = 0; b < n / QK8_0; b++) {
+                q[b].d = picolm_float_to_half(0.05f * (0.1f + rnd_unit()));
+                for (int j = 0; j < QK8_0; j++) q[b].qs[j] = (int8_t)rnd_u32();
+            }
+    }
+    free(y);
+}
+
+static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
+    const picolm_format *fw = fmt_by_type[PICOLM_TYPE_Q5_0_R16], *fa = fmt_by_type[PICOLM_TYPE_Q8_0];
+    if (!fw || !fa || fw->row_group != 16) { CHECK(0, "%s Q5_0_R16: format with 16-row groups and Q8_0 loaded", bname); return; }
+    static const int64_t lens[] = {32, 64, 96, 896, 2080, 4864};
+    enum { MAXG = 4, MAXC = 17 };
+    int vd_same = 1, gm_same = 1;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int64_t n = lens[li];
+        const size_t gb = 16 * row_bytes(fw, n), as = row_bytes(fa, n) + 6;
+        uint8_t *W = malloc(MAXG * gb), *A = malloc(MAXC * as);
+        q5r16_random(fw, fa, W, MAXG, A, as, MAXC, n);
+        float want[MAXG][MAXC][16];
+        for (int g = 0; g < MAXG; g++)
+            for (int c = 0; c < MAXC; c++) {
+                float got[17];
+                got[16] = -12345.0f;
+                fw->vec_dot(n, want[g][c], W + g * gb, A + c * as);
+                k->vec_dot(n, got, W + g * gb, A + c * as);
+                int r = 0;
+                while (r < 16 && !memcmp(&got[r], &want[g][c][r], sizeof got[r])) r++;
+                if (r < 16 || got[16] != -12345.0f) {
+                    if (vd_same) printf("# %s Q5_0_R16 vec_dot n=%lld group %d column %d row %d: %.9g, reference %.9g\n", bname, (long long)n, g,
+                                        c, r, got[r % 16], want[g][c][r % 16]);
+                    vd_same = 0;
+                }
+            }
+        /* gemm: 1..4 groups x every column count 1..9 and 17 */
+        static const int ncs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
+        for (int ng = 1; ng <= MAXG; ng++)
+            for (size_t ci = 0; ci < sizeof ncs / sizeof *ncs; ci++) {
+                const int nc = ncs[ci];
+                const size_t ds = 16 * ng + 5;
+                float *dst = malloc(ds * (nc + 1) * sizeof *dst);
+                for (size_t i = 0; i < ds * (nc + 1); i++) dst[i] = -12345.0f;
+                k->gemm(n, 16 * ng, nc, W, gb / 16, A, as, dst, ds);
+                for (int c = 0; c <= nc; c++)
+                    for (size_t r = 0; r < ds; r++) {
+                        const float got = dst[c * ds + r];
+                        const int inside = c < nc && r < (size_t)(16 * ng);
+                        if (inside ? memcmp(&got, &want[r / 16][c][r % 16], sizeof got) : got != -12345.0f) {
+                            if (gm_same) printf("# %s Q5_0_R16 gemm n=%lld %dx%d [%zu,%d]: %.9g, vec_dot %.9g\n", bname, (long long)n, 16 * ng,
+                                                nc, r, c, got, inside ? want[r / 16][c][r % 16] : -12345.0f);
+                            gm_same = 0;
+                        }
+                    }
+                free(dst);
+            }
+        free(W); free(A);
+    }
+    CHECK(vd_same, "%s Q5_0_R16 vec_dot == the format's reference, bit for bit (n = 32..4864 incl. 896, 4 groups, 17 columns)", bname);
+    CHECK(gm_same, "%s Q5_0_R16 gemm == vec_dot, bit for bit (16..64 rows x 1..9, 17 columns, the same lengths)", bname);
+
+    /* extremes: |isum| per block = 32 * 16 * 128 at most, exact in float */
+    const int64_t n = 4864, nb = n / QK5_0;
+    const size_t gb = 16 * row_bytes(fw, n), as = row_bytes(fa, n);
+    uint8_t *W = malloc(gb), *A = malloc(2 * as);
+    int ext = 1;
+    for (int wu = 0; wu < 2; wu++) {
+        const uint8_t bits = wu ? 0xFF : 0x00; /* u = 31 or 0 everywhere */
+        for (int64_t b = 0; b < nb; b++) {
+            block_q5_0_r16 *x = (block_q5_0_r16 *)W + b;
+            memset(x->qs, bits, sizeof x->qs);
+            memset(x->qh, bits, sizeof x->qh);
+            for (int r = 0; r < 16; r++) x->d[r] = picolm_float_to_half(1.0f);
+        }
+        for (int yc = 0; yc < 2; yc++) {
+            const int8_t yv = yc ? -128 : 127;
+            for (int64_t b = 0; b < nb; b++) {
+                block_q8_0 *q = (block_q8_0 *)A + b;
+                q->d = picolm_float_to_half(1.0f);
+                memset(q->qs, (uint8_t)yv, sizeof q->qs);
+            }
+            memcpy(A + as, A, as);
+            const float exact = (float)((wu ? 15 : -16) * yv * 32 * nb);
+            float r[16], s[16], gm[2 * 16];
+            fw->vec_dot(n, r, W, A);
+            k->vec_dot(n, s, W, A);
+            k->gemm(n, 16, 2, W, gb / 16, A, as, gm, 16);
+            for (int i = 0; i < 16; i++) ext &= r[i] == exact && s[i] == exact && gm[i] == exact && gm[16 + i] == exact;
+            if (!ext) printf("# %s Q5_0_R16 extreme u=%d y=%d: reference %.9g, vec_dot %.9g, gemm %.9g, exact %.9g\n", bname, wu ? 31 : 0, yv,
+                             r[0], s[0], gm[0], exact);
+        }
+    }
+    CHECK(ext, "%s Q5_0_R16 extremes (u = 0 / 31 by y = 127 / -128, n = 4864): reference, vec_dot and gemm give the exact sums", bname);
+    free(W); free(A);
+}
+
 /* ---- kernels --------------------------------------------------------------- */
 static void test_kernel(const char *bname, const picolm_kernel *k) {
     const picolm_format *fw = k->type_id < PL_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
@@ -276,6 +394,7 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     CHECK(ok, "%s %s gemm tiles (nr %s x nc 1..17, 4 lengths, padded strides; worst rel err %.2g)", bname, fw->name,
           g > 1 ? "1..3 groups" : "1..37", worst);
     if (want_same) CHECK(same, "%s %s gemm bit-identical to its vec_dot", bname, fw->name);
+    if (k->type_id == PICOLM_TYPE_Q5_0_R16) test_exact_q5_0_r16(bname, k);
 }
 
 /* single-thread throughput over a weight matrix of about `bytes` (one
