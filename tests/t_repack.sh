@@ -44,11 +44,11 @@ echo "INFO: file size Q4_K_M $ks, Q4_K_M_R $rs bytes"
 same_dequant() {
     bad=""; n=0
     for t in $(awk "\$2 $2 {print \$1}" "$tmp/got"); do
-        "$BIN/picolm-gguf" dequant "$tmp/k.gguf" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$1" "$t" "$tmp/b" 2>/dev/null &&
+        "$BIN/picolm-gguf" dequant "${BASE:-$tmp/k.gguf}" "$t" "$tmp/a" 2>/dev/null && "$BIN/picolm-gguf" dequant "$1" "$t" "$tmp/b" 2>/dev/null &&
             [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" || bad="$bad $t"
         n=$((n + 1))
     done
-    [ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n $3 tensors dequantize to exactly the Q4_K_M tensors' floats" ||
+    [ -z "$bad" ] && [ "$n" -gt 0 ] && echo "PASS: $n $3 tensors dequantize to exactly the $(basename "${BASE:-Q4_K_M}" .gguf) tensors' floats" ||
         echo "FAIL: dequantized $3 tensors differ from Q4_K_M's (of $n):$bad"
 }
 same_dequant "$tmp/r.gguf" '== "Q4_K_R"' Q4_K_R
@@ -132,3 +132,40 @@ if grep -q sse4_1 /proc/cpuinfo 2>/dev/null; then
     else echo "FAIL: picolm --backend sse4 on Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
 fi
 same_logits Q4_K_M_R16 "$tmp/g.gguf" "$r16_backends"
+
+# ---- Q5_0_R16: Q5_0 stored 16 rows interleaved, numerics of its own ----
+# Q4_K_M_R16 also repacks Q5_0 tensors (what Q4_K_M falls back to for rows
+# not a multiple of 256, e.g. Qwen2.5's 896).  On the llama.cpp Q5_0 model:
+# - types: every Q5_0 matrix but token_embd as Q5_0_R16; values unchanged;
+# - logits within the tolerances of llama.cpp's (the format's reference
+#   code, and avx2's kernels, which must give the same bits);
+# - batch 1 (vec_dot) and 64 (gemm tiles) give identical logits, and they
+#   stay near the Q5_0 file's: Q5_0_R16 rounds its float sums in another
+#   order, which this small model amplifies as much as a change of backend
+#   does (Q5_0 on avx2 vs reference: nRMSE 0.035, max |dlogit| 0.15), so
+#   the bound is the README's.
+Q50=$M/tiny-shakespeare-q5_0.gguf
+tok=$R/tiny-shakespeare-q5_0.tokens.i32
+ref=$R/tiny-shakespeare-q5_0.logits.f32
+if [ ! -f "$Q50" ] || [ ! -f "$ref" ]; then echo "SKIP: Q5_0_R16: $Q50 or its reference logits absent"; exit 0; fi
+if "$Q" "$Q50" "$tmp/f.gguf" Q4_K_M_R16 -j 2 2>"$tmp/log"; then
+    types "$Q50" | sed -e '/^token_embd/!s/ Q5_0$/ Q5_0_R16/' >"$tmp/want"; types "$tmp/f.gguf" >"$tmp/got"
+    n5=$(grep -c ' Q5_0_R16$' "$tmp/got")
+    if cmp -s "$tmp/want" "$tmp/got" && [ "$n5" -gt 0 ]; then echo "PASS: Q5_0 model -> Q4_K_M_R16: $n5 Q5_0 tensors as Q5_0_R16, token_embd as is"
+    else echo "FAIL: Q5_0 -> Q4_K_M_R16 types: $(diff "$tmp/want" "$tmp/got" | grep '^[<>]' | head -3 | tr '\n' ' ')"; fi
+    BASE=$Q50 same_dequant "$tmp/f.gguf" '== "Q5_0_R16"' Q5_0_R16
+    runs_within "Q5_0_R16 (default backend)" "$tmp/f.gguf"
+    for be in reference $(grep -q avx2 /proc/cpuinfo 2>/dev/null && grep -q fma /proc/cpuinfo && echo avx2); do
+        if "$BIN/picolm-logits" "$tmp/f.gguf" "$tok" "$tmp/b1.f32" --batch 1 --backend $be -j 2 2>"$tmp/log" &&
+            "$BIN/picolm-logits" "$tmp/f.gguf" "$tok" "$tmp/b64.f32" --batch 64 --backend $be -j 2 2>>"$tmp/log" &&
+            "$BIN/picolm-logits" "$Q50" "$tok" "$tmp/q.f32" --batch 64 --backend $be -j 2 2>>"$tmp/log"; then
+            if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/b64.f32" "$ref" 1024 0.10 1e-3); then echo "PASS: $be: Q5_0_R16 logits vs llama.cpp's: $out"
+            else echo "FAIL: $be: Q5_0_R16 logits vs llama.cpp's: $out"; fi
+            cmp -s "$tmp/b1.f32" "$tmp/b64.f32" && echo "PASS: $be: Q5_0_R16 logits at batch 1 and 64 identical" ||
+                echo "FAIL: $be: Q5_0_R16 logits depend on the batch"
+            if out=$("$BUILD/tests/test_quantize" --cmp-logits "$tmp/b64.f32" "$tmp/q.f32" 1024 0.10 1e-3); then echo "PASS: $be: Q5_0_R16 logits near the Q5_0 file's: $out"
+            else echo "FAIL: $be: Q5_0_R16 logits vs the Q5_0 file's: $out"; fi
+            command -v python3 >/dev/null && python3 -c "import array,sys; a=array.array('f',open(sys.argv[1],'rb').read()); b=array.array('f',open(sys.argv[2],'rb').read()); print('INFO: $be: max |logit(Q5_0_R16) - logit(Q5_0)| = %.3g over %d logits' % (max(abs(x-y) for x,y in zip(a,b)), len(a)))" "$tmp/b64.f32" "$tmp/q.f32"
+        else echo "FAIL: picolm-logits --backend $be on Q5_0_R16: $(tail -1 "$tmp/log")"; fi
+    done
+else echo "FAIL: picolm-quantize Q5_0 -> Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
