@@ -12,7 +12,9 @@
  *    reference vec_dot of that row, and follows a one-bit change in one row
  *    and only that row;
  *  - shared data: blk.0.attn_k of the q4_k / q6_k / q4_k_m models, repacked,
- *    dequantizes to reference/dequant/ bit for bit.
+ *    dequantizes to reference/dequant/ bit for bit;
+ *  - Q5_0_R16 (base Q5_0 in format-legacy.so): the same permutation checks,
+ *    and its own vec_dot definition (test_q5_0_r16).
  */
 /* bit-exact float expressions: no FMA contraction (as formats/kquants.c) */
 #if defined(__clang__)
@@ -270,6 +272,109 @@ static void test_type(uint32_t rid) {
     free(src); free(grp); free(tmp); free(x); free(yr); free(yb); free(act); free(aq);
 }
 
+/* ---- Q5_0_R16 (base Q5_0 in format-legacy.so) ---------------------------
+ * The same permutation checks as above; its vec_dot is not Q5_0's (its own
+ * float order, blocks.h), so it is checked against the test's own reading
+ * of the definition: per row, acc = fmaf(d_r * d_y, isum, acc) per block. */
+static const picolm_format_vtable *vt_legacy;
+
+/* row r, column c (0..31) of one block, read as blocks.h describes it */
+static int q5r16_spec_quant(const block_q5_0_r16 *b, int r, int c) {
+    const int j = (c % 16) / 4, i = c % 4, k = c / 4;
+    const int lo = c < 16 ? b->qs[j][4 * r + i] & 15 : b->qs[j][4 * r + i] >> 4;
+    return lo | ((b->qh[4 * r + i] >> k) & 1) << 4;
+}
+
+static void test_q5_0_r16(void) {
+    const picolm_format *f = find_in(vt_repack, PICOLM_TYPE_Q5_0_R16);
+    const picolm_format *b = find_in(vt_legacy, PICOLM_TYPE_Q5_0), *q8 = find_in(vt_legacy, PICOLM_TYPE_Q8_0);
+    CHECK(f && !strcmp(f->name, "Q5_0_R16") && f->flags == PICOLM_FMT_WEIGHT && f->block_size == 32 && f->type_size == 22 &&
+              f->row_group == G && f->vec_dot_type == PICOLM_TYPE_Q8_0 && f->base_type == PICOLM_TYPE_Q5_0 && f->from_base &&
+              f->to_base && f->dequantize_row && f->quantize_row && f->vec_dot,
+          "Q5_0_R16 (1106): WEIGHT, block 32, 22 bytes per row, row_group 16, base Q5_0, from_base/to_base, vec_dot on Q8_0");
+    if (!f || !b || !q8 || !f->to_base) return;
+    static const int64_t n5[] = {32, 96, 896, 4864};
+    enum { N = 4864 };
+    const size_t stride = N / 32 * sizeof(block_q5_0) + PAD;
+    uint8_t *src = malloc(G * stride), *grp = malloc(G * N / 32 * 22 + 64), *back = malloc(G * stride), *tmp = malloc(G * N / 32 * 22);
+    float *yr = malloc(G * N * sizeof *yr), *yb = malloc(N * sizeof *yb), *x = malloc(G * N * sizeof *x);
+    block_q8_0 *aq = malloc(N / 32 * sizeof *aq);
+    for (size_t li = 0; li < sizeof n5 / sizeof *n5; li++) {
+        const int64_t n = n5[li], nb = n / 32;
+        const size_t rb = nb * sizeof(block_q5_0), gb = G * rb;
+        for (int r = 0; r < G; r++) {
+            for (size_t k = 0; k < rb; k++) src[r * stride + k] = (uint8_t)rnd();
+            for (int64_t i = 0; i < nb; i++) ((block_q5_0 *)(src + r * stride))[i].d = real_d();
+        }
+        memset(grp, 0xA5, gb + 64);
+        f->from_base(src, stride, grp, n);
+        int tail_ok = 1;
+        for (int k = 0; k < 64; k++) tail_ok &= grp[gb + k] == 0xA5;
+        f->dequantize_row(grp, yr, n);
+        int64_t diff = 0, where = 0;
+        for (int r = 0; r < G; r++) {
+            b->dequantize_row(src + r * stride, yb, n);
+            for (int64_t c = 0; c < n; c++) {
+                diff += memcmp(&yb[c], &yr[r * n + c], sizeof(float)) != 0;
+                const block_q5_0_r16 *blk = (const block_q5_0_r16 *)grp + c / 32;
+                const float v = (q5r16_spec_quant(blk, r, (int)(c % 32)) - 16) * picolm_half_to_float(blk->d[r]);
+                where += memcmp(&v, &yb[c], sizeof v) != 0;
+            }
+        }
+        CHECK(tail_ok && diff == 0 && where == 0,
+              "Q5_0_R16 n=%lld: from_base writes 16 rows' bytes, dequantizes to Q5_0's floats (%lld differ), every value where blocks.h "
+              "puts it (%lld differ)", (long long)n, (long long)diff, (long long)where);
+        memset(back, 0x5A, G * stride);
+        f->to_base(grp, back, stride, n);
+        int same = 1, pad_ok = 1;
+        for (int r = 0; r < G; r++) {
+            same &= !memcmp(back + r * stride, src + r * stride, rb);
+            for (size_t k = rb; k < stride; k++) pad_ok &= back[r * stride + k] == 0x5A;
+        }
+        CHECK(same && pad_ok, "Q5_0_R16 n=%lld: to_base(from_base(16 random Q5_0 rows)) gives them back byte for byte, gaps untouched",
+              (long long)n);
+
+        /* vec_dot: the definition, and near Q5_0's own order */
+        for (int64_t c = 0; c < n; c++) yb[c] = gauss();
+        q8->quantize_row(yb, aq, n);
+        float s[G + 1], sb;
+        s[G] = -12345.0f;
+        f->vec_dot(n, s, grp, aq);
+        int def = s[G] == -12345.0f, near = 1;
+        for (int r = 0; r < G; r++) {
+            const block_q5_0 *row = (const block_q5_0 *)(src + r * stride);
+            float acc = 0.0f;
+            double mag = 0;
+            for (int64_t i = 0; i < nb; i++) {
+                int isum = 0;
+                uint32_t qh;
+                memcpy(&qh, row[i].qh, 4);
+                for (int c = 0; c < 32; c++) {
+                    const int q = ((row[i].qs[c % 16] >> (c < 16 ? 0 : 4)) & 15) | ((qh >> c) & 1) << 4;
+                    isum += (q - 16) * aq[i].qs[c];
+                    mag += fabs((double)(q - 16) * aq[i].qs[c]) * picolm_half_to_float(row[i].d) * picolm_half_to_float(aq[i].d);
+                }
+                acc = fmaf(picolm_half_to_float(row[i].d) * picolm_half_to_float(aq[i].d), (float)isum, acc);
+            }
+            def &= !memcmp(&acc, &s[r], sizeof acc);
+            b->vec_dot(n, &sb, row, aq);
+            near &= fabs((double)sb - s[r]) <= 1e-5 * mag;
+        }
+        CHECK(def && near, "Q5_0_R16 n=%lld: vec_dot writes 16 results, each the definition's bits (fmaf per block) and within 1e-5 of "
+              "Q5_0's vec_dot (sum |products|)", (long long)n);
+
+        /* quantize_row(16 float rows) == from_base(Q5_0 quantize_row) */
+        for (int64_t i = 0; i < G * n; i++) x[i] = 0.02f * gauss();
+        for (int64_t c = 0; c < 32; c++) x[3 * n + c] = 0.0f; /* a zero block */
+        for (int r = 0; r < G; r++) b->quantize_row(x + r * n, src + r * rb, n);
+        f->from_base(src, rb, tmp, n);
+        memset(grp, 0x5A, gb);
+        f->quantize_row(x, grp, n);
+        CHECK(!memcmp(grp, tmp, gb), "Q5_0_R16 n=%lld: quantize_row(16 rows) == from_base(Q5_0 quantize_row), byte for byte", (long long)n);
+    }
+    free(src); free(grp); free(back); free(tmp); free(yr); free(yb); free(x); free(aq);
+}
+
 /* ---- shared data -------------------------------------------------------- */
 static int type_size(void *ctx, uint32_t type, uint32_t *bs, uint32_t *ts) {
     (void)ctx;
@@ -335,17 +440,21 @@ static const picolm_plugin *open_plugin(const char *file, void **h) {
 }
 
 int main(void) {
-    void *hr = NULL, *hk = NULL;
+    void *hr = NULL, *hk = NULL, *hl = NULL;
     repack_p = open_plugin("format-repack.so", &hr);
     const picolm_plugin *kp = open_plugin("format-kquants.so", &hk);
-    if (!repack_p || !kp) return 1;
+    const picolm_plugin *lp = open_plugin("format-legacy.so", &hl);
+    if (!repack_p || !kp || !lp) return 1;
     vt_repack = repack_p->vtable;
     vt_kq = kp->vtable;
+    vt_legacy = lp->vtable;
     test_descriptor();
     test_type(PICOLM_TYPE_Q4_K_R16);
     test_type(PICOLM_TYPE_Q6_K_R16);
+    test_q5_0_r16();
     test_shared();
     dlclose(hr);
     dlclose(hk);
+    dlclose(hl);
     return CHECK_DONE();
 }
