@@ -41,7 +41,7 @@ static void usage(FILE *o, const pl_dispatch *d) {
             "Without --pure, TYPE is a llama.cpp file type and per-tensor types follow llama-quantize's\n"
             "policy (e.g. output.weight in Q6_K, more bits for some attn_v/ffn_down layers).\n"
             "An already quantized IN is only repacked, exactly: TYPE must be a picolm repacked mix or\n"
-            "layout (Q4_K_M_R16, Q4_K_M_R, Q4_K_R16, ...); its base-type tensors (e.g. Q4_K and Q6_K\n"
+            "layout (Q4_K_M_R16, Q4_K_M_R, Q4_K_R16, ...); its base-type tensors (e.g. Q4_K, Q6_K and Q5_0\n"
             "for Q4_K_M_R16) are rearranged without requantizing, every other tensor is copied as is:\n"
             "  picolm-quantize model-Q4_K_M.gguf model-Q4_K_M_R16.gguf Q4_K_M_R16\n"
             "options:\n"
