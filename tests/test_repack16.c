@@ -126,6 +126,21 @@ static void test_descriptor(void) {
           "repack: Q4_K_R still there, per-row, 148 bytes");
 }
 
+/* to_base(grp) into rows `stride` apart, prefilled with 0x5A: *same = the
+   rows equal src's first rb bytes, *pad_ok = nothing written between rows */
+static void to_base_back(const picolm_format *f, const uint8_t *grp, const uint8_t *src, size_t stride, size_t rb, int64_t n, int *same,
+                         int *pad_ok) {
+    uint8_t *back = malloc(G * stride);
+    memset(back, 0x5A, G * stride);
+    f->to_base(grp, back, stride, n);
+    *same = *pad_ok = 1;
+    for (int r = 0; r < G; r++) {
+        *same &= !memcmp(back + r * stride, src + r * stride, rb);
+        for (size_t k = rb; k < stride; k++) *pad_ok &= back[r * stride + k] == 0x5A;
+    }
+    free(back);
+}
+
 /* ---- random rows -------------------------------------------------------- */
 static const int64_t lens[] = {256, 512, 2048};
 #define NMAX 2048
@@ -169,17 +184,10 @@ static void test_type(uint32_t rid) {
            block is used, so random bytes are valid blocks), honouring its
            stride and writing nothing between rows */
         if (vt_repack->format_size >= offsetof(picolm_format, to_base) + sizeof(void *) && f->to_base) {
-            uint8_t *back = malloc(G * stride);
-            memset(back, 0x5A, G * stride);
-            f->to_base(grp, back, stride, n);
-            int same = 1, pad_ok = 1;
-            for (int r = 0; r < G; r++) {
-                same &= !memcmp(back + r * stride, src + r * stride, rb);
-                for (size_t k = rb; k < stride; k++) pad_ok &= back[r * stride + k] == 0x5A;
-            }
+            int same, pad_ok;
+            to_base_back(f, grp, src, stride, rb, n, &same, &pad_ok);
             CHECK(same && pad_ok, "%s n=%lld: to_base(from_base(16 random %s rows)) gives them back, byte for byte (rows %s, gaps %s)",
                   f->name, (long long)n, b->name, same ? "equal" : "DIFFER", pad_ok ? "untouched" : "WRITTEN");
-            free(back);
         } else CHECK(0, "%s: has to_base (the core's fallback to %s kernels needs it)", f->name, b->name);
 
         /* the bytes are where blocks.h says: decode them with the test's
@@ -296,7 +304,7 @@ static void test_q5_0_r16(void) {
     static const int64_t n5[] = {32, 96, 896, 4864};
     enum { N = 4864 };
     const size_t stride = N / 32 * sizeof(block_q5_0) + PAD;
-    uint8_t *src = malloc(G * stride), *grp = malloc(G * N / 32 * 22 + 64), *back = malloc(G * stride), *tmp = malloc(G * N / 32 * 22);
+    uint8_t *src = malloc(G * stride), *grp = malloc(G * N / 32 * 22 + 64), *tmp = malloc(G * N / 32 * 22);
     float *yr = malloc(G * N * sizeof *yr), *yb = malloc(N * sizeof *yb), *x = malloc(G * N * sizeof *x);
     block_q8_0 *aq = malloc(N / 32 * sizeof *aq);
     for (size_t li = 0; li < sizeof n5 / sizeof *n5; li++) {
@@ -324,13 +332,8 @@ static void test_q5_0_r16(void) {
         CHECK(tail_ok && diff == 0 && where == 0,
               "Q5_0_R16 n=%lld: from_base writes 16 rows' bytes, dequantizes to Q5_0's floats (%lld differ), every value where blocks.h "
               "puts it (%lld differ)", (long long)n, (long long)diff, (long long)where);
-        memset(back, 0x5A, G * stride);
-        f->to_base(grp, back, stride, n);
-        int same = 1, pad_ok = 1;
-        for (int r = 0; r < G; r++) {
-            same &= !memcmp(back + r * stride, src + r * stride, rb);
-            for (size_t k = rb; k < stride; k++) pad_ok &= back[r * stride + k] == 0x5A;
-        }
+        int same, pad_ok;
+        to_base_back(f, grp, src, stride, rb, n, &same, &pad_ok);
         CHECK(same && pad_ok, "Q5_0_R16 n=%lld: to_base(from_base(16 random Q5_0 rows)) gives them back byte for byte, gaps untouched",
               (long long)n);
 
@@ -372,7 +375,7 @@ static void test_q5_0_r16(void) {
         f->quantize_row(x, grp, n);
         CHECK(!memcmp(grp, tmp, gb), "Q5_0_R16 n=%lld: quantize_row(16 rows) == from_base(Q5_0 quantize_row), byte for byte", (long long)n);
     }
-    free(src); free(grp); free(back); free(tmp); free(yr); free(yb); free(x); free(aq);
+    free(src); free(grp); free(tmp); free(yr); free(yb); free(x); free(aq);
 }
 
 /* ---- shared data -------------------------------------------------------- */
