@@ -169,3 +169,9 @@ if "$Q" "$Q50" "$tmp/f.gguf" Q4_K_M_R16 -j 2 2>"$tmp/log"; then
         else echo "FAIL: picolm-logits --backend $be on Q5_0_R16: $(tail -1 "$tmp/log")"; fi
     done
 else echo "FAIL: picolm-quantize Q5_0 -> Q4_K_M_R16: $(tail -1 "$tmp/log")"; fi
+# the layout alone (TYPE Q5_0_R16) repacks the Q5_0 matrices and nothing
+# else: the same file here (a Q5_0 model has no K-quants to repack)
+if "$Q" "$Q50" "$tmp/p.gguf" Q5_0_R16 -j 2 2>"$tmp/log"; then
+    cmp -s "$tmp/p.gguf" "$tmp/f.gguf" && echo "PASS: TYPE Q5_0_R16 repacks the Q5_0 model as Q4_K_M_R16 does, byte for byte" ||
+        echo "FAIL: TYPE Q5_0_R16 and Q4_K_M_R16 repacks of the Q5_0 model differ"
+else echo "FAIL: picolm-quantize Q5_0 -> Q5_0_R16: $(tail -1 "$tmp/log")"; fi
