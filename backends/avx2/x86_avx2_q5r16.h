@@ -131,8 +131,10 @@ static void avx2_gemm_q5_0_r16(int64_t n, int64_t nr, int64_t nc, const void *w,
             }
         return;
     }
-    static _Thread_local float dy[Q5R_MAXB * Q5R_NC] __attribute__((aligned(32)));
-    static _Thread_local int32_t ys[Q5R_MAXB * Q5R_NC] __attribute__((aligned(32)));
+    /* the panel on the stack (at most 64 KB): a thread-local one in a
+       dlopen'd plugin costs a __tls_get_addr per call */
+    float dy[nb * Q5R_NC];
+    int32_t ys[nb * Q5R_NC];
     for (int64_t r0 = 0; r0 < nr; r0 += Q5R_RB) {
         const int64_t r1 = r0 + Q5R_RB < nr ? r0 + Q5R_RB : nr;
         for (int64_t c0 = 0; c0 < nc; c0 += Q5R_NC) {
