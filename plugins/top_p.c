@@ -16,10 +16,11 @@
      cut is the exact method's when it is clear of S's uncertainty;
    - binned (a flat one; limit a logit past the sample's nucleus edge): the
      copies are counted in bins of 1/64 logit with each bin's masses by a
-     cubic in the offset within the bin; the best bins that surely hold the
-     nucleus are bucket-sorted (a crowded bin by 6 more bits) and summed
-     exactly, the rest is known from the bins and the pass's sum below the
-     limit.  A cut still too close to call gets a precise second pass over
+     cubic in the offset within the bin; the candidates of the best bins
+     that surely hold the nucleus are radix-sorted by 16 bits of their
+     offset from the max (then an insertion sort by the exact order) and
+     summed exactly, the rest is known from the bins and the pass's sum
+     below the limit.  A cut still too close to call gets a precise second pass over
      the rest (a quartic in double per candidate) before the exact method.
    See docs/perf.md for the figures. */
 #include <ctype.h>
@@ -92,11 +93,10 @@ typedef struct topp_state {
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
-    picolm_token_data *tmp;  /* sort scratch */
+    struct keyed *tmp;       /* sort scratch */
     int32_t perm[256][8];    /* lanes of a keep mask, kept ones first (the AVX2 first pass) */
     double *mass;            /* the head's exact masses e^(logit - max) */
     size_t cap;
-    uint32_t cnt[N_BINS], pos[N_BINS];
     double scale[N_BINS];    /* e^(-b / BPU) */
     double cw[CBINS];        /* e^(-(j + 1/2) / 4): a sample bin's typical mass */
     v2d acc[N_BINS];         /* first pass: per bin {count, sum of e^(-f/64)} */
@@ -289,42 +289,72 @@ static int sample_pass(const topp_state *s, const src *xs, float max, float *thr
     return n_near * w <= QUICK_ROOM / 4 && far <= (1 - s->p) * near;
 }
 
-static void insertion_sort(picolm_token_data *t, size_t n) {
+/* Insertion sort, best first, of t[0..n) when it is nearly sorted: 0, or 1
+   (t still a permutation of its candidates) once it has moved more than
+   budget candidates. */
+static int settle(picolm_token_data *t, size_t n, size_t budget) {
     for (size_t i = 1; i < n; i++) {
+        if (!better(&t[i], &t[i - 1])) continue;
         const picolm_token_data v = t[i];
         size_t j = i;
-        for (; j > 0 && (t[j - 1].logit < v.logit || (t[j - 1].logit == v.logit && t[j - 1].id > v.id)); j--) t[j] = t[j - 1];
+        do t[j] = t[j - 1];
+        while (--j > 0 && better(&v, &t[j - 1]));
         t[j] = v;
+        if ((budget -= budget < i - j ? budget : i - j) == 0) return 1;
     }
+    return 0;
 }
 
-/* Best first, bin b's n candidates (no NaN): a crowded bin is first split
-   by the next 6 bits of x (sub = floor((max - logit) * 64 * SUB) less the
-   bin's start, clamped: monotone in the logit, so equal logits share a
-   sub-bin), through tmp; then insertion sort of each short run (a heap
-   sort of a long one: many equal logits). */
-#define SUB 64
-static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_token_data *tmp) {
-    if (n <= 32) {
-        insertion_sort(t, n);
-        return;
+/* A head candidate on its way through the radix sort: key in place of p. */
+typedef struct keyed {
+    int32_t id;
+    float logit;
+    uint32_t key;
+} keyed;
+
+/* The m copies with x = (max - logit) * BPU < lim (the first pass's
+   arithmetic: exactly the head's bins), best first, into s->head.  An LSD
+   radix sort by two bytes of the key x * 2^sh (sh the most that keeps the
+   key in 16 bits: x * 2^sh is exact and monotone in the logit, so equal
+   logits share a key), then an insertion sort by the full order (logit,
+   then id) settles the few candidates that share a key; a list whose
+   shared keys hold many candidates out of id order (never the model's
+   logits, which arrive in id order and stay so: the passes are stable) is
+   heap-sorted instead. */
+static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t m) {
+    float k2 = 65536.0f;
+    while (lim * k2 > 65536.0f) k2 *= 0.5f; /* 2^sh, lim <= N_BINS */
+    uint32_t lo[256] = {0}, hi[257] = {0};
+    float *nl = s->near_l;
+    int32_t *ni = s->near_id;
+    /* the head's copies moved to the front (in place, in order) without a
+       branch (about half of the copies are kept), then both bytes counted */
+    size_t j = 0;
+    for (size_t i = 0; i < n_near; i++) {
+        const float l = nl[i];
+        nl[j] = l;
+        ni[j] = ni[i];
+        j += (max - l) * BPU < lim;
     }
-    uint32_t pos[SUB + 1] = {0};
-    for (size_t i = 0; i < n; i++) {
-        const int k = (int)((max - t[i].logit) * (BPU * SUB)) - b * SUB;
-        pos[(k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k) + 1]++;
+    for (size_t i = 0; i < m; i++) {
+        const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
+        lo[key & 255]++;
+        hi[(key >> 8) + 1]++;
     }
-    for (int k = 0; k < SUB; k++) pos[k + 1] += pos[k];
-    for (size_t i = 0; i < n; i++) {
-        const int k = (int)((max - t[i].logit) * (BPU * SUB)) - b * SUB;
-        tmp[pos[k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k]++] = t[i];
+    for (uint32_t b = 0, sum = 0; b < 256; b++) {
+        const uint32_t c = lo[b];
+        lo[b] = sum;
+        sum += c;
     }
-    for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) {
-        const size_t len = pos[k] - (uint32_t)start;
-        if (len > 64) sort_best_first(tmp + start, len); /* equal logits in bulk */
-        else insertion_sort(tmp + start, len);
+    for (int b = 0; b < 256; b++) hi[b + 1] += hi[b];
+    keyed *tmp = s->tmp;
+    for (size_t i = 0; i < m; i++) {
+        const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
+        tmp[lo[key & 255]++] = (keyed){ni[i], nl[i], key};
     }
-    memcpy(t, tmp, n * sizeof *t);
+    picolm_token_data *t = s->head;
+    for (size_t i = 0; i < m; i++) t[hi[tmp[i].key >> 8]++] = (picolm_token_data){tmp[i].id, tmp[i].logit, 0.0f};
+    if (settle(t, m, 4 * m + 1024)) sort_best_first(t, m);
 }
 
 /* One pass, eight candidates at a time: the masses e^(logit - max) by
@@ -514,30 +544,18 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
     if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
-    for (int b = 0; b <= last; b++) {
-        s->cnt[b] = (uint32_t)s->acc[b][0];
-        s->pos[b] = (uint32_t)m;
-        m += s->cnt[b];
-    }
+    for (int b = 0; b <= last; b++) m += (size_t)s->acc[b][0];
     const float lim = (float)(last + 1);
-    picolm_token_data *t = s->head;
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
-    for (size_t i = 0; i < n_near; i++) {
-        const float x = (max - s->near_l[i]) * BPU; /* the same arithmetic as the first pass */
-        if (x < lim) t[s->pos[(int)x]++] = (picolm_token_data){s->near_id[i], s->near_l[i], 0.0f};
-    }
     for (int b = last + 1; b < (int)thr; b++) {
         const double v = s->scale[b] * s->acc[b][1];
         tail_lo += v * (1 - bin_err(b));
         tail_hi += v * (1 + bin_err(b));
     }
-    /* best first within each bin, then exact masses in that order */
-    size_t start = 0;
+    /* best first, then exact masses in that order */
+    sort_head(s, n_near, max, lim, m);
+    picolm_token_data *t = s->head;
     double head = 0;
-    for (int b = 0; b <= last; b++) {
-        sort_bin(t + start, s->cnt[b], max, b, s->tmp);
-        start += s->cnt[b];
-    }
     head = s->head_masses(t, m, max, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) { /* too close to call: the rest's mass precisely */
@@ -552,7 +570,8 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
 static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
     const size_t n = x->n;
     if (s->cap < n) {
-        picolm_token_data *h = realloc(s->head, n * sizeof *h), *t = realloc(s->tmp, n * sizeof *t);
+        picolm_token_data *h = realloc(s->head, n * sizeof *h);
+        struct keyed *t = realloc(s->tmp, n * sizeof *t);
         if (h) s->head = h;
         if (t) s->tmp = t;
         float *nl = realloc(s->near_l, (n + 8) * sizeof *nl);
