@@ -289,16 +289,21 @@ static int sample_pass(const topp_state *s, const src *xs, float max, float *thr
     return n_near * w <= QUICK_ROOM / 4 && far <= (1 - s->p) * near;
 }
 
-/* Insertion sort, best first, of t[0..n) when it is nearly sorted: 0, or 1
-   (t still a permutation of its candidates) once it has moved more than
-   budget candidates. */
+/* better() for logits that are not NaN (the head's). */
+static inline int ahead(const picolm_token_data *a, const picolm_token_data *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+/* Insertion sort, best first, of t[0..n) (no NaN) when it is nearly
+   sorted: 0, or 1 (t still a permutation of its candidates) once it has
+   moved more than budget candidates. */
 static int settle(picolm_token_data *t, size_t n, size_t budget) {
     for (size_t i = 1; i < n; i++) {
-        if (!better(&t[i], &t[i - 1])) continue;
+        if (!ahead(&t[i], &t[i - 1])) continue;
         const picolm_token_data v = t[i];
         size_t j = i;
         do t[j] = t[j - 1];
-        while (--j > 0 && better(&v, &t[j - 1]));
+        while (--j > 0 && ahead(&v, &t[j - 1]));
         t[j] = v;
         if ((budget -= budget < i - j ? budget : i - j) == 0) return 1;
     }
