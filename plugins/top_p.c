@@ -81,15 +81,19 @@ typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, floa
 static first_pass_fn first_pass_base, first_pass_base_direct;
 typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, double *mass);
 static head_masses_fn head_masses_base;
+typedef int max_fn(const src *x, float *max);
+static max_fn max_base;
 #if defined(__x86_64__) && defined(__GNUC__)
 static first_pass_fn first_pass_avx2, first_pass_avx2_direct;
 static head_masses_fn head_masses_avx2;
+static max_fn max_avx2;
 #endif
 
 typedef struct topp_state {
     double p;
     first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
     head_masses_fn *head_masses;  /* and of head_masses */
+    max_fn *max_pass;             /* and of the max pass */
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
@@ -119,6 +123,7 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->first_pass[0] = first_pass_base;
     s->first_pass[1] = first_pass_base_direct;
     s->head_masses = head_masses_base;
+    s->max_pass = max_base;
     for (int mask = 0; mask < 256; mask++)
         for (int j = 0, k = 0; j < 8; j++)
             if (mask >> j & 1) s->perm[mask][k++] = j;
@@ -126,6 +131,7 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     if (__builtin_cpu_supports("avx2")) {
         s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
         s->head_masses = head_masses_avx2;
+        s->max_pass = max_avx2;
     }
 #endif
     *state = s;
@@ -225,27 +231,34 @@ static inline __attribute__((always_inline)) v8f exp8(v8f y) {
     return (a + f3 * b) * (v8f)((ni + 127) << 23);
 }
 
-/* The max logit; 1 when a logit is NaN. */
+static inline __attribute__((always_inline)) v8f logits8(const src *x, int direct, size_t i) {
+    if (direct) {
+        v8f l;
+        memcpy(&l, x->l + i, sizeof l);
+        return l * x->scale;
+    }
+    const picolm_token_data *d = x->d + i;
+    return (v8f){d[0].logit, d[1].logit, d[2].logit, d[3].logit, d[4].logit, d[5].logit, d[6].logit, d[7].logit};
+}
+
+/* The max logit; 1 when a logit is NaN.  Two chains of eight-lane selects
+   (half the latency); compiled twice like the first pass. */
 static inline __attribute__((always_inline)) int max_body(const src *x, int direct, float *max) {
     const size_t n = x->n;
-    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, vmax2 = vmax;
-    v4i nan = {0, 0, 0, 0};
+    v8f vmax = (v8f){0} - INFINITY, vmax2 = vmax;
+    v8i nan = {0};
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* two chains of selects: half the latency */
-        const v4f l = logits4(x, direct, i), l2 = logits4(x, direct, i + 4);
+    for (; i + 16 <= n; i += 16) {
+        const v8f l = logits8(x, direct, i), l2 = logits8(x, direct, i + 8);
         nan |= (l != l) | (l2 != l2);
-        vmax = select4(l > vmax, l, vmax);
-        vmax2 = select4(l2 > vmax2, l2, vmax2);
+        vmax = select8(l > vmax, l, vmax);
+        vmax2 = select8(l2 > vmax2, l2, vmax2);
     }
-    vmax = select4(vmax2 > vmax, vmax2, vmax);
-    for (; i + 4 <= n; i += 4) {
-        const v4f l = logits4(x, direct, i);
-        nan |= l != l;
-        vmax = select4(l > vmax, l, vmax);
-    }
+    vmax = select8(vmax2 > vmax, vmax2, vmax);
     float best = vmax[0];
-    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
-    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (int j = 1; j < 8; j++) best = vmax[j] > best ? vmax[j] : best;
+    int odd = 0;
+    for (int j = 0; j < 8; j++) odd |= nan[j] != 0;
     for (; i < n; i++) {
         const float l = LOGIT(direct, x, i);
         odd |= l != l;
@@ -255,7 +268,12 @@ static inline __attribute__((always_inline)) int max_body(const src *x, int dire
     return odd;
 }
 
-static int max_pass(const src *x, float *max) { return x->l ? max_body(x, 1, max) : max_body(x, 0, max); }
+static int max_base(const src *x, float *max) { return x->l ? max_body(x, 1, max) : max_body(x, 0, max); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int max_avx2(const src *x, float *max) {
+    return x->l ? max_body(x, 1, max) : max_body(x, 0, max);
+}
+#endif
 
 /* From the sample, in 1/4-logit bins below the max: whether the quick path
    fits (few candidates within NEAR, whose mass likely holds the nucleus),
@@ -589,7 +607,7 @@ static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
         s->cap = n;
     }
     float max, thr;
-    if (max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
+    if (s->max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
     size_t k = 0;
     if (sample_pass(s, x, max, &thr)) k = topp_quick(s, x, max);
     if (!k) k = topp_bins(s, x, max, thr);
