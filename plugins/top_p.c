@@ -359,6 +359,10 @@ static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t
         ni[j] = ni[i];
         j += (max - l) * BPU < lim;
     }
+    for (size_t i = 0; i < m * sizeof(keyed); i += 64) { /* the scatters' targets into cache, during the count */
+        __builtin_prefetch((char *)s->tmp + i, 1);
+        __builtin_prefetch((char *)s->head + i, 1);
+    }
     for (size_t i = 0; i < m; i++) {
         const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
         lo[key & 255]++;
