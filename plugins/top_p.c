@@ -336,7 +336,7 @@ typedef struct keyed {
 } keyed;
 
 /* The m copies with x = (max - logit) * BPU < lim (the first pass's
-   arithmetic: exactly the head's bins), best first, into s->head.  An LSD
+   arithmetic: exactly the head's bins), best first, into t[0..m).  An LSD
    radix sort by two bytes of the key x * 2^sh (sh the most that keeps the
    key in 16 bits: x * 2^sh is exact and monotone in the logit, so equal
    logits share a key), then an insertion sort by the full order (logit,
@@ -344,7 +344,7 @@ typedef struct keyed {
    shared keys hold many candidates out of id order (never the model's
    logits, which arrive in id order and stay so: the passes are stable) is
    heap-sorted instead. */
-static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t m) {
+static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t m, picolm_token_data *t) {
     float k2 = 65536.0f;
     while (lim * k2 > 65536.0f) k2 *= 0.5f; /* 2^sh, lim <= N_BINS */
     uint32_t lo[256] = {0}, hi[257] = {0};
@@ -361,7 +361,7 @@ static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t
     }
     for (size_t i = 0; i < m * sizeof(keyed); i += 64) { /* the scatters' targets into cache, during the count */
         __builtin_prefetch((char *)s->tmp + i, 1);
-        __builtin_prefetch((char *)s->head + i, 1);
+        __builtin_prefetch((char *)t + i, 1);
     }
     for (size_t i = 0; i < m; i++) {
         const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
@@ -379,7 +379,6 @@ static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t
         const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
         tmp[lo[key & 255]++] = (keyed){ni[i], nl[i], key};
     }
-    picolm_token_data *t = s->head;
     for (size_t i = 0; i < m; i++) t[hi[tmp[i].key >> 8]++] = (picolm_token_data){tmp[i].id, tmp[i].logit, 0.0f};
     if (settle(t, m, 4 * m + 1024)) sort_best_first(t, m);
 }
@@ -550,8 +549,9 @@ static size_t topp_quick(topp_state *s, const src *x, float max) {
 }
 
 /* The binned path (see the top), after the max and the sample.  The k kept
-   (in s->head), or 0 when undecided. */
-static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
+   (in t: s->head, or the output list when the logits are read directly), or
+   0 when undecided. */
+static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picolm_token_data *t) {
     const size_t n = x->n;
     const double p = s->p, slack = 1e-9;
     double in, out;
@@ -568,7 +568,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
         head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
         if (head_lo >= p * s_hi) last = b;
     }
-    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1); /* the sample guessed too high: all bins */
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1, t); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
     for (int b = 0; b <= last; b++) m += (size_t)s->acc[b][0];
@@ -580,8 +580,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
         tail_hi += v * (1 + bin_err(b));
     }
     /* best first, then exact masses in that order */
-    sort_head(s, n_near, max, lim, m);
-    picolm_token_data *t = s->head;
+    sort_head(s, n_near, max, lim, m, t);
     double head = 0;
     head = s->head_masses(t, m, max, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
@@ -614,9 +613,10 @@ static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
     if (s->max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
     size_t k = 0;
     if (sample_pass(s, x, max, &thr)) k = topp_quick(s, x, max);
-    if (!k) k = topp_bins(s, x, max, thr);
+    picolm_token_data *h = s->head;
+    if (!k) k = topp_bins(s, x, max, thr, h = x->l ? c->data : s->head);
     if (!k) return 0;
-    memcpy(c->data, s->head, k * sizeof *c->data);
+    if (h != c->data) memcpy(c->data, h, k * sizeof *c->data);
     c->size = k;
     c->sorted = 1;
     c->has_p = 0;
