@@ -79,7 +79,7 @@ static inline picolm_token_data src_td(const src *x, int direct, size_t i) { ret
 struct topp_state;
 typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
 static first_pass_fn first_pass_base, first_pass_base_direct;
-typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, double *mass);
+typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, const double *scale, double *mass);
 static head_masses_fn head_masses_base;
 typedef int max_fn(const src *x, float *max);
 static max_fn max_base;
@@ -166,29 +166,30 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
 
 typedef int64_t v4l __attribute__((vector_size(32)));
 
-/* The head's masses e^(logit - max) in double, four at a time: 2^n e^f
-   with n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi
-   is exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
-   < 2e-16), so each within 1e-15 of exp's and a sum of them within
-   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum.
-   Compiled twice like the first pass (four lanes: two independent SSE2
-   chains, or one AVX2 one). */
-static inline __attribute__((always_inline)) double head_masses_body(const picolm_token_data *t, size_t m, float max, double *mass) {
-    const v4d magic = (v4d){0} + 6755399441055744.0; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
+/* The head's masses e^(logit - max) in double, four at a time: with x =
+   ((double)max - logit) * BPU, the mass is scale[b] e^(-y) for b the
+   integer part of x (< N_BINS here) and y = (x - b) / BPU in [0, 1/64),
+   e^(-y) by its degree-6 Taylor polynomial (remainder < 5e-17): within
+   1e-15 of exp's (scale[b] within an ulp, the rest a few), so a sum of
+   them within MASS_ERR of the exact method's.  Their sum.  Compiled twice
+   like the first pass (four lanes: two SSE2 chains, or one AVX2 one). */
+static inline __attribute__((always_inline)) double head_masses_body(const picolm_token_data *t, size_t m, float max,
+                                                                    const double *scale, double *mass) {
     v4d sum = {0, 0, 0, 0};
     size_t j = 0;
     for (; j + 4 <= m; j += 4) {
-        v4d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max, (double)t[j + 2].logit - max, (double)t[j + 3].logit - max};
-        x = (v4d)(((v4l)x & (x > -700)) | ((v4l)(x * 0 - 700) & ~(x > -700)));
-        const v4d r = x * 1.4426950408889634 + magic, nf = r - magic;
-        const v4l ni = (v4l)r - (v4l)magic;
-        const v4d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
-        static const double c[12] = {1 / 39916800.0, 1 / 3628800.0, 1 / 362880.0, 1 / 40320.0, 1 / 5040.0, 1 / 720.0,
-                                     1 / 120.0, 1 / 24.0, 1 / 6.0, 0.5, 1, 1};
-        v4d q = 1 / 479001600.0 + f * 0;
-#pragma GCC unroll 12
-        for (int k = 0; k < 12; k++) q = q * f + c[k];
-        const v4d e = q * (v4d)((ni + 1023) << 52);
+        const v4d x = (v4d){(double)max - t[j].logit, (double)max - t[j + 1].logit, (double)max - t[j + 2].logit,
+                            (double)max - t[j + 3].logit} * BPU;
+        const v4i b = __builtin_convertvector(x, v4i);
+        const v4d z = (__builtin_convertvector(b, v4d) - x) * (1 / (double)BPU); /* -y */
+        v4d q = (v4d){0} + 1 / 720.0;
+        q = q * z + 1 / 120.0;
+        q = q * z + 1 / 24.0;
+        q = q * z + 1 / 6.0;
+        q = q * z + 0.5;
+        q = q * z + 1;
+        q = q * z + 1;
+        const v4d e = q * (v4d){scale[b[0]], scale[b[1]], scale[b[2]], scale[b[3]]};
         memcpy(mass + j, &e, sizeof e);
         sum += e;
     }
@@ -197,10 +198,13 @@ static inline __attribute__((always_inline)) double head_masses_body(const picol
     return total;
 }
 
-static double head_masses_base(const picolm_token_data *t, size_t m, float max, double *mass) { return head_masses_body(t, m, max, mass); }
+static double head_masses_base(const picolm_token_data *t, size_t m, float max, const double *scale, double *mass) {
+    return head_masses_body(t, m, max, scale, mass);
+}
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static double head_masses_avx2(const picolm_token_data *t, size_t m, float max, double *mass) {
-    return head_masses_body(t, m, max, mass);
+__attribute__((target("avx2"))) static double head_masses_avx2(const picolm_token_data *t, size_t m, float max, const double *scale,
+                                                                double *mass) {
+    return head_masses_body(t, m, max, scale, mass);
 }
 #endif
 
@@ -582,7 +586,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
     /* best first, then exact masses in that order */
     sort_head(s, n_near, max, lim, m, t);
     double head = 0;
-    head = s->head_masses(t, m, max, s->mass);
+    head = s->head_masses(t, m, max, s->scale, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) { /* too close to call: the rest's mass precisely */
         tail_precise(s, x, max, lim, &tail_lo, &tail_hi);
