@@ -164,7 +164,6 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
     return 0;
 }
 
-typedef int64_t v4l __attribute__((vector_size(32)));
 
 /* The head's masses e^(logit - max) in double, four at a time: with x =
    ((double)max - logit) * BPU, the mass is scale[b] e^(-y) for b the
