@@ -164,7 +164,6 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
     return 0;
 }
 
-
 /* The head's masses e^(logit - max) in double, four at a time: with x =
    ((double)max - logit) * BPU, the mass is scale[b] e^(-y) for b the
    integer part of x (< N_BINS here) and y = (x - b) / BPU in [0, 1/64),
