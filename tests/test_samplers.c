@@ -268,6 +268,27 @@ static void test_top_p_edges(void) {
     for (double p = 0.05; p < 1; p += 0.3) bad += !same_as_exact(p, 7, NBIG, &k);
     CHECK(!bad, "top_p: ties at the top keep the lowest ids first, as the exact method (%d bad, last nucleus %zu)", bad, k);
 
+    /* the same ties, and a flat body on 1/256 steps (thousands of equal
+       logits in every sort key), with the list in reversed and shuffled id
+       order: the head's radix sort keeps list order within a key, so the
+       lowest ids must come first by the final comparison, or the heap sort
+       when too many are out of order */
+    bad = 0;
+    for (int shape = 0; shape < 2; shape++)
+        for (int order = 0; order < 2; order++) {
+            for (int i = 0; i < NBIG; i++) {
+                const float l = shape ? (float)(int)(nrand() * 512) / 256 : i % 13 == 5 ? 4.0f : nrand();
+                big_a[order ? i : NBIG - 1 - i] = (picolm_token_data){i, l, 0};
+            }
+            for (int i = NBIG - 1; order && i > 0; i--) {
+                const int j = (int)(xr() % (uint64_t)(i + 1));
+                const picolm_token_data t = big_a[i];
+                big_a[i] = big_a[j], big_a[j] = t;
+            }
+            for (double p = 0.05; p < 1; p += 0.3) bad += !same_as_exact(p, 61 + order, NBIG, &k);
+        }
+    CHECK(!bad, "top_p: ties in reversed and shuffled lists keep the lowest ids first (%d bad, last nucleus %zu)", bad, k);
+
     /* logits exactly on 1/64 bin edges, and p set so that the cut lands exactly
        at the end of a bin: the fast path must agree or defer to the exact method */
     bad = 0;
