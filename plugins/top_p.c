@@ -97,7 +97,7 @@ typedef struct topp_state {
     picolm_token_data *head; /* the best bins' candidates, grouped by bin */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
-    struct keyed *tmp;       /* sort scratch */
+    uint64_t *tmp;           /* sort scratch */
     int32_t perm[256][8];    /* lanes of a keep mask, kept ones first (the AVX2 first pass) */
     double *mass;            /* the head's exact masses e^(logit - max) */
     size_t cap;
@@ -330,13 +330,6 @@ static int settle(picolm_token_data *t, size_t n, size_t budget) {
     return 0;
 }
 
-/* A head candidate on its way through the radix sort: key in place of p. */
-typedef struct keyed {
-    int32_t id;
-    float logit;
-    uint32_t key;
-} keyed;
-
 /* The m copies with x = (max - logit) * BPU < lim (the first pass's
    arithmetic: exactly the head's bins), best first, into t[0..m).  An LSD
    radix sort by two bytes of the key x * 2^sh (sh the most that keeps the
@@ -361,8 +354,8 @@ static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t
         ni[j] = ni[i];
         j += (max - l) * BPU < lim;
     }
-    for (size_t i = 0; i < m * sizeof(keyed); i += 64) { /* the scatters' targets into cache, during the count */
-        __builtin_prefetch((char *)s->tmp + i, 1);
+    for (size_t i = 0; i < m * sizeof *t; i += 64) { /* the scatters' targets into cache, during the count */
+        __builtin_prefetch((char *)s->tmp + i * 2 / 3, 1);
         __builtin_prefetch((char *)t + i, 1);
     }
     for (size_t i = 0; i < m; i++) {
@@ -376,12 +369,20 @@ static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t
         sum += c;
     }
     for (int b = 0; b < 256; b++) hi[b + 1] += hi[b];
-    keyed *tmp = s->tmp;
+    uint64_t *tmp = s->tmp; /* {id, logit} as 8 bytes: the key is computed again */
     for (size_t i = 0; i < m; i++) {
-        const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
-        tmp[lo[key & 255]++] = (keyed){ni[i], nl[i], key};
+        const float l = nl[i];
+        const uint32_t key = (uint32_t)((max - l) * BPU * k2);
+        uint32_t bits;
+        memcpy(&bits, &l, sizeof bits);
+        tmp[lo[key & 255]++] = (uint64_t)bits << 32 | (uint32_t)ni[i];
     }
-    for (size_t i = 0; i < m; i++) t[hi[tmp[i].key >> 8]++] = (picolm_token_data){tmp[i].id, tmp[i].logit, 0.0f};
+    for (size_t i = 0; i < m; i++) {
+        const uint32_t bits = (uint32_t)(tmp[i] >> 32);
+        float l;
+        memcpy(&l, &bits, sizeof l);
+        t[hi[(uint32_t)((max - l) * BPU * k2) >> 8]++] = (picolm_token_data){(int32_t)(uint32_t)tmp[i], l, 0.0f};
+    }
     if (settle(t, m, 4 * m + 1024)) sort_best_first(t, m);
 }
 
@@ -599,7 +600,7 @@ static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
     const size_t n = x->n;
     if (s->cap < n) {
         picolm_token_data *h = realloc(s->head, n * sizeof *h);
-        struct keyed *t = realloc(s->tmp, n * sizeof *t);
+        uint64_t *t = realloc(s->tmp, n * sizeof *t);
         if (h) s->head = h;
         if (t) s->tmp = t;
         float *nl = realloc(s->near_l, (n + 8) * sizeof *nl);
