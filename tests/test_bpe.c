@@ -122,7 +122,7 @@ typedef struct {
 } bopts;
 
 static tokenizer *bpe_synth(const bopts *o, char *err, size_t errlen) {
-    static const char *txt[B_N] = { "a", "b", "c", "ab", "bc", "abc", "\xC4\xA0", "\xC4\xA0" "a", "<|im_end|>", "<|user|>",
+    static const char *txt[B_N] = { "a", "b", "c", "ab", "bc", "abc", "\xC4\xA0", ("\xC4\xA0" "a"), "<|im_end|>", "<|user|>",
                                     "\xC4\x8A", "aa", "\xE2\x82\xAC", "<|endoftext|>", "[PAD]" };
     int32_t ty[B_N];
     for (int i = 0; i < B_N; i++) ty[i] = TOKEN_TYPE_NORMAL;

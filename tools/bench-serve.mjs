@@ -85,7 +85,7 @@ async function client1(id) {
   const r = await fetch(base + "/v1/completions", { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ prompt, max_tokens: n, temperature: 0, stream: true, stream_options: { include_usage: true } }) });
   const rd = r.body.getReader(), dec = new TextDecoder();
-  let buf = "", ttft = null, tokens = 0;
+  let buf = "", ttft = null, tokens = 0, promptTokens = 0;
   const times = []; // arrival of each streamed token (ms, performance.now())
   for (;;) {
     const { value, done } = await rd.read();
@@ -97,12 +97,12 @@ async function client1(id) {
       const ev = buf.slice(6, i); buf = buf.slice(i + 2);
       if (ev !== "[DONE]") {
         const j = JSON.parse(ev);
-        if (j.usage) tokens = j.usage.completion_tokens;
+        if (j.usage) tokens = j.usage.completion_tokens, promptTokens = j.usage.prompt_tokens;
         else if (j.choices[0] && j.choices[0].text) times.push(performance.now());
       }
     }
   }
-  return { ttft, tokens, times };
+  return { ttft, tokens, times, promptTokens };
 }
 
 const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
@@ -132,7 +132,7 @@ for (const c of streams) {
     const inWin = res.reduce((a, x) => a + x.times.filter(t => t > from && t <= to).length, 0);
     const decode = to > from ? inWin / ((to - from) / 1000) : NaN;
     const row = { streams: c, tokens, seconds: secs, tok_s: tokens / secs, decode_tok_s: decode, ttft_p50_ms: pct(res.map(x => x.ttft), 0.5),
-                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), kv_blocks_peak: peak, rss_anon_mb: anon / 1024 };
+                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), prompt_tokens_mean: res.reduce((a, x) => a + x.promptTokens, 0) / c, kv_blocks_peak: peak, rss_anon_mb: anon / 1024 };
     if (!best || !(row.decode_tok_s <= best.decode_tok_s)) best = row;
   }
   rows.push(best);
@@ -149,6 +149,7 @@ else {
     console.log(`| ${r.streams} | ${fmt(r.decode_tok_s, 1)} | ${fmt(r.vs_one, 2)} | ${r.tok_s.toFixed(1)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} | ${r.rss_anon_mb.toFixed(1)} |`);
   if (rows.some(r => !Number.isFinite(r.decode_tok_s)))
     console.log(`\n- : the streams never all decoded at once (the KV pool held fewer of them; they took turns).`);
-  console.log(`\n${model}: ${n} tokens per stream after ~${p} prompt tokens, best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
+  const pt = rows.map(r => r.prompt_tokens_mean);
+  console.log(`\n${model}: ${n} tokens per stream after a prompt of -p ${p} tokens' worth of text, ${Math.min(...pt).toFixed(0)}-${Math.max(...pt).toFixed(0)} tokens in this vocabulary (usage.prompt_tokens); best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
 }
 process.exit(0);

@@ -31,20 +31,19 @@
    waited on store forwarding), d of the column pairs (2p, 2p+1) over 4
    lanes each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K
    mins). */
-typedef struct kq_sb {
+typedef struct __attribute__((aligned(32))) kq_sb {
     float d[KQ_NC][8];
     float d2[KQ_NC / 2][8];
     int16_t q8s[KQ_NC][8];
 } kq_sb;
 
-/* this thread's panel, one for every format's gemm */
-static _Thread_local kq_sb kq_panel_buf[KQ_MAXB] __attribute__((aligned(32)));
-
-/* the panel of nb superblocks for the m columns at ys */
+/* the panel of nb superblocks for the m columns at ys: the tile reads the
+   columns in pairs, so an odd m gets a zero column after it */
 AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
+    const int filled = m + (m & 1);
     for (int64_t i = 0; i < nb; i++) {
         kq_sb *p = P + i;
-        for (int c = 0; c < KQ_NC; c++) {
+        for (int c = 0; c < filled; c++) {
             float d = 0;
             __m128i q8s = _mm_setzero_si128();
             if (c < m) {
@@ -100,14 +99,17 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
                     pfx##_vec_dot_##name(n, dst + c * ds + r, (const char *)w + r * ws, (const char *)a + c * as); \
             return;                                                                                        \
         }                                                                                                  \
+        /* the panel on the stack (at most KQ_MAXB superblocks): a thread-local  \
+           one in a dlopen'd plugin costs a __tls_get_addr per call */          \
+        kq_sb panel[nb];                                                                                   \
         for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                                 \
             const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;                              \
             for (int64_t c0 = 0; c0 < nc; c0 += KQ_NC) {                                                   \
                 const int m = nc - c0 < KQ_NC ? (int)(nc - c0) : KQ_NC;                                    \
                 const void *ys[KQ_NC];                                                                     \
                 for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c0 + k) * as;                       \
-                kq_panel(kq_panel_buf, nb, ys, m);                                                         \
-                rows[m](n, r0, r1, w, ws, ys, kq_panel_buf, dst + c0 * ds, ds);                            \
+                kq_panel(panel, nb, ys, m);                                                                \
+                rows[m](n, r0, r1, w, ws, ys, panel, dst + c0 * ds, ds);                                    \
             }                                                                                              \
         }                                                                                                  \
     }

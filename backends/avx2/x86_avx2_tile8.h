@@ -26,6 +26,11 @@
 #define T8_NC 8       /* activation columns per tile */
 #define T8_MAXB 1024  /* blocks of 32 per row the panel holds (n <= 32768) */
 
+/* one block's 8 column values (aligned vector loads) */
+typedef struct __attribute__((aligned(32))) t8_f8 {
+    float v[T8_NC];
+} t8_f8;
+
 /* ---- weight block unpackers: block i of row x -> 32 values, d (and m) ---- */
 /* signed formats: qx = the values as signed bytes (sign trick below) */
 AI __m256i t8_q8_0(const void *x, int64_t i, float *d, float *m) {
@@ -126,7 +131,10 @@ AI void t8_gemm(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, con
     const size_t bsz = SIGNED ? sizeof(block_q8_0) : sizeof(block_q8_1);
     int64_t c0 = 0;
     if (nb <= T8_MAXB && nc >= T8_NC) {
-        static _Thread_local float dy[T8_MAXB * T8_NC] __attribute__((aligned(32))), sy[T8_MAXB * T8_NC] __attribute__((aligned(32)));
+        /* the panel on the stack: a thread-local one in a dlopen'd plugin
+           costs a __tls_get_addr per call */
+        t8_f8 dyv[nb], syv[SIGNED ? 1 : nb];
+        float *dy = dyv[0].v, *sy = syv[0].v;
         for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {
             const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;
             for (c0 = 0; c0 + T8_NC <= nc; c0 += T8_NC) {
