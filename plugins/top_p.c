@@ -20,8 +20,9 @@
      that surely hold the nucleus are radix-sorted by 16 bits of their
      offset from the max (then an insertion sort by the exact order) and
      summed exactly, the rest is known from the bins and the pass's sum
-     below the limit.  A cut still too close to call gets a precise second pass over
-     the rest (a quartic in double per candidate) before the exact method.
+     below the limit.  A cut still too close to call gets a precise second
+     pass over the rest (a quartic in double per candidate) before the
+     exact method.
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
@@ -94,7 +95,7 @@ typedef struct topp_state {
     first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
     head_masses_fn *head_masses;  /* and of head_masses */
     max_fn *max_pass;             /* and of the max pass */
-    picolm_token_data *head; /* the best bins' candidates, grouped by bin */
+    picolm_token_data *head; /* the quick path's candidates; the binned path's over a list */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
     uint64_t *tmp;           /* sort scratch */
@@ -206,15 +207,6 @@ __attribute__((target("avx2"))) static double head_masses_avx2(const picolm_toke
 }
 #endif
 
-static inline v4f logits4(const src *x, int direct, size_t i) {
-    if (direct) { /* the same products, one vector multiply */
-        v4f l;
-        memcpy(&l, x->l + i, sizeof l);
-        return l * x->scale;
-    }
-    return (v4f){x->d[i].logit, x->d[i + 1].logit, x->d[i + 2].logit, x->d[i + 3].logit};
-}
-static inline v4f select4(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
 static inline __attribute__((always_inline)) v8f select8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
 /* e^y for y <= 0, eight at a time: 2^n e^f with n the nearest integer to
