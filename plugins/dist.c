@@ -48,8 +48,10 @@ static void dist_destroy(void *state) { free(state); }
 static int dist_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
     dist_state *d = state;
     if (!c->size) { snprintf(err, errlen, "dist: no candidates left"); return 1; }
-    float max = -INFINITY;
-    for (size_t i = 0; i < c->size; i++)
+    /* a list sorted best first starts with its max (unless NaN, which ranks last) */
+    const int head_max = c->sorted && c->data[0].logit == c->data[0].logit;
+    float max = head_max ? c->data[0].logit : -INFINITY;
+    for (size_t i = 0; !head_max && i < c->size; i++)
         if (c->data[i].logit > max) max = c->data[i].logit;
     if (!(max > -INFINITY)) { snprintf(err, errlen, "dist: every candidate has probability 0"); return 1; }
     double sum = 0;

@@ -16,11 +16,13 @@
      cut is the exact method's when it is clear of S's uncertainty;
    - binned (a flat one; limit a logit past the sample's nucleus edge): the
      copies are counted in bins of 1/64 logit with each bin's masses by a
-     cubic in the offset within the bin; the best bins that surely hold the
-     nucleus are bucket-sorted (a crowded bin by 6 more bits) and summed
-     exactly, the rest is known from the bins and the pass's sum below the
-     limit.  A cut still too close to call gets a precise second pass over
-     the rest (a quartic in double per candidate) before the exact method.
+     cubic in the offset within the bin; the candidates of the best bins
+     that surely hold the nucleus are radix-sorted by 16 bits of their
+     offset from the max (then an insertion sort by the exact order) and
+     summed exactly, the rest is known from the bins and the pass's sum
+     below the limit.  A cut still too close to call gets a precise second
+     pass over the rest (a quartic in double per candidate) before the
+     exact method.
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
@@ -78,25 +80,28 @@ static inline picolm_token_data src_td(const src *x, int direct, size_t i) { ret
 struct topp_state;
 typedef size_t first_pass_fn(struct topp_state *s, const src *x, float max, float thr, int sparse, double *in, double *out);
 static first_pass_fn first_pass_base, first_pass_base_direct;
-typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, double *mass);
+typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, const double *scale, double *mass);
 static head_masses_fn head_masses_base;
+typedef int max_fn(const src *x, float *max);
+static max_fn max_base;
 #if defined(__x86_64__) && defined(__GNUC__)
 static first_pass_fn first_pass_avx2, first_pass_avx2_direct;
 static head_masses_fn head_masses_avx2;
+static max_fn max_avx2;
 #endif
 
 typedef struct topp_state {
     double p;
     first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
     head_masses_fn *head_masses;  /* and of head_masses */
-    picolm_token_data *head; /* the best bins' candidates, grouped by bin */
+    max_fn *max_pass;             /* and of the max pass */
+    picolm_token_data *head; /* the quick path's candidates; the binned path's over a list */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
-    picolm_token_data *tmp;  /* sort scratch */
+    uint64_t *tmp;           /* sort scratch */
     int32_t perm[256][8];    /* lanes of a keep mask, kept ones first (the AVX2 first pass) */
     double *mass;            /* the head's exact masses e^(logit - max) */
     size_t cap;
-    uint32_t cnt[N_BINS], pos[N_BINS];
     double scale[N_BINS];    /* e^(-b / BPU) */
     double cw[CBINS];        /* e^(-(j + 1/2) / 4): a sample bin's typical mass */
     v2d acc[N_BINS];         /* first pass: per bin {count, sum of e^(-f/64)} */
@@ -119,6 +124,7 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->first_pass[0] = first_pass_base;
     s->first_pass[1] = first_pass_base_direct;
     s->head_masses = head_masses_base;
+    s->max_pass = max_base;
     for (int mask = 0; mask < 256; mask++)
         for (int j = 0, k = 0; j < 8; j++)
             if (mask >> j & 1) s->perm[mask][k++] = j;
@@ -126,6 +132,7 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     if (__builtin_cpu_supports("avx2")) {
         s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
         s->head_masses = head_masses_avx2;
+        s->max_pass = max_avx2;
     }
 #endif
     *state = s;
@@ -158,31 +165,30 @@ static size_t nucleus_cut(const double *mass, size_t m, double p, double s_lo, d
     return 0;
 }
 
-typedef int64_t v4l __attribute__((vector_size(32)));
-
-/* The head's masses e^(logit - max) in double, four at a time: 2^n e^f
-   with n the nearest integer to x/ln2, f = x - n ln2 (Cody-Waite: n ln2_hi
-   is exact) and the degree-12 Taylor polynomial for |f| <= 0.35 (remainder
-   < 2e-16), so each within 1e-15 of exp's and a sum of them within
-   MASS_ERR of the exact method's (x in [-64, 0] here).  Their sum.
-   Compiled twice like the first pass (four lanes: two independent SSE2
-   chains, or one AVX2 one). */
-static inline __attribute__((always_inline)) double head_masses_body(const picolm_token_data *t, size_t m, float max, double *mass) {
-    const v4d magic = (v4d){0} + 6755399441055744.0; /* 1.5 * 2^52: round to nearest, the integer in the low bits */
+/* The head's masses e^(logit - max) in double, four at a time: with x =
+   ((double)max - logit) * BPU, the mass is scale[b] e^(-y) for b the
+   integer part of x (< N_BINS here) and y = (x - b) / BPU in [0, 1/64),
+   e^(-y) by its degree-6 Taylor polynomial (remainder < 5e-17): within
+   1e-15 of exp's (scale[b] within an ulp, the rest a few), so a sum of
+   them within MASS_ERR of the exact method's.  Their sum.  Compiled twice
+   like the first pass (four lanes: two SSE2 chains, or one AVX2 one). */
+static inline __attribute__((always_inline)) double head_masses_body(const picolm_token_data *t, size_t m, float max,
+                                                                    const double *scale, double *mass) {
     v4d sum = {0, 0, 0, 0};
     size_t j = 0;
     for (; j + 4 <= m; j += 4) {
-        v4d x = {(double)t[j].logit - max, (double)t[j + 1].logit - max, (double)t[j + 2].logit - max, (double)t[j + 3].logit - max};
-        x = (v4d)(((v4l)x & (x > -700)) | ((v4l)(x * 0 - 700) & ~(x > -700)));
-        const v4d r = x * 1.4426950408889634 + magic, nf = r - magic;
-        const v4l ni = (v4l)r - (v4l)magic;
-        const v4d f = x - nf * 0.693147180369123816490 - nf * 1.90821492927058770002e-10;
-        static const double c[12] = {1 / 39916800.0, 1 / 3628800.0, 1 / 362880.0, 1 / 40320.0, 1 / 5040.0, 1 / 720.0,
-                                     1 / 120.0, 1 / 24.0, 1 / 6.0, 0.5, 1, 1};
-        v4d q = 1 / 479001600.0 + f * 0;
-#pragma GCC unroll 12
-        for (int k = 0; k < 12; k++) q = q * f + c[k];
-        const v4d e = q * (v4d)((ni + 1023) << 52);
+        const v4d x = (v4d){(double)max - t[j].logit, (double)max - t[j + 1].logit, (double)max - t[j + 2].logit,
+                            (double)max - t[j + 3].logit} * BPU;
+        const v4i b = __builtin_convertvector(x, v4i);
+        const v4d z = (__builtin_convertvector(b, v4d) - x) * (1 / (double)BPU); /* -y */
+        v4d q = (v4d){0} + 1 / 720.0;
+        q = q * z + 1 / 120.0;
+        q = q * z + 1 / 24.0;
+        q = q * z + 1 / 6.0;
+        q = q * z + 0.5;
+        q = q * z + 1;
+        q = q * z + 1;
+        const v4d e = q * (v4d){scale[b[0]], scale[b[1]], scale[b[2]], scale[b[3]]};
         memcpy(mass + j, &e, sizeof e);
         sum += e;
     }
@@ -191,22 +197,16 @@ static inline __attribute__((always_inline)) double head_masses_body(const picol
     return total;
 }
 
-static double head_masses_base(const picolm_token_data *t, size_t m, float max, double *mass) { return head_masses_body(t, m, max, mass); }
+static double head_masses_base(const picolm_token_data *t, size_t m, float max, const double *scale, double *mass) {
+    return head_masses_body(t, m, max, scale, mass);
+}
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static double head_masses_avx2(const picolm_token_data *t, size_t m, float max, double *mass) {
-    return head_masses_body(t, m, max, mass);
+__attribute__((target("avx2"))) static double head_masses_avx2(const picolm_token_data *t, size_t m, float max, const double *scale,
+                                                                double *mass) {
+    return head_masses_body(t, m, max, scale, mass);
 }
 #endif
 
-static inline v4f logits4(const src *x, int direct, size_t i) {
-    if (direct) { /* the same products, one vector multiply */
-        v4f l;
-        memcpy(&l, x->l + i, sizeof l);
-        return l * x->scale;
-    }
-    return (v4f){x->d[i].logit, x->d[i + 1].logit, x->d[i + 2].logit, x->d[i + 3].logit};
-}
-static inline v4f select4(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
 static inline __attribute__((always_inline)) v8f select8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
 /* e^y for y <= 0, eight at a time: 2^n e^f with n the nearest integer to
@@ -225,27 +225,34 @@ static inline __attribute__((always_inline)) v8f exp8(v8f y) {
     return (a + f3 * b) * (v8f)((ni + 127) << 23);
 }
 
-/* The max logit; 1 when a logit is NaN. */
+static inline __attribute__((always_inline)) v8f logits8(const src *x, int direct, size_t i) {
+    if (direct) {
+        v8f l;
+        memcpy(&l, x->l + i, sizeof l);
+        return l * x->scale;
+    }
+    const picolm_token_data *d = x->d + i;
+    return (v8f){d[0].logit, d[1].logit, d[2].logit, d[3].logit, d[4].logit, d[5].logit, d[6].logit, d[7].logit};
+}
+
+/* The max logit; 1 when a logit is NaN.  Two chains of eight-lane selects
+   (half the latency); compiled twice like the first pass. */
 static inline __attribute__((always_inline)) int max_body(const src *x, int direct, float *max) {
     const size_t n = x->n;
-    v4f vmax = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, vmax2 = vmax;
-    v4i nan = {0, 0, 0, 0};
+    v8f vmax = (v8f){0} - INFINITY, vmax2 = vmax;
+    v8i nan = {0};
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* two chains of selects: half the latency */
-        const v4f l = logits4(x, direct, i), l2 = logits4(x, direct, i + 4);
+    for (; i + 16 <= n; i += 16) {
+        const v8f l = logits8(x, direct, i), l2 = logits8(x, direct, i + 8);
         nan |= (l != l) | (l2 != l2);
-        vmax = select4(l > vmax, l, vmax);
-        vmax2 = select4(l2 > vmax2, l2, vmax2);
+        vmax = select8(l > vmax, l, vmax);
+        vmax2 = select8(l2 > vmax2, l2, vmax2);
     }
-    vmax = select4(vmax2 > vmax, vmax2, vmax);
-    for (; i + 4 <= n; i += 4) {
-        const v4f l = logits4(x, direct, i);
-        nan |= l != l;
-        vmax = select4(l > vmax, l, vmax);
-    }
+    vmax = select8(vmax2 > vmax, vmax2, vmax);
     float best = vmax[0];
-    for (int j = 1; j < 4; j++) best = vmax[j] > best ? vmax[j] : best;
-    int odd = (nan[0] | nan[1] | nan[2] | nan[3]) != 0;
+    for (int j = 1; j < 8; j++) best = vmax[j] > best ? vmax[j] : best;
+    int odd = 0;
+    for (int j = 0; j < 8; j++) odd |= nan[j] != 0;
     for (; i < n; i++) {
         const float l = LOGIT(direct, x, i);
         odd |= l != l;
@@ -255,7 +262,12 @@ static inline __attribute__((always_inline)) int max_body(const src *x, int dire
     return odd;
 }
 
-static int max_pass(const src *x, float *max) { return x->l ? max_body(x, 1, max) : max_body(x, 0, max); }
+static int max_base(const src *x, float *max) { return x->l ? max_body(x, 1, max) : max_body(x, 0, max); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int max_avx2(const src *x, float *max) {
+    return x->l ? max_body(x, 1, max) : max_body(x, 0, max);
+}
+#endif
 
 /* From the sample, in 1/4-logit bins below the max: whether the quick path
    fits (few candidates within NEAR, whose mass likely holds the nucleus),
@@ -289,42 +301,81 @@ static int sample_pass(const topp_state *s, const src *xs, float max, float *thr
     return n_near * w <= QUICK_ROOM / 4 && far <= (1 - s->p) * near;
 }
 
-static void insertion_sort(picolm_token_data *t, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        const picolm_token_data v = t[i];
-        size_t j = i;
-        for (; j > 0 && (t[j - 1].logit < v.logit || (t[j - 1].logit == v.logit && t[j - 1].id > v.id)); j--) t[j] = t[j - 1];
-        t[j] = v;
-    }
+/* better() for logits that are not NaN (the head's). */
+static inline int ahead(const picolm_token_data *a, const picolm_token_data *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-/* Best first, bin b's n candidates (no NaN): a crowded bin is first split
-   by the next 6 bits of x (sub = floor((max - logit) * 64 * SUB) less the
-   bin's start, clamped: monotone in the logit, so equal logits share a
-   sub-bin), through tmp; then insertion sort of each short run (a heap
-   sort of a long one: many equal logits). */
-#define SUB 64
-static void sort_bin(picolm_token_data *t, size_t n, float max, int b, picolm_token_data *tmp) {
-    if (n <= 32) {
-        insertion_sort(t, n);
-        return;
+/* Insertion sort, best first, of t[0..n) (no NaN) when it is nearly
+   sorted: 0, or 1 (t still a permutation of its candidates) once it has
+   moved more than budget candidates. */
+static int settle(picolm_token_data *t, size_t n, size_t budget) {
+    for (size_t i = 1; i < n; i++) {
+        if (!ahead(&t[i], &t[i - 1])) continue;
+        const picolm_token_data v = t[i];
+        size_t j = i;
+        do t[j] = t[j - 1];
+        while (--j > 0 && ahead(&v, &t[j - 1]));
+        t[j] = v;
+        if ((budget -= budget < i - j ? budget : i - j) == 0) return 1;
     }
-    uint32_t pos[SUB + 1] = {0};
-    for (size_t i = 0; i < n; i++) {
-        const int k = (int)((max - t[i].logit) * (BPU * SUB)) - b * SUB;
-        pos[(k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k) + 1]++;
+    return 0;
+}
+
+/* The m copies with x = (max - logit) * BPU < lim (the first pass's
+   arithmetic: exactly the head's bins), best first, into t[0..m).  An LSD
+   radix sort by two bytes of the key x * 2^sh (sh the most that keeps the
+   key in 16 bits: x * 2^sh is exact and monotone in the logit, so equal
+   logits share a key), then an insertion sort by the full order (logit,
+   then id) settles the few candidates that share a key; a list whose
+   shared keys hold many candidates out of id order (never the model's
+   logits, which arrive in id order and stay so: the passes are stable) is
+   heap-sorted instead. */
+static void sort_head(topp_state *s, size_t n_near, float max, float lim, size_t m, picolm_token_data *t) {
+    float k2 = 65536.0f;
+    while (lim * k2 > 65536.0f) k2 *= 0.5f; /* 2^sh, lim <= N_BINS */
+    uint32_t lo[256] = {0}, hi[257] = {0};
+    float *nl = s->near_l;
+    int32_t *ni = s->near_id;
+    /* the head's copies moved to the front (in place, in order) without a
+       branch (about half of the copies are kept), then both bytes counted */
+    size_t j = 0;
+    for (size_t i = 0; i < n_near; i++) {
+        const float l = nl[i];
+        nl[j] = l;
+        ni[j] = ni[i];
+        j += (max - l) * BPU < lim;
     }
-    for (int k = 0; k < SUB; k++) pos[k + 1] += pos[k];
-    for (size_t i = 0; i < n; i++) {
-        const int k = (int)((max - t[i].logit) * (BPU * SUB)) - b * SUB;
-        tmp[pos[k < 0 ? 0 : k > SUB - 1 ? SUB - 1 : k]++] = t[i];
+    for (size_t i = 0; i < m * sizeof *t; i += 64) { /* the scatters' targets into cache, during the count */
+        __builtin_prefetch((char *)s->tmp + i * 2 / 3, 1);
+        __builtin_prefetch((char *)t + i, 1);
     }
-    for (int k = 0, start = 0; k < SUB; start = (int)pos[k++]) {
-        const size_t len = pos[k] - (uint32_t)start;
-        if (len > 64) sort_best_first(tmp + start, len); /* equal logits in bulk */
-        else insertion_sort(tmp + start, len);
+    for (size_t i = 0; i < m; i++) {
+        const uint32_t key = (uint32_t)((max - nl[i]) * BPU * k2);
+        lo[key & 255]++;
+        hi[(key >> 8) + 1]++;
     }
-    memcpy(t, tmp, n * sizeof *t);
+    for (uint32_t b = 0, sum = 0; b < 256; b++) {
+        const uint32_t c = lo[b];
+        lo[b] = sum;
+        sum += c;
+    }
+    for (int b = 0; b < 256; b++) hi[b + 1] += hi[b];
+    uint64_t *tmp = s->tmp; /* {id, logit} as 8 bytes: the key is computed again */
+    for (size_t i = 0; i < m; i++) {
+        const float l = nl[i];
+        const uint32_t key = (uint32_t)((max - l) * BPU * k2);
+        uint32_t bits;
+        memcpy(&bits, &l, sizeof bits);
+        tmp[lo[key & 255]++] = (uint64_t)bits << 32 | (uint32_t)ni[i];
+    }
+    for (size_t i = 0; i < m; i++) {
+        const uint32_t bits = (uint32_t)(tmp[i] >> 32);
+        float l;
+        memcpy(&l, &bits, sizeof l);
+        t[hi[(uint32_t)((max - l) * BPU * k2) >> 8]++] = (picolm_token_data){(int32_t)(uint32_t)tmp[i], l, 0.0f};
+    }
+    if (settle(t, m, 4 * m + 1024)) sort_best_first(t, m);
 }
 
 /* One pass, eight candidates at a time: the masses e^(logit - max) by
@@ -493,8 +544,9 @@ static size_t topp_quick(topp_state *s, const src *x, float max) {
 }
 
 /* The binned path (see the top), after the max and the sample.  The k kept
-   (in s->head), or 0 when undecided. */
-static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
+   (in t: s->head, or the output list when the logits are read directly), or
+   0 when undecided. */
+static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picolm_token_data *t) {
     const size_t n = x->n;
     const double p = s->p, slack = 1e-9;
     double in, out;
@@ -511,34 +563,21 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
         head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
         if (head_lo >= p * s_hi) last = b;
     }
-    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1); /* the sample guessed too high: all bins */
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1, t); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
-    for (int b = 0; b <= last; b++) {
-        s->cnt[b] = (uint32_t)s->acc[b][0];
-        s->pos[b] = (uint32_t)m;
-        m += s->cnt[b];
-    }
+    for (int b = 0; b <= last; b++) m += (size_t)s->acc[b][0];
     const float lim = (float)(last + 1);
-    picolm_token_data *t = s->head;
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
-    for (size_t i = 0; i < n_near; i++) {
-        const float x = (max - s->near_l[i]) * BPU; /* the same arithmetic as the first pass */
-        if (x < lim) t[s->pos[(int)x]++] = (picolm_token_data){s->near_id[i], s->near_l[i], 0.0f};
-    }
     for (int b = last + 1; b < (int)thr; b++) {
         const double v = s->scale[b] * s->acc[b][1];
         tail_lo += v * (1 - bin_err(b));
         tail_hi += v * (1 + bin_err(b));
     }
-    /* best first within each bin, then exact masses in that order */
-    size_t start = 0;
+    /* best first, then exact masses in that order */
+    sort_head(s, n_near, max, lim, m, t);
     double head = 0;
-    for (int b = 0; b <= last; b++) {
-        sort_bin(t + start, s->cnt[b], max, b, s->tmp);
-        start += s->cnt[b];
-    }
-    head = s->head_masses(t, m, max, s->mass);
+    head = s->head_masses(t, m, max, s->scale, s->mass);
     size_t k = nucleus_cut(s->mass, m, p, (head + tail_lo) * (1 - slack), (head + tail_hi) * (1 + slack));
     if (!k) { /* too close to call: the rest's mass precisely */
         tail_precise(s, x, max, lim, &tail_lo, &tail_hi);
@@ -552,7 +591,8 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr) {
 static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
     const size_t n = x->n;
     if (s->cap < n) {
-        picolm_token_data *h = realloc(s->head, n * sizeof *h), *t = realloc(s->tmp, n * sizeof *t);
+        picolm_token_data *h = realloc(s->head, n * sizeof *h);
+        uint64_t *t = realloc(s->tmp, n * sizeof *t);
         if (h) s->head = h;
         if (t) s->tmp = t;
         float *nl = realloc(s->near_l, (n + 8) * sizeof *nl);
@@ -565,12 +605,13 @@ static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
         s->cap = n;
     }
     float max, thr;
-    if (max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
+    if (s->max_pass(x, &max) || !(max > -INFINITY) || max == INFINITY) return 0; /* NaN, all -inf, +inf */
     size_t k = 0;
     if (sample_pass(s, x, max, &thr)) k = topp_quick(s, x, max);
-    if (!k) k = topp_bins(s, x, max, thr);
+    picolm_token_data *h = s->head;
+    if (!k) k = topp_bins(s, x, max, thr, h = x->l ? c->data : s->head);
     if (!k) return 0;
-    memcpy(c->data, s->head, k * sizeof *c->data);
+    if (h != c->data) memcpy(c->data, h, k * sizeof *c->data);
     c->size = k;
     c->sorted = 1;
     c->has_p = 0;

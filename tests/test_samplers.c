@@ -268,6 +268,27 @@ static void test_top_p_edges(void) {
     for (double p = 0.05; p < 1; p += 0.3) bad += !same_as_exact(p, 7, NBIG, &k);
     CHECK(!bad, "top_p: ties at the top keep the lowest ids first, as the exact method (%d bad, last nucleus %zu)", bad, k);
 
+    /* the same ties, and a flat body on 1/256 steps (thousands of equal
+       logits in every sort key), with the list in reversed and shuffled id
+       order: the head's radix sort keeps list order within a key, so the
+       lowest ids must come first by the final comparison, or the heap sort
+       when too many are out of order */
+    bad = 0;
+    for (int shape = 0; shape < 2; shape++)
+        for (int order = 0; order < 2; order++) {
+            for (int i = 0; i < NBIG; i++) {
+                const float l = shape ? (float)(int)(nrand() * 512) / 256 : i % 13 == 5 ? 4.0f : nrand();
+                big_a[order ? i : NBIG - 1 - i] = (picolm_token_data){i, l, 0};
+            }
+            for (int i = NBIG - 1; order && i > 0; i--) {
+                const int j = (int)(xr() % (uint64_t)(i + 1));
+                const picolm_token_data t = big_a[i];
+                big_a[i] = big_a[j], big_a[j] = t;
+            }
+            for (double p = 0.05; p < 1; p += 0.3) bad += !same_as_exact(p, 61 + order, NBIG, &k);
+        }
+    CHECK(!bad, "top_p: ties in reversed and shuffled lists keep the lowest ids first (%d bad, last nucleus %zu)", bad, k);
+
     /* logits exactly on 1/64 bin edges, and p set so that the cut lands exactly
        at the end of a bin: the fast path must agree or defer to the exact method */
     bad = 0;
@@ -982,6 +1003,111 @@ done:
     free(pl);
 }
 
+/* ---- the tokens and nuclei of today's top_p, recorded ----
+   Logits from plain arithmetic only (no libm: the same bits on every
+   target): z ~ N(0, 1) as the sum of four uniforms.  Shapes: peaked, flat,
+   very flat, flat on 1/64 steps (ties, logits on the binned path's edges),
+   integer ties, nearly uniform. */
+static float zrand(void) { return (frand() + frand() + frand() + frand() - 2.0f) * 1.7320508f; }
+
+static void rec_logits(float *l, int n, int shape) {
+    for (int i = 0; i < n; i++) {
+        const float z = 2.0f * zrand();
+        l[i] = shape == 3 ? (float)(int)(z * 64) / 64 : shape == 4 ? (float)(int)z : shape == 5 ? 0.05f * z : z;
+    }
+    if (shape < 3)
+        for (int k = 0; k < 8; k++) l[xr() % (uint64_t)n] = (shape == 0 ? 16.0f : shape == 1 ? 6.0f : 1.0f) + 0.25f * (float)k;
+}
+
+static uint64_t fnv(uint64_t h, uint32_t v) {
+    for (int b = 0; b < 4; b++) h = (h ^ (uint8_t)(v >> (8 * b))) * 1099511628211ull;
+    return h;
+}
+
+/* Per vocabulary size and shape, the hash of: each chain's tokens (direct
+   path on and off, which must agree) and top_p's nucleus (size, ids in
+   order) over the list in id order and shuffled.  Recorded from main at
+   b8412a3 (before top_p's radix sort), on x86-64. */
+static void test_recorded(void) {
+    static const int sizes[] = {5000, 32000, 151936};
+    static const char *const shapes[] = {"peaked", "flat", "very flat", "1/64 steps", "integer ties", "nearly uniform"};
+    static const struct { const char *t, *p; } chains[] = {{"0.8", "0.9"}, {"1", "0.95"}, {"0.6", "0.5"}};
+    static const uint64_t want[3][6] = {
+        {0xd13fc506ed70bc16ull, 0xb53b8a390b58294full, 0x3278b468439c7604ull, 0xa53f3410efe5da20ull, 0x05b3740250e3c6edull, 0xd8830c2eb230787full},
+        {0x3e0ac1b6118b5be5ull, 0x4936a321cb2e5626ull, 0x30bcc542d9bc14e5ull, 0x4ca960476384e480ull, 0x3cfff197ed74cbaaull, 0x4b0521818f49b89aull},
+        {0x31e366ef3966aa87ull, 0x2d0514ecc3be4c3bull, 0x92052ade3db60a53ull, 0xd48fe60a1df1e26bull, 0x3889b6669b0994e5ull, 0x76d9a4d85097eda0ull},
+    };
+    const int nv_max = 151936;
+    float *l = malloc(nv_max * sizeof *l);
+    const char **pc = calloc(nv_max, sizeof *pc);
+    uint32_t *pl = calloc(nv_max, sizeof *pl);
+    picolm_token_data *td = malloc(nv_max * sizeof *td);
+    int32_t *perm = malloc(nv_max * sizeof *perm);
+    if (!l || !pc || !pl || !td || !perm) { CHECK(0, "recorded: out of memory"); goto done; }
+    int bad = 0, differ = 0, total = 0;
+    for (int si = 0; si < 3; si++) {
+        const int nv = sizes[si];
+        picolm_vocab v = {nv, 1, 2, pc, pl, NULL};
+        for (int sh = 0; sh < 6; sh++) {
+            uint64_t h = 1469598103934665603ull;
+            rng = 0x5eed0000ull + (uint64_t)(si * 16 + sh);
+            for (size_t ci = 0; ci < sizeof chains / sizeof chains[0]; ci++) {
+                sampling_param sp[2] = {{"temperature", chains[ci].t, "test"}, {"top_p", chains[ci].p, "test"}};
+                const sampling_settings set = {.chain = "temperature,top_p,dist", .params = sp, .n_params = 2, .seed = 100 + ci};
+                sampling *s[2] = {NULL, NULL};
+                char err[256] = "";
+                if (sampling_build(&s[0], &reg, &set, &v, err, sizeof err) || sampling_build(&s[1], &reg, &set, &v, err, sizeof err)) {
+                    CHECK(0, "recorded: %s", err);
+                    bad++;
+                    sampling_free(s[0]);
+                    continue;
+                }
+                sampling_direct(s[1], 0);
+                void *tp = make("top_p", "top_p", chains[ci].p, 0);
+                const float inv = 1.0f / (float)atof(chains[ci].t);
+                for (int step = 0; step < 2; step++, total++) {
+                    rec_logits(l, nv, sh);
+                    int32_t tok[2] = {-1, -2};
+                    for (int k = 0; k < 2; k++)
+                        if (sampling_sample(s[k], l, -1, &tok[k], err, sizeof err)) { CHECK(0, "recorded: %s", err); bad++; }
+                    differ += tok[0] != tok[1];
+                    h = fnv(h, (uint32_t)tok[0]);
+                    for (int k = 0; k < 2; k++) sampling_accept(s[k], tok[0]);
+                    /* top_p alone: the list in id order, then shuffled */
+                    for (int sf = 0; sf < 2 && tp; sf++) {
+                        for (int i = 0; i < nv; i++) perm[i] = i;
+                        for (int i = nv - 1; sf && i > 0; i--) {
+                            const int j = (int)(xr() % (uint64_t)(i + 1)), t = perm[i];
+                            perm[i] = perm[j], perm[j] = t;
+                        }
+                        for (int i = 0; i < nv; i++) td[i] = (picolm_token_data){perm[i], l[perm[i]] * inv, 0};
+                        picolm_candidates c = {td, (size_t)nv, 0, 0, -1, -1};
+                        if (apply("top_p", tp, &c)) { bad++; continue; }
+                        h = fnv(h, (uint32_t)c.size);
+                        for (size_t i = 0; i < c.size; i++) h = fnv(h, (uint32_t)td[i].id);
+                    }
+                }
+                if (tp) destroy("top_p", tp);
+                sampling_free(s[0]);
+                sampling_free(s[1]);
+            }
+            if (h != want[si][sh]) {
+                printf("  recorded: %d logits, %s: hash %016llx, recorded %016llx\n", nv, shapes[sh], (unsigned long long)h,
+                       (unsigned long long)want[si][sh]);
+                bad++;
+            }
+        }
+    }
+    CHECK(!bad && !differ, "the tokens and top_p's nuclei of b8412a3 on %d draws (3 sizes x 6 shapes x 3 chains; %d cases differ, "
+                           "direct on/off differ %d times)", total, bad, differ);
+done:
+    free(l);
+    free(pc);
+    free(pl);
+    free(td);
+    free(perm);
+}
+
 /* Milliseconds per sampled token of the default chain (temperature 0.8 ->
    top_p 0.9 -> dist) and of a configured one (+ top_k 40, min_p 0.05,
    repeat penalty 1.1) at real vocabulary sizes.  Figures, not assertions:
@@ -1049,6 +1175,7 @@ int main(void) {
     test_declared_params();
     test_chain_large();
     test_direct();
+    test_recorded();
     bench_chain();
     registry_free(&reg);
     return CHECK_DONE();
