@@ -111,6 +111,34 @@ left=$(ls "$tmp/td" | wc -l)
     echo "PASS: SIGINT during --tune: the scratch copy ($had file) is removed, exit $rc" ||
     echo "FAIL: SIGINT during --tune: $had scratch file(s) before, $left after, exit $rc"
 
+# 3b. a file with Q4_K and Q5_0 rows (Qwen2.5's mix, tiny): both repacked layouts are
+#     measured, the INI names each one's gain, and Ctrl-C removes both scratch copies
+Q="$tmp/tq.gguf"
+"$B" --synth tiny-qwen2:Q4_K_M --out "$Q" -p 0 -n 0 -r 1 --backends avx2,reference >/dev/null 2>&1
+if [ ! -f "$Q" ]; then
+    echo "FAIL: --synth tiny-qwen2:Q4_K_M made no file"
+elif "$B" --tune "$Q" -o "$tmp/q.ini" --format json >"$tmp/q.json" 2>"$tmp/q.log"; then
+    layouts=$(python3 -c 'import json,sys; print(" ".join(sorted({r["layout"] for r in json.load(open(sys.argv[1]))["rows"]})))' "$tmp/q.json")
+    [ "$layouts" = "Q4_K_M_R16 Q5_0_R16 file" ] && echo "PASS: --tune on a Q4_K + Q5_0 file measures layouts: $layouts" ||
+        echo "FAIL: --tune on a Q4_K + Q5_0 file measured layouts '$layouts'"
+    grep -q "^; layout: the Q4_K_M_R16 repack" "$tmp/q.ini" && grep -q "^; layout: the Q5_0_R16 repack" "$tmp/q.ini" &&
+        grep -q "^; layout chosen: " "$tmp/q.ini" && echo "PASS: the INI names both layouts' gains and the one chosen" ||
+        echo "FAIL: the INI's layout lines: $(grep '^; layout' "$tmp/q.ini" | tr '\n' ' ')"
+    mkdir "$tmp/td2"
+    TMPDIR="$tmp/td2" env --default-signal=INT "$B" --tune "$Q" -o "$tmp/c2.ini" >/dev/null 2>"$tmp/c2.log" &
+    pid=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q 'tune \[' "$tmp/c2.log" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    had=$(ls "$tmp/td2" | wc -l)
+    kill -INT $pid; wait $pid; rc=$?
+    left=$(ls "$tmp/td2" | wc -l)
+    [ "$had" -eq 2 ] && [ "$left" -eq 0 ] && [ $rc -ge 128 ] &&
+        echo "PASS: SIGINT during --tune: both scratch copies removed, exit $rc" ||
+        echo "FAIL: SIGINT during --tune of two layouts: $had scratch file(s) before, $left after, exit $rc"
+else
+    echo "FAIL: --tune on a Q4_K + Q5_0 file: $(tail -3 "$tmp/q.log")"
+fi
+
 # 4. bad input
 "$B" --tune "$M" --ram 1M -o "$tmp/x.ini" >/dev/null 2>"$tmp/e.log"; rc=$?
 [ $rc -eq 1 ] && grep -q 'nothing fits --ram 1M' "$tmp/e.log" && [ ! -s "$tmp/x.ini" ] &&

@@ -82,7 +82,8 @@ static void usage(FILE *o) {
             "  --ignore-eos      accepted for symmetry with picolm: the bench always ignores EOS\n"
             "  --format F        md (default), csv, json or svg (a grouped bar chart)\n"
             "  --tune            measure this machine's choices instead: every backend (and the model's lossless\n"
-            "                    Q4_K_M_R16 repack) at the most threads, the far-behind dropped; 1 to the online CPUs\n"
+            "                    Q4_K_M_R16 and Q5_0_R16 repacks, where it has such rows) at the most threads, the\n"
+            "                    far-behind dropped; 1 to the online CPUs\n"
             "                    threads; the prefill batch; kv_type f16 or q8_0 at the context; close calls run again.\n"
             "                    Prints the decision table (md or json) and writes a commented INI for picolm --config\n"
             "  -o FILE           --tune: write the INI to FILE (default stdout; the table then goes to stderr)\n"
@@ -778,7 +779,7 @@ static void print_results(const opts *o, const char *path, const result *r, int 
 /* One measured (or refused) setting: a row of the decision table. */
 typedef struct tune_row {
     const char *stage;   /* backend, threads, batch, kv_type */
-    int layout;          /* 0 = the model file as given, 1 = its repacked copy */
+    int layout;          /* index into tuner.paths: 0 = the model file as given, then its repacked copies */
     char backend[64];
     int threads, batch, kv, reps, measured;
     double prefill, decode, resident_mb;
@@ -788,7 +789,8 @@ typedef struct tune_row {
 typedef struct tuner {
     const opts *o;
     pl_registry *reg;
-    const char *paths[2];
+    const char *paths[3];
+    int kind[3];          /* each path's entry of tune_layout_name */
     int n_layouts, n_ctx;
     const llama_model *m; /* the model as given (reference dispatch): the memory plan */
     double ram;           /* bytes; 0 = no budget */
@@ -800,7 +802,13 @@ typedef struct tuner {
     double t0;
 } tuner;
 
-static const char *const tune_layout_name[2] = {"file", "Q4_K_M_R16"};
+/* the file as given, then the repacked layouts --tune tries (picolm-quantize
+   targets): Q4_K_M_R16 where the file has Q4_K rows, Q5_0_R16 where it has
+   Q5_0 matrices of whole row groups (Qwen2.5's fallback rows; on AVX2 that
+   copy alone can beat Q4_K_M_R16, whose K-quant R16 tiles are AVX-512's) */
+enum { TUNE_FILE, TUNE_Q4_K_M_R16, TUNE_Q5_0_R16 };
+static const char *const tune_layout_name[3] = {"file", "Q4_K_M_R16", "Q5_0_R16"};
+static const char *tune_lname(const tuner *t, int layout) { return tune_layout_name[t->kind[layout]]; }
 #define TUNE_PRUNE 0.80   /* after the short run, a backend below 80% of the best decode is dropped */
 /* settings this close to the best are measured again before deciding: the
    8-16 token decode runs are noisy (on a loaded 2-vCPU host 1 and 2 threads
@@ -828,7 +836,7 @@ static int tune_run(tuner *t, int layout, const char *backend, int threads, int 
     t->done++;
     const double el = pl_now() - t->t0, left = t->planned > t->done ? el / t->done * (t->planned - t->done) : 0;
     fprintf(stderr, "picolm-bench: tune [%d/%d] %-10s %-9s %2d thr, batch %3d, kv %-4s: %s %8.2f tok/s | %.0f s, about %.0f s left\n",
-            t->done, t->planned > t->done ? t->planned : t->done, tune_layout_name[layout], backend, threads, batch,
+            t->done, t->planned > t->done ? t->planned : t->done, tune_lname(t, layout), backend, threads, batch,
             kv == KV_Q8_0 ? "q8_0" : "f16", n_prompt ? "prefill" : "decode ", n_prompt ? *prefill : *decode, el, left);
     return 0;
 }
@@ -899,27 +907,28 @@ static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, in
     return best;
 }
 
-/* The repacked copy: picolm-quantize (installed next to this binary) rearranges Q4_K/Q6_K/Q5_0 rows losslessly. */
-static int tune_repack(const char *model, const char *out, const char *plugin_dir, char *err, size_t errlen) {
+/* A repacked copy: picolm-quantize (installed next to this binary) rearranges
+   the rows of the target's base types losslessly. */
+static int tune_repack(const char *model, const char *out, const char *target, const char *plugin_dir, char *err, size_t errlen) {
     char tool[4096];
     ssize_t len = readlink("/proc/self/exe", tool, sizeof tool - 32);
     if (len <= 0) return pl_fail(err, errlen, "cannot find this executable's directory");
     tool[len] = 0;
     char *slash = strrchr(tool, '/');
     snprintf(slash ? slash + 1 : tool, 32, "picolm-quantize");
-    fprintf(stderr, "picolm-bench: tune: repacking %s -> %s (Q4_K_M_R16, lossless)\n", model, out);
+    fprintf(stderr, "picolm-bench: tune: repacking %s -> %s (%s, lossless)\n", model, out, target);
     const pid_t pid = fork();
     if (pid < 0) return pl_fail(err, errlen, "fork: %s", strerror(errno));
     if (!pid) {
         const int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-        if (plugin_dir && *plugin_dir) execl(tool, tool, "--plugin-dir", plugin_dir, model, out, "Q4_K_M_R16", (char *)NULL);
-        else execl(tool, tool, model, out, "Q4_K_M_R16", (char *)NULL);
+        if (plugin_dir && *plugin_dir) execl(tool, tool, "--plugin-dir", plugin_dir, model, out, target, (char *)NULL);
+        else execl(tool, tool, model, out, target, (char *)NULL);
         _exit(127);
     }
     int st = 0;
     if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
-        return pl_fail(err, errlen, "%s %s %s Q4_K_M_R16 failed (exit %d)", tool, model, out, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return pl_fail(err, errlen, "%s %s %s %s failed (exit %d)", tool, model, out, target, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
 }
 
@@ -934,13 +943,13 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
         json_str(f, cpu);
         fprintf(f, ", \"online_cpus\": %d, \"n_ctx\": %d, \"ram_mb\": %.1f,\n \"chosen\": {\"layout\": \"%s\", \"backend\": \"%s\", "
                    "\"threads\": %d, \"batch\": %d, \"kv_type\": \"%s\", \"decode_tps\": %.6g},\n \"rows\": [\n",
-                cpu_count_online(), t->n_ctx, t->ram / (1 << 20), tune_layout_name[w->layout], w->backend, w->threads, w->batch,
+                cpu_count_online(), t->n_ctx, t->ram / (1 << 20), tune_lname(t, w->layout), w->backend, w->threads, w->batch,
                 kv_name(w->kv), w->decode);
         for (int i = 0; i < t->n; i++) {
             const tune_row *r = &t->rows[i];
             fprintf(f, "  {\"stage\": \"%s\", \"layout\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"batch\": %d, \"kv_type\": \"%s\", "
                        "\"reps\": %d, \"prefill_tps\": %.6g, \"decode_tps\": %.6g, \"resident_mb\": %.3f, \"verdict\": \"%s\"}%s\n",
-                    r->stage, tune_layout_name[r->layout], r->backend, r->threads, r->batch, kv_name(r->kv), r->reps, r->prefill,
+                    r->stage, tune_lname(t, r->layout), r->backend, r->threads, r->batch, kv_name(r->kv), r->reps, r->prefill,
                     r->decode, r->resident_mb, r->verdict, i + 1 < t->n ? "," : "");
         }
         fprintf(f, " ]}\n");
@@ -952,7 +961,7 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
                "|---|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < t->n; i++) {
         const tune_row *r = &t->rows[i];
-        fprintf(f, "| %s | %s | %s | %d | %d | %s | %d | ", r->stage, tune_layout_name[r->layout], r->backend, r->threads, r->batch,
+        fprintf(f, "| %s | %s | %s | %d | %d | %s | %d | ", r->stage, tune_lname(t, r->layout), r->backend, r->threads, r->batch,
                 kv_name(r->kv), r->reps);
         if (!r->measured) fprintf(f, "- | - |");
         else if (r->prefill > 0 && r->decode > 0) fprintf(f, "%.1f | %.2f |", r->prefill, r->decode);
@@ -961,7 +970,7 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
         fprintf(f, " %.1f | %s |\n", r->resident_mb, r->verdict);
     }
     fprintf(f, "\nchosen: layout %s, backend %s, threads %d, batch %d, kv_type %s (decode %.2f tok/s)\n",
-            tune_layout_name[w->layout], w->backend, w->threads, w->batch, kv_name(w->kv), w->decode);
+            tune_lname(t, w->layout), w->backend, w->threads, w->batch, kv_name(w->kv), w->decode);
     fprintf(f, "\nbackend, threads: decode tok/s of short runs from position 0 (8 tokens; 16 for other thread counts; "
                "32 when a close call is run again: runs > 1 = the mean); batch: prefill of up to 128 tokens; kv_type: "
                "decode at position %d (half the context). Resident MB: the memory plan of picolm --fit, the mapped "
@@ -981,7 +990,7 @@ static void tune_because(FILE *f, const tuner *t, int c, int ru, int use_prefill
 }
 
 static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char *ram_str, const int c[4], const int ru[4],
-                           double layout_gain) {
+                           const double *best_l) {
     const tune_row *w = &t->rows[c[3]];
     char date[64];
     time_t now = time(NULL);
@@ -991,10 +1000,15 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
     if (t->ram > 0) fprintf(f, "; RAM budget %s", ram_str);
     fprintf(f, "\n; Every value was measured on this machine with this model (tok/s, mean of the runs).\n"
                "; Use it with  picolm --config THIS.ini MODEL.gguf\n");
-    if (t->n_layouts > 1)
-        fprintf(f, "; layout: the Q4_K_M_R16 repack of this model decodes %+.0f%% here (each at its best backend and threads)%s\n", 100 * layout_gain,
-                w->layout ? ": convert the model (lossless):\n;   picolm-quantize MODEL.gguf MODEL-Q4_K_M_R16.gguf Q4_K_M_R16"
-                          : ": keep the file as it is");
+    for (int l = 1; l < t->n_layouts; l++)
+        fprintf(f, "; layout: the %s repack of this model decodes %+.0f%% here (each at its best backend and threads)\n", tune_lname(t, l),
+                best_l[0] > 0 ? 100 * (best_l[l] / best_l[0] - 1) : 0.0);
+    if (t->n_layouts > 1) {
+        if (w->layout)
+            fprintf(f, "; layout chosen: %s; convert the model (lossless):\n;   picolm-quantize MODEL.gguf MODEL-%s.gguf %s\n", tune_lname(t, w->layout),
+                    tune_lname(t, w->layout), tune_lname(t, w->layout));
+        else fprintf(f, "; layout chosen: the file as it is\n");
+    }
     fprintf(f, "\n[engine]\n");
     tune_because(f, t, c[0], ru[0], 0, "fastest backend");
     fprintf(f, "backend = %s\n", w->backend);
@@ -1014,7 +1028,7 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
    pruned), then every thread count for the rest, then the prefill batch and
    the KV type at the winner.  rc as main's. */
 static int run_tune(const opts *o, pl_registry *reg, const char *path, const char *ram_str, const char *ini_path) {
-    char err[2048], cpu[96], rpath[4096] = "", scratch[4096] = "";
+    char err[2048], cpu[96], scratch[2][4096] = {"", ""}; /* the repacked copies made in TMPDIR */
     tuner t = {.o = o, .reg = reg, .paths = {path}, .n_layouts = 1, .t0 = pl_now()};
     int rc = CLI_FAIL, have_m = 0;
     uint64_t ram = 0;
@@ -1037,26 +1051,36 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
        of 128 for the batch; 32 decoded halfway into the context for the KV type */
     const int sp = 0, sn = t.n_ctx >= 64 ? 8 : t.n_ctx >= 8 ? t.n_ctx / 8 : 1;
     FILE *ini = NULL;
-    int repackable = 0;
-    for (uint64_t i = 0; i < m.gguf.n_tensors; i++) repackable |= m.gguf.tensors[i].type == PICOLM_TYPE_Q4_K;
-    if (repackable) {
+    /* the repacked layouts this file has rows for (Q5_0_R16: whole groups of 16 rows) */
+    int want[3] = {0, 0, 0};
+    for (uint64_t i = 0; i < m.gguf.n_tensors; i++) {
+        const gguf_tensor *g = &m.gguf.tensors[i];
+        want[TUNE_Q4_K_M_R16] |= g->type == PICOLM_TYPE_Q4_K;
+        want[TUNE_Q5_0_R16] |= g->type == PICOLM_TYPE_Q5_0 && g->n_dims == 2 && g->ne[1] % 16 == 0;
+    }
+    for (int k = TUNE_Q4_K_M_R16; k <= TUNE_Q5_0_R16; k++) {
+        if (!want[k]) continue;
+        char *sc = scratch[k - 1];
+        const char *use = NULL; /* the copy to measure */
         struct stat st;
-        if (o->repacked && !stat(o->repacked, &st)) snprintf(rpath, sizeof rpath, "%s", o->repacked);
-        else if (o->repacked) {
-            if (!tune_repack(path, o->repacked, o->plugin_dir, err, sizeof err)) snprintf(rpath, sizeof rpath, "%s", o->repacked);
+        /* --repacked names the Q4_K_M_R16 copy (made there if missing) */
+        const char *given = k == TUNE_Q4_K_M_R16 ? o->repacked : NULL;
+        if (given && !stat(given, &st)) use = given;
+        else if (given) {
+            if (!tune_repack(path, given, tune_layout_name[k], o->plugin_dir, err, sizeof err)) use = given;
         } else {
             const char *tmp = getenv("TMPDIR");
-            snprintf(scratch, sizeof scratch, "%s/picolm-tune-XXXXXX.gguf", tmp && *tmp ? tmp : "/tmp");
-            tmp_guard_hold(1); /* Ctrl-C while tuning removes the scratch copy */
-            const int fd = mkstemps(scratch, 5);
-            if (fd >= 0) close(fd), tmp_guard_set(scratch);
-            else scratch[0] = 0;
+            snprintf(sc, sizeof scratch[0], "%s/picolm-tune-XXXXXX.gguf", tmp && *tmp ? tmp : "/tmp");
+            tmp_guard_hold(1); /* Ctrl-C while tuning removes the scratch copies */
+            const int fd = mkstemps(sc, 5);
+            if (fd >= 0) close(fd), tmp_guard_add(sc);
+            else sc[0] = 0;
             tmp_guard_hold(0);
             if (fd < 0) snprintf(err, sizeof err, "cannot create a file in %s", tmp && *tmp ? tmp : "/tmp");
-            else if (!tune_repack(path, scratch, o->plugin_dir, err, sizeof err)) snprintf(rpath, sizeof rpath, "%s", scratch);
+            else if (!tune_repack(path, sc, tune_layout_name[k], o->plugin_dir, err, sizeof err)) use = sc;
         }
-        if (rpath[0]) t.paths[t.n_layouts++] = rpath;
-        else fprintf(stderr, "picolm-bench: tune: no repacked layout measured: %s\n", err);
+        if (use) t.kind[t.n_layouts] = k, t.paths[t.n_layouts++] = use;
+        else fprintf(stderr, "picolm-bench: tune: no %s layout measured: %s\n", tune_layout_name[k], err);
     }
     t.t0 = pl_now(); /* the estimate of the time left counts the runs, not the repack */
     /* thread counts: the bench's list (main gives 1..online CPUs); the largest first */
@@ -1083,17 +1107,21 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     /* 1. backends (and layouts) at tmax threads, the highest score first: a
        run still decoding when the best would have finished twice over (the
        slow portable code on a big model) stops there, far behind */
-    double top = 0;
-    for (int l = 0; l < t.n_layouts; l++)
+    double top = 0, top_file = 0;
+    for (int l = 0; l < t.n_layouts; l++) {
         for (int b = o->n_backends - 1; b >= 0; b--) {
-            /* the repacked layout: only the backends not already far behind on the file */
+            /* a repacked layout: only the backends not already far behind on the
+               file (against the file's best: another layout's gain is no reason
+               to skip this one) */
             const tune_row *r0 = l ? &t.rows[o->n_backends - 1 - b] : NULL;
-            if (r0 && r0->measured && r0->decode < TUNE_PRUNE * top) { t.planned -= o->n_threads; continue; }
+            if (r0 && r0->measured && r0->decode < TUNE_PRUNE * top_file) { t.planned -= o->n_threads; continue; }
             t.max_s = top > 0 ? 2.0 * sn / top : 0;
             if (tune_add(&t, "backend", l, o->backends[b], tmax, base_batch, base_kv, sp, sn, err, sizeof err)) goto fail;
             const tune_row *r = &t.rows[t.n - 1];
             top = r->measured && r->decode > top ? r->decode : top;
         }
+        if (l == 0) top_file = top;
+    }
     t.max_s = 0;
 
     const int n1 = t.n;
@@ -1113,10 +1141,9 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     if ((c[0] = tune_decide(&t, 0, t.n, 0, sp, 4 * sn, &ru[0], err, sizeof err)) < 0) goto fail;
     const tune_row w = t.rows[c[0]];
     /* layout gain: each layout's best decode (its best backend and thread count) */
-    double best_l[2] = {0, 0};
+    double best_l[3] = {0, 0, 0};
     for (int i = 0; i < t.n; i++)
         if (t.rows[i].measured && t.rows[i].decode > best_l[t.rows[i].layout]) best_l[t.rows[i].layout] = t.rows[i].decode;
-    const double layout_gain = best_l[0] > 0 ? best_l[1] / best_l[0] - 1 : 0;
     /* the INI's runner-ups: the best other backend; the best other thread count of the winner */
     int ru_b = -1, ru_t = -1;
     for (int i = 0; i < t.n; i++) {
@@ -1151,7 +1178,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     ini = ini_path ? fopen(ini_path, "w") : stdout;
     if (!ini) { fprintf(stderr, "picolm-bench: cannot write %s: %s\n", ini_path, strerror(errno)); goto out; }
     if (!ini_path) fprintf(ini, "\n");
-    tune_write_ini(&t, ini, cpu, ram_str, c, ru, layout_gain);
+    tune_write_ini(&t, ini, cpu, ram_str, c, ru, best_l);
     if (ini_path && fclose(ini)) { fprintf(stderr, "picolm-bench: writing %s: %s\n", ini_path, strerror(errno)); ini = NULL; goto out; }
     ini = NULL;
     fprintf(stderr, "picolm-bench: tune: done in %.0f s%s%s\n", pl_now() - t.t0, ini_path ? "; wrote " : "", ini_path ? ini_path : "");
@@ -1160,12 +1187,11 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
 fail:
     fprintf(stderr, "picolm-bench: tune: %s\n", err);
 out:
-    if (scratch[0]) {
-        tmp_guard_hold(1);
-        unlink(scratch);
-        tmp_guard_set(NULL);
-        tmp_guard_hold(0);
-    }
+    tmp_guard_hold(1);
+    for (int k = 0; k < 2; k++)
+        if (scratch[k][0]) unlink(scratch[k]);
+    tmp_guard_set(NULL);
+    tmp_guard_hold(0);
     if (have_m) free_model(&m);
     free(d);
     free(t.rows);
