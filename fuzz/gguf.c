@@ -37,7 +37,7 @@ FAKE_TYPES(X)
 static void quant_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
 
 static const picolm_format fake_formats[] = {
-#define X(name, id, bs, ts) {id, PICOLM_FMT_WEIGHT | PICOLM_FMT_ACTIVATION, #name, bs, ts, deq_##name, NULL, 0, dot_##name},
+#define X(nm, id, bs, ts) {.type_id = id, .flags = PICOLM_FMT_WEIGHT | PICOLM_FMT_ACTIVATION, .name = #nm, .block_size = bs, .type_size = ts, .dequantize_row = deq_##nm, .vec_dot = dot_##nm},
     FAKE_TYPES(X)
 #undef X
 };
