@@ -97,19 +97,25 @@ else
     echo "FAIL: --tune --ram 5M: $(tail -3 "$tmp/r.md")"
 fi
 
-# 3. Ctrl-C while measuring removes the scratch repacked copy (TMPDIR)
-mkdir "$tmp/td"
-# (a background job of a script starts with SIGINT ignored: give it the default back)
-TMPDIR="$tmp/td" env --default-signal=INT "$B" --tune "$M" -o "$tmp/c.ini" >/dev/null 2>"$tmp/c.log" &
-pid=$!
-i=0
-while [ $i -lt 300 ] && ! grep -q 'tune \[' "$tmp/c.log" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-had=$(ls "$tmp/td" | wc -l)
-kill -INT $pid; wait $pid; rc=$?
-left=$(ls "$tmp/td" | wc -l)
-[ "$had" -ge 1 ] && [ "$left" -eq 0 ] && [ $rc -ge 128 ] && [ ! -e "$tmp/c.ini" ] &&
-    echo "PASS: SIGINT during --tune: the scratch copy ($had file) is removed, exit $rc" ||
-    echo "FAIL: SIGINT during --tune: $had scratch file(s) before, $left after, exit $rc"
+# 3. Ctrl-C while measuring removes the scratch repacked copies (TMPDIR)
+# sigint_tune MODEL NAME COPIES: SIGINT once measuring has begun; PASS when
+# COPIES scratch files existed, none is left, no INI was written, and the
+# process died of the signal
+sigint_tune() {
+    mkdir "$tmp/$2"
+    # (a background job of a script starts with SIGINT ignored: give it the default back)
+    TMPDIR="$tmp/$2" env --default-signal=INT "$B" --tune "$1" -o "$tmp/$2.ini" >/dev/null 2>"$tmp/$2.log" &
+    pid=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q 'tune \[' "$tmp/$2.log" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    had=$(ls "$tmp/$2" | wc -l)
+    kill -INT $pid; wait $pid; rc=$?
+    left=$(ls "$tmp/$2" | wc -l)
+    [ "$had" -eq "$3" ] && [ "$left" -eq 0 ] && [ $rc -ge 128 ] && [ ! -e "$tmp/$2.ini" ] &&
+        echo "PASS: SIGINT during --tune ($(basename "$1")): its $had scratch copies are removed, exit $rc" ||
+        echo "FAIL: SIGINT during --tune ($(basename "$1")): $had scratch file(s) before (want $3), $left after, exit $rc"
+}
+sigint_tune "$M" td 1
 
 # 3b. a file with Q4_K and Q5_0 rows (Qwen2.5's mix, tiny): both repacked layouts are
 #     measured, the INI names each one's gain, and Ctrl-C removes both scratch copies
@@ -124,17 +130,7 @@ elif "$B" --tune "$Q" -o "$tmp/q.ini" --format json >"$tmp/q.json" 2>"$tmp/q.log
     grep -q "^; layout: the Q4_K_M_R16 repack" "$tmp/q.ini" && grep -q "^; layout: the Q5_0_R16 repack" "$tmp/q.ini" &&
         grep -q "^; layout chosen: " "$tmp/q.ini" && echo "PASS: the INI names both layouts' gains and the one chosen" ||
         echo "FAIL: the INI's layout lines: $(grep '^; layout' "$tmp/q.ini" | tr '\n' ' ')"
-    mkdir "$tmp/td2"
-    TMPDIR="$tmp/td2" env --default-signal=INT "$B" --tune "$Q" -o "$tmp/c2.ini" >/dev/null 2>"$tmp/c2.log" &
-    pid=$!
-    i=0
-    while [ $i -lt 300 ] && ! grep -q 'tune \[' "$tmp/c2.log" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-    had=$(ls "$tmp/td2" | wc -l)
-    kill -INT $pid; wait $pid; rc=$?
-    left=$(ls "$tmp/td2" | wc -l)
-    [ "$had" -eq 2 ] && [ "$left" -eq 0 ] && [ $rc -ge 128 ] &&
-        echo "PASS: SIGINT during --tune: both scratch copies removed, exit $rc" ||
-        echo "FAIL: SIGINT during --tune of two layouts: $had scratch file(s) before, $left after, exit $rc"
+    sigint_tune "$Q" td2 2
 else
     echo "FAIL: --tune on a Q4_K + Q5_0 file: $(tail -3 "$tmp/q.log")"
 fi
