@@ -20,6 +20,8 @@ typedef struct stage {
     /* appended members, NULL when absent or the vtable is too old */
     float (*logit_scale)(const void *);
     int (*apply_logits)(void *, const float *, float, picolm_candidates *, char *, size_t);
+    double (*draw)(void *, int);
+    int (*apply_select)(void *, const float *, float, double, picolm_candidates *, char *, size_t);
     char name[64];
     char detail[96];                 /* for sampling_describe */
 } stage;
@@ -31,6 +33,7 @@ struct sampling {
     picolm_token_data *cand; /* n_vocab entries, allocated once */
     int timing;              /* sampling_timing: CPU seconds per step in t[] */
     int direct;              /* use logit_scale / apply_logits (sampling_direct) */
+    int fused;               /* and draw / apply_select (sampling_fused) */
     double t[MAX_STAGES + 1];
 };
 
@@ -187,7 +190,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     sampling *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(err, errlen, "sampler: out of memory");
     s->n_vocab = vocab->n_vocab;
-    s->direct = 1;
+    s->direct = s->fused = 1;
     s->cand = malloc((size_t)vocab->n_vocab * sizeof *s->cand);
     if (!s->cand) { snprintf(err, errlen, "sampler: out of memory"); sampling_free(s); return -1; }
 
@@ -220,6 +223,8 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
         st->reset = vt->struct_size >= offsetof(picolm_sampler_vtable, reset) + fn ? vt->reset : NULL;
         st->logit_scale = vt->struct_size >= offsetof(picolm_sampler_vtable, logit_scale) + fn ? vt->logit_scale : NULL;
         st->apply_logits = vt->struct_size >= offsetof(picolm_sampler_vtable, apply_logits) + fn ? vt->apply_logits : NULL;
+        st->draw = vt->struct_size >= offsetof(picolm_sampler_vtable, draw) + fn ? vt->draw : NULL;
+        st->apply_select = vt->struct_size >= offsetof(picolm_sampler_vtable, apply_select) + fn ? vt->apply_select : NULL;
         char e[256] = "";
         if (vt->create(&init, &st->state, e, sizeof e)) {
             snprintf(err, errlen, "sampler '%s': %s", names[i], e[0] ? e : "create failed");
@@ -269,7 +274,16 @@ int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32
         if (k != 0) scale = k, i = 1;
     }
     char e[256] = "";
-    if (s->direct && s->st[i].apply_logits) {
+    stage *sel = &s->st[s->n - 1];
+    if (s->direct && s->fused && i == s->n - 2 && s->st[i].apply_select && sel->draw) {
+        /* the last two stages as one: the draw known before the list is */
+        lap(s, 0, &t0);
+        const int rc = s->st[i].apply_select(s->st[i].state, logits, scale, sel->draw(sel->state, 0), &c, e, sizeof e);
+        if (stage_done(s, rc == 2 ? s->n - 1 : i, rc, e, &c, err, errlen)) return -1;
+        sel->draw(sel->state, 1);
+        lap(s, 1 + i, &t0);
+        i = s->n;
+    } else if (s->direct && s->st[i].apply_logits) {
         lap(s, 0, &t0);
         if (stage_done(s, i, s->st[i].apply_logits(s->st[i].state, logits, scale, &c, e, sizeof e), e, &c, err, errlen)) return -1;
         lap(s, 1 + i, &t0);
@@ -293,6 +307,7 @@ int sampling_sample(sampling *s, const float *logits, int32_t n_remaining, int32
 }
 
 void sampling_direct(sampling *s, int on) { s->direct = on; }
+void sampling_fused(sampling *s, int on) { s->fused = on; }
 
 void sampling_timing(sampling *s, int on) {
     s->timing = on;

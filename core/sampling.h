@@ -64,6 +64,12 @@ double sampling_stage_seconds(const sampling *s, int i);
    The same tokens either way (tests and picolm-bench compare them). */
 void sampling_direct(sampling *s, int on);
 
+/* on = 1 (the default, with the direct path): a chain whose first stage
+   that runs is the next to last and offers apply_select, ending in a stage
+   that offers draw, runs those two as one step; 0: each on its own.  The
+   same tokens either way. */
+void sampling_fused(sampling *s, int on);
+
 /* Tell the chain about a token entering the context: every prompt token and
    every generated token (after sampling_sample picked it). */
 void sampling_accept(sampling *s, int32_t token);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "picolm/plugin.h"
+#include "sampler_common.h"
 
 typedef struct dist_state {
     uint64_t seed;
@@ -45,36 +46,16 @@ static int dist_create(const picolm_sampler_init *init, void **state, char *err,
 
 static void dist_destroy(void *state) { free(state); }
 
+/* 53 random bits -> u in [0, 1); consume: advance past them */
+static double dist_draw(void *state, int consume) {
+    dist_state *d = state, peek = *d;
+    return (double)(next_u64(consume ? d : &peek) >> 11) * 0x1.0p-53;
+}
+
+/* a failed draw leaves the generator where it was */
 static int dist_apply(void *state, picolm_candidates *c, char *err, size_t errlen) {
-    dist_state *d = state;
-    if (!c->size) { snprintf(err, errlen, "dist: no candidates left"); return 1; }
-    /* a list sorted best first starts with its max (unless NaN, which ranks last) */
-    const int head_max = c->sorted && c->data[0].logit == c->data[0].logit;
-    float max = head_max ? c->data[0].logit : -INFINITY;
-    for (size_t i = 0; !head_max && i < c->size; i++)
-        if (c->data[i].logit > max) max = c->data[i].logit;
-    if (!(max > -INFINITY)) { snprintf(err, errlen, "dist: every candidate has probability 0"); return 1; }
-    double sum = 0;
-    for (size_t i = 0; i < c->size; i++) {
-        float e = c->data[i].logit > -INFINITY ? expf(c->data[i].logit - max) : 0.0f;
-        c->data[i].p = e;
-        sum += e;
-    }
-    /* 53 random bits -> u in [0, 1) */
-    const double r = (double)(next_u64(d) >> 11) * 0x1.0p-53 * sum;
-    double acc = 0;
-    size_t pick = c->size, last = 0;
-    for (size_t i = 0; i < c->size; i++) {
-        if (c->data[i].p <= 0) continue;
-        last = i;
-        acc += c->data[i].p;
-        if (acc > r) { pick = i; break; }
-    }
-    if (pick == c->size) pick = last; /* rounding left r just past the total */
-    const float inv = (float)(1.0 / sum);
-    for (size_t i = 0; i < c->size; i++) c->data[i].p *= inv;
-    c->has_p = 1;
-    c->selected = c->data[pick].id;
+    if (softmax_pick(c, dist_draw(state, 0), err, errlen)) return 1;
+    dist_draw(state, 1);
     return 0;
 }
 
@@ -88,6 +69,7 @@ static const picolm_sampler_vtable dist_vtable = {
     .destroy = dist_destroy,
     .apply = dist_apply,
     .reset = dist_reset,
+    .draw = dist_draw,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "dist", "1.0",

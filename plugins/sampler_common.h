@@ -112,4 +112,38 @@ static inline void sort_best_first(picolm_token_data *d, size_t n) {
         sift_worst_root(d, 0, end);
     }
 }
+
+/* ---- the softmax rule (picolm_sampler_vtable.draw): dist's apply() with
+   the uniform u drawn; also top_p's apply_select when it falls back ---- */
+
+static inline int softmax_pick(picolm_candidates *c, double u, char *err, size_t errlen) {
+    if (!c->size) { snprintf(err, errlen, "dist: no candidates left"); return 1; }
+    /* a list sorted best first starts with its max (unless NaN, which ranks last) */
+    const int head_max = c->sorted && c->data[0].logit == c->data[0].logit;
+    float max = head_max ? c->data[0].logit : -INFINITY;
+    for (size_t i = 0; !head_max && i < c->size; i++)
+        if (c->data[i].logit > max) max = c->data[i].logit;
+    if (!(max > -INFINITY)) { snprintf(err, errlen, "dist: every candidate has probability 0"); return 1; }
+    double sum = 0;
+    for (size_t i = 0; i < c->size; i++) {
+        float e = c->data[i].logit > -INFINITY ? expf(c->data[i].logit - max) : 0.0f;
+        c->data[i].p = e;
+        sum += e;
+    }
+    const double r = u * sum;
+    double acc = 0;
+    size_t pick = c->size, last = 0;
+    for (size_t i = 0; i < c->size; i++) {
+        if (c->data[i].p <= 0) continue;
+        last = i;
+        acc += c->data[i].p;
+        if (acc > r) { pick = i; break; }
+    }
+    if (pick == c->size) pick = last; /* rounding left r just past the total */
+    const float inv = (float)(1.0 / sum);
+    for (size_t i = 0; i < c->size; i++) c->data[i].p *= inv;
+    c->has_p = 1;
+    c->selected = c->data[pick].id;
+    return 0;
+}
 #endif

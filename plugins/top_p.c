@@ -105,6 +105,7 @@ typedef struct topp_state {
     double scale[N_BINS];    /* e^(-b / BPU) */
     double cw[CBINS];        /* e^(-(j + 1/2) / 4): a sample bin's typical mass */
     v2d acc[N_BINS];         /* first pass: per bin {count, sum of e^(-f/64)} */
+    double bin_f[N_BINS];    /* apply_select: per head bin dist's float masses summed */
 } topp_state;
 
 static int topp_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
@@ -475,34 +476,47 @@ __attribute__((target("avx2"))) static size_t first_pass_avx2_direct(topp_state 
 #define REL4 2.5e-6
 #define ABS4 1e-12
 
-/* Bin the m candidates t (x < N_BINS - 1 each): per bin its count and sum
-   of e^(-f/64), f = x - bin in [0, 1), by a cubic (the bin's mass is
-   scale[b] times it). */
-#define CUBIC(y) (1.0f + (y) * (-1.0f + (y) * (0.5f + (y) * (-1 / 6.0f)))) /* e^-y, float or v8f */
-static void bin_near(topp_state *s, const float *l, size_t m, float max) {
-    v2d *acc = s->acc;
-    memset(acc, 0, sizeof s->acc);
-    size_t i = 0;
-    for (; i + 8 <= m; i += 8) { /* the same float arithmetic as below, eight lanes at a time */
-        v8f v;
-        memcpy(&v, l + i, sizeof v);
-        const v8f x = (max - v) * BPU;
-        const v8i b = __builtin_convertvector(x, v8i);
-        const v8f y = (x - __builtin_convertvector(b, v8f)) * (1 / BPU);
-        const v8f c = CUBIC(y);
-        for (int j = 0; j < 8; j++) acc[b[j]] += (v2d){1, c[j]};
-    }
-    for (; i < m; i++) {
-        const float x = (max - l[i]) * BPU;
-        const int b = (int)x;
-        const float y = (x - (float)b) * (1 / BPU);
-        acc[b] += (v2d){1, CUBIC(y)};
-    }
+/* One candidate's mass e^(logit - max) in double, as head_masses computes
+   it (within 1e-15 of exp's). */
+static inline double head_mass(const double *scale, float max, float l) {
+    const double x = ((double)max - l) * BPU;
+    const int b = (int)x;
+    const double z = ((double)b - x) * (1 / (double)BPU);
+    const double q = 1 + z * (1 + z * (0.5 + z * (1 / 6.0 + z * (1 / 24.0 + z * (1 / 120.0 + z * (1 / 720.0))))));
+    return q * scale[b];
 }
 
-/* The cubic's float evaluation is within 1.5e-7 of e^-y and the float x
-   within 6e-8 per logit unit: the relative error of bin b's sum. */
-static inline double bin_err(int b) { return 2e-7 + (b + 1) * 1e-9; }
+/* Bin the m candidates l (x = (max - logit) * BPU < N_BINS - 1 each, in
+   float as the first pass computes it): per bin its count and the sum of
+   their masses by head_mass (four at a time, the same arithmetic). */
+static void bin_near(topp_state *s, const float *l, size_t m, float max) {
+    v2d *acc = s->acc;
+    const double *scale = s->scale;
+    memset(acc, 0, sizeof s->acc);
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        v4f v;
+        memcpy(&v, l + i, sizeof v);
+        const v4i bin = __builtin_convertvector((max - v) * BPU, v4i);
+        const v4d x = ((v4d){0} + (double)max - __builtin_convertvector(v, v4d)) * BPU;
+        const v4i b = __builtin_convertvector(x, v4i);
+        const v4d z = (__builtin_convertvector(b, v4d) - x) * (1 / (double)BPU);
+        v4d q = (v4d){0} + 1 / 720.0;
+        q = q * z + 1 / 120.0;
+        q = q * z + 1 / 24.0;
+        q = q * z + 1 / 6.0;
+        q = q * z + 0.5;
+        q = q * z + 1;
+        q = q * z + 1;
+        const v4d e = q * (v4d){scale[b[0]], scale[b[1]], scale[b[2]], scale[b[3]]};
+        for (int j = 0; j < 4; j++) acc[bin[j]] += (v2d){1, e[j]};
+    }
+    for (; i < m; i++) acc[(int)((max - l[i]) * BPU)] += (v2d){1, head_mass(scale, max, l[i])};
+}
+
+/* The relative error of bin b's sum: head_mass's 1e-15 (and the double
+   logit - max's 2^-53 per logit unit), plus a rounding per addition. */
+static inline double bin_err(const topp_state *s, int b) { return 1e-14 + s->acc[b][0] * 0x1.0p-52; }
 
 /* The mass of the candidates with x >= lim (x computed as the first pass
    does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
@@ -543,10 +557,154 @@ static size_t topp_quick(topp_state *s, const src *x, float max) {
     return nucleus_cut(s->mass, m, s->p, s_lo, s_hi);
 }
 
+
+/* Bounds of bin b's masses (b in the head): [lo, hi] of the real
+   e^(logit - max) summed (bin_near's sum, within bin_err), [flo, fhi] of
+   dist's float masses summed.  Dist's expf(logit - max) in float is within
+   |logit - max| 2^-24 of the real exponent, and libm's expf within 2 ulp
+   (glibc's and musl's: 0.502), so its masses are within g of the real
+   ones; exact, their sum is bin_f (see bins_select). */
+static inline void bin_bounds(const topp_state *s, int b, int exact, double *lo, double *hi, double *flo, double *fhi) {
+    const double v = s->acc[b][1], e = bin_err(s, b), g = ((b + 1) / (double)BPU * 0x1.0p-24 + 0x1.0p-22) * 1.01;
+    *lo = v * (1 - e), *hi = v * (1 + e);
+    *flo = exact ? s->bin_f[b] : *lo * (1 - g);
+    *fhi = exact ? s->bin_f[b] : *hi * (1 + g);
+}
+
+/* bin_f over bins 0..last: dist's float masses, summed. */
+static void bins_by_float(topp_state *s, size_t n_near, float max, int last) {
+    memset(s->bin_f, 0, (size_t)(last + 1) * sizeof *s->bin_f);
+    const float lim = (float)(last + 1);
+    for (size_t i = 0; i < n_near; i++) {
+        const float l = s->near_l[i], x = (max - l) * BPU;
+        if (x < lim) s->bin_f[(int)x] += expf(l - max);
+    }
+}
+
+/* The copies in bin b (x = (max - logit) * BPU as the first pass computes
+   it), best first, into t, each with dist's mass in p; how many. */
+static size_t bin_sorted(const topp_state *s, size_t n_near, float max, int b, picolm_token_data *t) {
+    const float *nl = s->near_l;
+    size_t k = 0, i = 0;
+    for (; i + 8 <= n_near; i += 8) { /* eight at a time: few are in the bin */
+        v8f l;
+        memcpy(&l, nl + i, sizeof l);
+        const v8i in = __builtin_convertvector((max - l) * BPU, v8i) == b;
+        if (!(in[0] | in[1] | in[2] | in[3] | in[4] | in[5] | in[6] | in[7])) continue;
+        for (int j = 0; j < 8; j++)
+            if (in[j]) t[k++] = (picolm_token_data){s->near_id[i + j], l[j], 0.0f};
+    }
+    for (; i < n_near; i++)
+        if ((int)((max - nl[i]) * BPU) == b) t[k++] = (picolm_token_data){s->near_id[i], nl[i], 0.0f};
+    sort_best_first(t, k);
+    for (size_t j = 0; j < k; j++) t[j].p = expf(t[j].logit - max);
+    return k;
+}
+
+/* One try of bins_select with bin_bounds(precise): 1 (the token in *pick),
+   0 (dist's sums could be inexact: give up), -1 (the cut undecided), -2
+   (the draw's bin or candidate undecided). */
+static int select_try(topp_state *s, size_t n_near, float max, int last, int exact, size_t m, double tail_lo, double tail_hi, double u,
+                      int32_t *pick) {
+    const double p = s->p, slack = 1e-9, err = (2.0 * m + N_BINS) * 0x1.0p-52 + 1e-14, fslack = 1e-12;
+    double lo, hi, flo, fhi, head_lo = 0, head_hi = 0;
+    for (int b = 0; b <= last; b++) {
+        bin_bounds(s, b, exact, &lo, &hi, &flo, &fhi);
+        head_lo += lo, head_hi += hi;
+    }
+    const double s_lo = (head_lo + tail_lo) * (1 - slack), s_hi = (head_hi + tail_hi) * (1 + slack);
+    /* the cut: in bin c, after kc of its candidates; the bins before it are whole in the nucleus */
+    double cum_lo = 0, cum_hi = 0, f_lo = 0, f_hi = 0;
+    int c = 0;
+    for (; c <= last; c++) {
+        bin_bounds(s, c, exact, &lo, &hi, &flo, &fhi);
+        if (!((cum_hi + hi) * (1 + err) < p * s_lo)) break;
+        cum_lo += lo, cum_hi += hi, f_lo += flo, f_hi += fhi;
+    }
+    if (c > last) return -1;
+    picolm_token_data *t = s->head;
+    const size_t nc = bin_sorted(s, n_near, max, c, t);
+    size_t kc = 0;
+    for (size_t j = 0; j < nc && !kc; j++) {
+        const double mj = head_mass(s->scale, max, t[j].logit);
+        cum_lo += mj * (1 - 1e-15), cum_hi += mj * (1 + 1e-15);
+        if (cum_lo * (1 - err) >= p * s_hi) kc = j + 1;
+        else if (!(cum_hi * (1 + err) < p * s_lo)) return -1;
+    }
+    if (!kc) return -1;
+    /* dist's sum S over the nucleus, and r = u S */
+    double sc = 0;
+    for (size_t j = 0; j < kc; j++) sc += t[j].p;
+    const double S_lo = f_lo + sc, S_hi = f_hi + sc;
+    int ex;
+    const float e_min = t[kc - 1].p; /* the smallest: expf and the rounding of logit - max are monotone */
+    frexpf(e_min, &ex);              /* e_min in [2^(ex-1), 2^ex): its ulp is 2^(ex-24), or 2^-149 below FLT_MIN */
+    if (!(e_min > 0) || !(S_hi * (1 + fslack) < ldexp(1.0, (ex - 24 > -149 ? ex - 24 : -149) + 53))) return 0;
+    const double r_lo = u * S_lo * (1 - fslack), r_hi = u * S_hi * (1 + fslack);
+    /* the bin of the draw: the first whose running sum surely exceeds r, all before it surely not */
+    double a_lo = 0, a_hi = 0;
+    int b = 0;
+    for (; b < c; b++) {
+        bin_bounds(s, b, exact, &lo, &hi, &flo, &fhi);
+        if ((a_hi + fhi) * (1 + fslack) <= r_lo) { a_lo += flo, a_hi += fhi; continue; }
+        if (!((a_lo + flo) * (1 - fslack) > r_hi)) return -2;
+        break;
+    }
+    size_t nb = kc;
+    if (b < c) nb = bin_sorted(s, n_near, max, b, t); /* a whole bin, all in the nucleus */
+    for (size_t j = 0; j < nb; j++) {
+        a_lo += t[j].p, a_hi += t[j].p;
+        if (a_lo * (1 - fslack) > r_hi) { *pick = t[j].id; return 1; }
+        if (!(a_hi * (1 + fslack) <= r_lo)) return -2;
+    }
+    if (b < c) return -2;
+    *pick = t[kc - 1].id; /* r at S, surely (rounding): dist takes the last */
+    return 1;
+}
+
+/* apply_select's binned path: the nucleus cut and the softmax draw (the
+   rule of picolm_sampler_vtable.draw, with u) decided from per-bin sums,
+   sorting only the bin of the cut and the bin the draw lands in.  The head
+   is bins 0..last of the n_near copies (m of them); [tail_lo, tail_hi]
+   bounds the rest.
+   - The cut: the exact method sums exp() in double best first; the bins'
+     bounds and the walk of the cut's bin by head_mass differ from its
+     running sums by at most (its additions + these) x 2^-53 of the sum,
+     plus the masses' 1e-15 each: select_try's err.
+   - The draw: dist's masses are floats e >= e_min > 0 (the nucleus' last)
+     summed in double; each is a multiple of e_min's ulp, so every partial
+     sum below 2^53 such ulps is exact, in any order: dist's running sum at
+     a bin's end is the bin sums' total, and lies in the bounds summed.
+     (That holds unless top_p is above 1 - N 2^-30 for N candidates:
+     below, the 10% of the mass outside the nucleus could not be spread over
+     candidates lighter than 2^-30 of S.)
+   When the bounds leave the cut open, the tail's precise bounds follow;
+   when they leave the draw open, dist's masses summed per bin.  The
+   selected id in *pick (1), or 0 (still open, or dist's sums inexact: the
+   caller sorts the head). */
+static int bins_select(topp_state *s, const src *x, size_t n_near, float max, int last, size_t m, double tail_lo, double tail_hi,
+                       double u, int32_t *pick) {
+    int exact = 0, tail_done = 0;
+    for (;;) {
+        const int r = select_try(s, n_near, max, last, exact, m, tail_lo, tail_hi, u, pick);
+        if (r >= 0) return r;
+        if (r == -1 && !tail_done) {
+            tail_precise(s, x, max, (float)(last + 1), &tail_lo, &tail_hi);
+            tail_done = 1;
+        } else if (r == -2 && !exact) {
+            bins_by_float(s, n_near, max, last);
+            exact = 1;
+        } else {
+            return 0;
+        }
+    }
+}
+
 /* The binned path (see the top), after the max and the sample.  The k kept
    (in t: s->head, or the output list when the logits are read directly), or
-   0 when undecided. */
-static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picolm_token_data *t) {
+   0 when undecided; given u (apply_select), 1 with the token drawn in *pick
+   when bins_select decided. */
+static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picolm_token_data *t, const double *u, int32_t *pick) {
     const size_t n = x->n;
     const double p = s->p, slack = 1e-9;
     double in, out;
@@ -556,24 +714,25 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
 
     /* the head: the best bins whose lower bound surely reaches p * S */
     double s_hi = out_hi;
-    for (int b = 0; b < (int)thr; b++) s_hi += s->scale[b] * s->acc[b][1] * (1 + bin_err(b));
+    for (int b = 0; b < (int)thr; b++) s_hi += s->acc[b][1] * (1 + bin_err(s, b));
     int last = -1;
     double head_lo = 0;
     for (int b = 0; b < (int)thr && last < 0; b++) {
-        head_lo += s->scale[b] * s->acc[b][1] * (1 - bin_err(b));
+        head_lo += s->acc[b][1] * (1 - bin_err(s, b));
         if (head_lo >= p * s_hi) last = b;
     }
-    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1, t); /* the sample guessed too high: all bins */
+    if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1, t, u, pick); /* the sample guessed too high: all bins */
     if (last < 0) return 0;
     size_t m = 0;
     for (int b = 0; b <= last; b++) m += (size_t)s->acc[b][0];
     const float lim = (float)(last + 1);
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
     for (int b = last + 1; b < (int)thr; b++) {
-        const double v = s->scale[b] * s->acc[b][1];
-        tail_lo += v * (1 - bin_err(b));
-        tail_hi += v * (1 + bin_err(b));
+        const double v = s->acc[b][1];
+        tail_lo += v * (1 - bin_err(s, b));
+        tail_hi += v * (1 + bin_err(s, b));
     }
+    if (u && bins_select(s, x, n_near, max, last, m, tail_lo, tail_hi, *u, pick)) return 1;
     /* best first, then exact masses in that order */
     sort_head(s, n_near, max, lim, m, t);
     double head = 0;
@@ -587,8 +746,9 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
 }
 
 /* The fast paths (see the top) over x, the result into c.  1 when one
-   decided, 0 when the exact method must run (c untouched). */
-static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
+   decided, 0 when the exact method must run (c untouched); given u
+   (apply_select), 2 when the binned path drew c->selected itself. */
+static int topp_fast(topp_state *s, const src *x, picolm_candidates *c, const double *u) {
     const size_t n = x->n;
     if (s->cap < n) {
         picolm_token_data *h = realloc(s->head, n * sizeof *h);
@@ -609,8 +769,13 @@ static int topp_fast(topp_state *s, const src *x, picolm_candidates *c) {
     size_t k = 0;
     if (sample_pass(s, x, max, &thr)) k = topp_quick(s, x, max);
     picolm_token_data *h = s->head;
-    if (!k) k = topp_bins(s, x, max, thr, h = x->l ? c->data : s->head);
+    int32_t pick = -1;
+    if (!k) k = topp_bins(s, x, max, thr, h = x->l ? c->data : s->head, u, &pick);
     if (!k) return 0;
+    if (pick >= 0) {
+        c->selected = pick;
+        return 2;
+    }
     if (h != c->data) memcpy(c->data, h, k * sizeof *c->data);
     c->size = k;
     c->sorted = 1;
@@ -658,8 +823,16 @@ static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errle
     if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
     if (st->p >= 1.0) return 0;
     const src x = {c->data, NULL, 0, c->size};
-    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
+    if (!c->sorted && c->size >= FAST_MIN && topp_fast(st, &x, c, NULL)) return 0;
     topp_exact(st, c);
+    return 0;
+}
+
+/* The list built from the logits, then the exact method. */
+static int topp_exact_logits(const topp_state *st, const float *logits, float scale, picolm_candidates *c, char *err, size_t errlen) {
+    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
+    fill_list(c, logits, scale);
+    if (st->p < 1.0) topp_exact(st, c);
     return 0;
 }
 
@@ -668,11 +841,19 @@ static int topp_apply(void *state, picolm_candidates *c, char *err, size_t errle
 static int topp_apply_logits(void *state, const float *logits, float scale, picolm_candidates *c, char *err, size_t errlen) {
     topp_state *st = state;
     const src x = {NULL, logits, scale, c->size};
-    if (st->p < 1.0 && c->size >= FAST_MIN && topp_fast(st, &x, c)) return 0;
-    if (!c->size) { snprintf(err, errlen, "top_p: no candidates left"); return 1; }
-    fill_list(c, logits, scale);
-    if (st->p < 1.0) topp_exact(st, c);
-    return 0;
+    if (st->p < 1.0 && c->size >= FAST_MIN && topp_fast(st, &x, c, NULL)) return 0;
+    return topp_exact_logits(st, logits, scale, c, err, errlen);
+}
+
+/* apply_logits() then the softmax rule with u; on a large list the binned
+   path draws from per-bin sums instead of sorting the whole nucleus. */
+static int topp_apply_select(void *state, const float *logits, float scale, double u, picolm_candidates *c, char *err, size_t errlen) {
+    topp_state *st = state;
+    const src x = {NULL, logits, scale, c->size};
+    const int r = st->p < 1.0 && c->size >= FAST_MIN ? topp_fast(st, &x, c, &u) : 0;
+    if (r == 2) return 0;
+    if (!r && topp_exact_logits(st, logits, scale, c, err, errlen)) return 1;
+    return softmax_pick(c, u, err, errlen) ? 2 : 0;
 }
 
 static const picolm_param_desc topp_params[] = {
@@ -691,6 +872,7 @@ static const picolm_sampler_vtable topp_vtable = {
     .apply = topp_apply,
     .neutral = topp_neutral,
     .apply_logits = topp_apply_logits,
+    .apply_select = topp_apply_select,
 };
 
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_p", "1.0",

@@ -395,7 +395,32 @@ typedef struct picolm_sampler_vtable {
        stage).  The same candidates in the same order, so the same tokens.
        Asked only of the first stage that runs. */
     int (*apply_logits)(void *state, const float *logits, float scale, picolm_candidates *cand, char *err, size_t errlen);
+    /* ---- appended after apply_logits (read only when struct_size covers it) ---- */
+    /* (optional, SELECT stages) the uniform u in [0, 1) that the next
+       apply() would draw; consume != 0 also advances the state exactly as
+       that apply() would (an apply() that fails draws nothing: the core
+       peeks, runs the fused step, and consumes only when it succeeded).
+       Offering it promises that apply() selects by the softmax rule below
+       with that u.  Asked only of the last stage, when the stage before
+       it offers apply_select. */
+    double (*draw)(void *state, int consume);
+    /* (optional, PROCESS stages) apply_logits() followed by the softmax
+       rule with uniform u: set cand->selected to the token that rule would
+       pick from the list apply_logits() would have left (the rest of cand
+       is then unspecified).  Asked only of the first stage that runs, when
+       it is the next to last and the last offers draw.  Returns 0, 1 on
+       its own failure, or 2 when the rule failed (reported as the last
+       stage's failure, with the message that stage's apply() would give). */
+    int (*apply_select)(void *state, const float *logits, float scale, double u, picolm_candidates *cand, char *err, size_t errlen);
 } picolm_sampler_vtable;
+
+/* The softmax rule that draw() promises, over a list d[0..n): max = the
+   largest logit (d[0].logit when sorted and not NaN); e_i =
+   expf(d[i].logit - max) in float (0 for -inf and NaN); S = the e_i summed
+   in list order in double; r = u * S in double; the pick is the first i
+   with e_i > 0 whose running double sum of e_0..e_i exceeds r, else
+   (rounding left r at S) the last i with e_i > 0.  No candidate, or S = 0,
+   is an error. */
 
 /* ------------------------------------------------------------------------ */
 /* The descriptor                                                             */
