@@ -84,10 +84,13 @@ typedef double head_masses_fn(const picolm_token_data *t, size_t m, float max, c
 static head_masses_fn head_masses_base;
 typedef int max_fn(const src *x, float *max);
 static max_fn max_base;
+typedef void bin_near_fn(struct topp_state *s, size_t m, float max);
+static bin_near_fn bin_near_base;
 #if defined(__x86_64__) && defined(__GNUC__)
 static first_pass_fn first_pass_avx2, first_pass_avx2_direct;
 static head_masses_fn head_masses_avx2;
 static max_fn max_avx2;
+static bin_near_fn bin_near_avx2;
 #endif
 
 typedef struct topp_state {
@@ -95,6 +98,7 @@ typedef struct topp_state {
     first_pass_fn *first_pass[2]; /* this CPU's build of the first pass: [1] reads logits directly */
     head_masses_fn *head_masses;  /* and of head_masses */
     max_fn *max_pass;             /* and of the max pass */
+    bin_near_fn *bin_near;        /* and of bin_near */
     picolm_token_data *head; /* the quick path's candidates; the binned path's over a list */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
@@ -126,6 +130,7 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
     s->first_pass[1] = first_pass_base_direct;
     s->head_masses = head_masses_base;
     s->max_pass = max_base;
+    s->bin_near = bin_near_base;
     for (int mask = 0; mask < 256; mask++)
         for (int j = 0, k = 0; j < 8; j++)
             if (mask >> j & 1) s->perm[mask][k++] = j;
@@ -134,6 +139,7 @@ static int topp_create(const picolm_sampler_init *init, void **state, char *err,
         s->first_pass[0] = first_pass_avx2, s->first_pass[1] = first_pass_avx2_direct;
         s->head_masses = head_masses_avx2;
         s->max_pass = max_avx2;
+        s->bin_near = bin_near_avx2;
     }
 #endif
     *state = s;
@@ -486,37 +492,50 @@ static inline double head_mass(const double *scale, float max, float l) {
     return q * scale[b];
 }
 
-/* Bin the m candidates l (x = (max - logit) * BPU < N_BINS - 1 each, in
-   float as the first pass computes it): per bin its count and the sum of
-   their masses by head_mass (four at a time, the same arithmetic). */
-static void bin_near(topp_state *s, const float *l, size_t m, float max) {
+/* e^z by its degree-4 Taylor polynomial, for |z| <= 1/64 (and a hair):
+   within 8e-12, plus a few roundings. */
+#define QUARTIC(z) (1 + (z) * (1 + (z) * (0.5 + (z) * (1 / 6.0 + (z) * (1 / 24.0)))))
+
+/* Bin the m copies (x = (max - logit) * BPU < N_BINS - 1 each, in float as
+   the first pass computes it): per bin b its count and the sum of e^z,
+   z = (b - x) / BPU with x in double (so scale[b] e^z is the mass
+   e^(logit - max); |z| <= 1/64 and the float x's rounding), four at a time.
+   Compiled twice like the first pass. */
+static inline __attribute__((always_inline)) double bin_z(int b, float max, float l) {
+    return ((double)b - ((double)max - l) * BPU) * (1 / (double)BPU);
+}
+static inline __attribute__((always_inline)) void bin_near_body(topp_state *s, size_t m, float max) {
+    const float *l = s->near_l;
     v2d *acc = s->acc;
-    const double *scale = s->scale;
     memset(acc, 0, sizeof s->acc);
     size_t i = 0;
     for (; i + 4 <= m; i += 4) {
         v4f v;
         memcpy(&v, l + i, sizeof v);
-        const v4i bin = __builtin_convertvector((max - v) * BPU, v4i);
-        const v4d x = ((v4d){0} + (double)max - __builtin_convertvector(v, v4d)) * BPU;
-        const v4i b = __builtin_convertvector(x, v4i);
-        const v4d z = (__builtin_convertvector(b, v4d) - x) * (1 / (double)BPU);
-        v4d q = (v4d){0} + 1 / 720.0;
-        q = q * z + 1 / 120.0;
-        q = q * z + 1 / 24.0;
-        q = q * z + 1 / 6.0;
-        q = q * z + 0.5;
-        q = q * z + 1;
-        q = q * z + 1;
-        const v4d e = q * (v4d){scale[b[0]], scale[b[1]], scale[b[2]], scale[b[3]]};
-        for (int j = 0; j < 4; j++) acc[bin[j]] += (v2d){1, e[j]};
+        const v4i b = __builtin_convertvector((max - v) * BPU, v4i);
+        const v4d z = (__builtin_convertvector(b, v4d) - ((v4d){0} + (double)max - __builtin_convertvector(v, v4d)) * BPU) * (1 / (double)BPU);
+        const v4d q = QUARTIC(z);
+        for (int j = 0; j < 4; j++) acc[b[j]] += (v2d){1, q[j]};
     }
-    for (; i < m; i++) acc[(int)((max - l[i]) * BPU)] += (v2d){1, head_mass(scale, max, l[i])};
+    for (; i < m; i++) {
+        const int b = (int)((max - l[i]) * BPU);
+        const double z = bin_z(b, max, l[i]);
+        acc[b] += (v2d){1, QUARTIC(z)};
+    }
 }
 
-/* The relative error of bin b's sum: head_mass's 1e-15 (and the double
-   logit - max's 2^-53 per logit unit), plus a rounding per addition. */
-static inline double bin_err(const topp_state *s, int b) { return 1e-14 + s->acc[b][0] * 0x1.0p-52; }
+static void bin_near_base(topp_state *s, size_t m, float max) { bin_near_body(s, m, max); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void bin_near_avx2(topp_state *s, size_t m, float max) { bin_near_body(s, m, max); }
+#endif
+
+/* Bin b's mass, from bin_near. */
+static inline double bin_mass(const topp_state *s, int b) { return s->scale[b] * s->acc[b][1]; }
+
+/* The relative error of bin b's mass: QUARTIC's 8e-12 (and scale's ulp,
+   the double logit - max's 2^-53 per logit unit), plus a rounding per
+   addition. */
+static inline double bin_err(const topp_state *s, int b) { return 1e-11 + s->acc[b][0] * 0x1.0p-52; }
 
 /* The mass of the candidates with x >= lim (x computed as the first pass
    does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
@@ -565,7 +584,7 @@ static size_t topp_quick(topp_state *s, const src *x, float max) {
    (glibc's and musl's: 0.502), so its masses are within g of the real
    ones; exact, their sum is bin_f (see bins_select). */
 static inline void bin_bounds(const topp_state *s, int b, int exact, double *lo, double *hi, double *flo, double *fhi) {
-    const double v = s->acc[b][1], e = bin_err(s, b), g = ((b + 1) / (double)BPU * 0x1.0p-24 + 0x1.0p-22) * 1.01;
+    const double v = bin_mass(s, b), e = bin_err(s, b), g = ((b + 1) / (double)BPU * 0x1.0p-24 + 0x1.0p-22) * 1.01;
     *lo = v * (1 - e), *hi = v * (1 + e);
     *flo = exact ? s->bin_f[b] : *lo * (1 - g);
     *fhi = exact ? s->bin_f[b] : *hi * (1 + g);
@@ -710,15 +729,15 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
     double in, out;
     size_t n_near = s->first_pass[x->l != NULL](s, x, max, thr, 0, &in, &out);
     double out_lo = out * (1 - REL4) - n * ABS4, out_hi = out * (1 + REL4) + n * ABS4; /* the mass outside near */
-    bin_near(s, s->near_l, n_near, max);
+    s->bin_near(s, n_near, max);
 
     /* the head: the best bins whose lower bound surely reaches p * S */
     double s_hi = out_hi;
-    for (int b = 0; b < (int)thr; b++) s_hi += s->acc[b][1] * (1 + bin_err(s, b));
+    for (int b = 0; b < (int)thr; b++) s_hi += bin_mass(s, b) * (1 + bin_err(s, b));
     int last = -1;
     double head_lo = 0;
     for (int b = 0; b < (int)thr && last < 0; b++) {
-        head_lo += s->acc[b][1] * (1 - bin_err(s, b));
+        head_lo += bin_mass(s, b) * (1 - bin_err(s, b));
         if (head_lo >= p * s_hi) last = b;
     }
     if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1, t, u, pick); /* the sample guessed too high: all bins */
@@ -728,7 +747,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
     const float lim = (float)(last + 1);
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
     for (int b = last + 1; b < (int)thr; b++) {
-        const double v = s->acc[b][1];
+        const double v = bin_mass(s, b);
         tail_lo += v * (1 - bin_err(s, b));
         tail_hi += v * (1 + bin_err(s, b));
     }
