@@ -1108,6 +1108,134 @@ done:
     free(perm);
 }
 
+/* ---- top_p's apply_select (top_p then dist's softmax rule as one step) ----
+   The rule of picolm_sampler_vtable.draw, written out plainly: float masses
+   expf(logit - max), summed in list order in double; the first whose
+   running sum exceeds u * S, else the last with a mass. */
+static int32_t ref_rule(const picolm_token_data *t, size_t n, double u, double *sum_out) {
+    float max = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].logit > max) max = t[i].logit;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += t[i].logit > -INFINITY ? expf(t[i].logit - max) : 0.0f;
+    if (sum_out) *sum_out = sum;
+    const double r = u * sum;
+    double acc = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float e = t[i].logit > -INFINITY ? expf(t[i].logit - max) : 0.0f;
+        if (e <= 0) continue;
+        last = i;
+        if ((acc += e) > r) return t[i].id;
+    }
+    return t[last].id;
+}
+
+/* Logits for fused_shape: rec_logits' six shapes, then two levels (a
+   nucleus reaching ~14 logits below the max at top_p 0.999999, where
+   dist's float masses no longer sum exactly: the fused step's fallback). */
+static void fused_logits(float *l, int n, int shape) {
+    if (shape < 6) { rec_logits(l, n, shape); return; }
+    for (int i = 0; i < n; i++) l[i] = (xr() % 25 == 0 ? 0.0f : -14.0f) + 0.5f * zrand();
+}
+
+/* apply_select against top_p's apply_logits and the rule above: on 3 sizes
+   x 7 shapes x 4 settings (one for the two-level shape), for random draws
+   u, u = 0 and 1 - 2^-53, and u that put u * S on a running sum at a bin
+   edge of the nucleus (where the per-bin sums decide); and the core's chain
+   with the fused step on and off draws the same tokens. */
+static void test_fused(void) {
+    static const int sizes[] = {4096, 32000, 151936};
+    static const struct { float t; const char *p; } set[] = {{0.8f, "0.9"}, {1.0f, "0.95"}, {0.6f, "0.5"}, {1.5f, "0.99"}, {1.0f, "0.999999"}};
+    const picolm_sampler_vtable *vt = vt_of("top_p");
+    const int nv_max = 151936;
+    float *l = malloc(nv_max * sizeof *l);
+    picolm_token_data *a = malloc(nv_max * sizeof *a), *b = malloc(nv_max * sizeof *b);
+    const char **pc = calloc(nv_max, sizeof *pc);
+    uint32_t *pl = calloc(nv_max, sizeof *pl);
+    if (!l || !a || !b || !pc || !pl || !vt || !vt->apply_select || !vt->apply_logits) { CHECK(0, "fused: setup"); goto done; }
+    int bad = 0, draws = 0, lists = 0, inexact = 0, chain_bad = 0, chain_draws = 0;
+    rng = 0xf05edull;
+    for (int si = 0; si < 3; si++) {
+        const int nv = sizes[si];
+        for (int sh = 0; sh < 7; sh++) {
+            for (int k = sh == 6 ? 4 : 0; k < (sh == 6 ? 5 : 4); k++, lists++) {
+                void *st = make("top_p", "top_p", set[k].p, 0);
+                if (!st) { bad++; continue; }
+                fused_logits(l, nv, sh);
+                const float scale = 1.0f / set[k].t;
+                char err[256] = "";
+                picolm_candidates c = {a, (size_t)nv, 0, 0, -1, -1};
+                if (vt->apply_logits(st, l, scale, &c, err, sizeof err)) { CHECK(0, "fused: apply_logits: %s", err); bad++; destroy("top_p", st); continue; }
+                const size_t k_n = c.size;
+                /* dist's sums exact over this nucleus? (every partial sum below 2^53 ulps of the least mass) */
+                double sum;
+                ref_rule(a, k_n, 0, &sum);
+                int ex;
+                const float e_min = expf(a[k_n - 1].logit - a[0].logit);
+                frexpf(e_min, &ex);
+                inexact += !(sum < ldexp(1.0, ex - 24 + 53));
+                const int n_u = nv > 100000 ? 14 : 26;
+                for (int j = 0; j < n_u; j++, draws++) {
+                    double u = (xr() >> 11) * 0x1.0p-53;
+                    if (j == 0) u = 0;
+                    if (j == 1) u = 1 - 0x1.0p-53;
+                    if (j >= n_u / 2) { /* a running sum at a bin edge: the first candidate of a 1/64-logit bin */
+                        size_t i = (size_t)(xr() % k_n);
+                        const float x0 = (a[0].logit - a[i].logit) * 64;
+                        while (i > 0 && (int)((a[0].logit - a[i - 1].logit) * 64) == (int)x0) i--;
+                        double acc = 0;
+                        for (size_t q = 0; q <= i; q++) acc += expf(a[q].logit - a[0].logit);
+                        u = acc / sum;
+                        if (j % 2) u = nextafter(u, 0);
+                        if (!(u < 1)) u = 1 - 0x1.0p-53;
+                    }
+                    picolm_candidates f = {b, (size_t)nv, 0, 0, -1, -1};
+                    const int rc = vt->apply_select(st, l, scale, u, &f, err, sizeof err);
+                    const int32_t want = ref_rule(a, k_n, u, NULL);
+                    if (rc || f.selected != want) {
+                        if (bad < 5) printf("  fused: %d logits, shape %d, top_p %s, u %.17g: rc %d, token %d, the rule gives %d\n", nv, sh, set[k].p, u, rc, (int)f.selected, (int)want);
+                        bad++;
+                    }
+                }
+                destroy("top_p", st);
+                /* the core's chain, fused and not */
+                char tv[32];
+                snprintf(tv, sizeof tv, "%g", (double)set[k].t);
+                sampling_param sp[2] = {{"temperature", tv, "test"}, {"top_p", set[k].p, "test"}};
+                const sampling_settings ss = {.chain = "temperature,top_p,dist", .params = sp, .n_params = 2, .seed = 7 + (uint64_t)lists};
+                picolm_vocab v = {nv, 1, 2, pc, pl, NULL};
+                sampling *s2[2] = {NULL, NULL};
+                if (sampling_build(&s2[0], &reg, &ss, &v, err, sizeof err) || sampling_build(&s2[1], &reg, &ss, &v, err, sizeof err)) {
+                    CHECK(0, "fused: %s", err);
+                    chain_bad++;
+                } else {
+                    sampling_fused(s2[1], 0);
+                    for (int d2 = 0; d2 < 3; d2++, chain_draws++) {
+                        int32_t tok[2] = {-1, -2};
+                        for (int q = 0; q < 2; q++)
+                            if (sampling_sample(s2[q], l, -1, &tok[q], err, sizeof err)) chain_bad++;
+                        chain_bad += tok[0] != tok[1];
+                    }
+                }
+                sampling_free(s2[0]);
+                sampling_free(s2[1]);
+            }
+        }
+    }
+    CHECK(!bad && draws > 1000, "top_p's apply_select draws what its apply_logits and the softmax rule draw: %d draws over %d lists "
+                                "(3 sizes x 7 shapes, bin-edge draws included; %d differ)", draws, lists, bad);
+    CHECK(inexact >= 2, "and %d of those lists are nuclei whose float masses do not sum exactly (the fallback)", inexact);
+    CHECK(!chain_bad && chain_draws == 3 * lists, "the chain temperature -> top_p -> dist draws the same %d tokens with the fused step "
+                                                  "on and off (%d differ)", chain_draws, chain_bad);
+done:
+    free(l);
+    free(a);
+    free(b);
+    free(pc);
+    free(pl);
+}
+
 /* Milliseconds per sampled token of the default chain (temperature 0.8 ->
    top_p 0.9 -> dist) and of a configured one (+ top_k 40, min_p 0.05,
    repeat penalty 1.1) at real vocabulary sizes.  Figures, not assertions:
@@ -1176,6 +1304,7 @@ int main(void) {
     test_chain_large();
     test_direct();
     test_recorded();
+    test_fused();
     bench_chain();
     registry_free(&reg);
     return CHECK_DONE();
