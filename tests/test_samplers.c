@@ -1180,12 +1180,12 @@ static void test_fused(void) {
                     double u = (xr() >> 11) * 0x1.0p-53;
                     if (j == 0) u = 0;
                     if (j == 1) u = 1 - 0x1.0p-53;
-                    if (j >= n_u / 2) { /* a running sum at a bin edge: the first candidate of a 1/64-logit bin */
+                    if (j >= n_u / 2) { /* u * S on the running sum at a 1/64-logit bin's end (or just below) */
                         size_t i = (size_t)(xr() % k_n);
                         const float x0 = (a[0].logit - a[i].logit) * 64;
                         while (i > 0 && (int)((a[0].logit - a[i - 1].logit) * 64) == (int)x0) i--;
                         double acc = 0;
-                        for (size_t q = 0; q <= i; q++) acc += expf(a[q].logit - a[0].logit);
+                        for (size_t q = 0; q < i; q++) acc += expf(a[q].logit - a[0].logit);
                         u = acc / sum;
                         if (j % 2) u = nextafter(u, 0);
                         if (!(u < 1)) u = 1 - 0x1.0p-53;
