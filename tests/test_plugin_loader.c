@@ -299,6 +299,43 @@ static void test_appended_direct(const pl_registry *r) {
     sampling_free(s);
 }
 
+/* draw and apply_select, appended after apply_logits: the last two stages
+   run as one only when both are sized to have them (the draw peeked, then
+   consumed); otherwise, or with the fused step off, apply_logits and the
+   last stage's apply() run. */
+static void test_appended_fused(const pl_registry *r) {
+    static const char *const pieces[] = {"a", "b"};
+    static const uint32_t lens[] = {1, 1};
+    const picolm_vocab vocab = {.n_vocab = 2, .bos_id = -1, .eos_id = -1, .piece = pieces, .piece_len = lens};
+    const float logits[2] = {1.0f, 3.0f};
+    static const struct { const char *chain; int fused; } cases[] = {
+        {"p_select,p_draw", 1}, {"p_ssized,p_draw", 0}, {"p_select,p_dsized", 0},
+    };
+    for (int i = 0; i < 3; i++) {
+        for (int off = 0; off < 2; off++) {
+            char err[512] = "";
+            FILE *f = fopen(markfile, "w"); /* only this case's marks */
+            if (f) fclose(f);
+            sampling *s = NULL;
+            int32_t tok = -1;
+            sampling_settings set = {.chain = cases[i].chain};
+            int rc = sampling_build(&s, r, &set, &vocab, err, sizeof err);
+            if (!rc && off) sampling_fused(s, 0);
+            rc = rc || sampling_sample(s, logits, -1, &tok, err, sizeof err);
+            const char *m = read_marks();
+            if (cases[i].fused && !off)
+                CHECK(!rc && tok == 1 && strstr(m, "p_select:apply_select 0.25") && strstr(m, "draw 0\n") && strstr(m, "draw 1\n") &&
+                          !strstr(m, ":apply\n") && !strstr(m, "apply_logits"),
+                      "%s: one fused step (the draw peeked, then consumed), no apply() (token %d, %s)", cases[i].chain, (int)tok, err);
+            else
+                CHECK(!rc && tok == 0 && !strstr(m, "apply_select") && !strstr(m, ":draw") && strstr(m, "apply_logits 1") && strstr(m, ":apply\n"),
+                      "%s%s: apply_logits, then the last stage's apply(); draw and apply_select unread (token %d, %s)", cases[i].chain,
+                      off ? ", fused off" : "", (int)tok, err);
+            sampling_free(s);
+        }
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/picolm-plugin-test-XXXXXX");
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return 1; }
@@ -335,9 +372,11 @@ int main(void) {
     const int nc = (int)(sizeof cases / sizeof *cases);
     int built = build("good.so", "", "p_good") && build("dup.so", "", "p_good") && build("wide.so", "WIDE", "p_wide") &&
                 build("v1sampler.so", "V1SAMPLER", "p_v1") && build("neutral.so", "NEUTRAL", "p_neutral") &&
-                build("nsized.so", "NSIZED", "p_nsized") && build("direct.so", "DIRECT", "p_direct");
+                build("nsized.so", "NSIZED", "p_nsized") && build("direct.so", "DIRECT", "p_direct") &&
+                build("select.so", "SELECT", "p_select") && build("draw.so", "DRAW", "p_draw") && build("ssized.so", "SSIZED", "p_ssized") &&
+                build("dsized.so", "DSIZED", "p_dsized");
     for (int i = 0; i < nc && built; i++) built = build(cases[i].file, cases[i].c, cases[i].name);
-    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 7);
+    CHECK(built, "built %d probe plugins with ${CC:-cc}", nc + 11);
     if (!built) return 1;
     char p[512];
     snprintf(p, sizeof p, "%s/text.so", dir);
@@ -436,10 +475,11 @@ int main(void) {
     for (int i = 0; i < r2.n; i++) {
         if (!strncmp(r2.items[i].path, dir, strlen(dir))) { ok += r2.items[i].ok; rejected += !r2.items[i].ok; }
     }
-    CHECK(ok == 6 && rejected == nc + 3, "directory scan: 6 accepted (good, wide, v1, neutral, nsized, direct), %d refused (got %d, %d)", nc + 3,
+    CHECK(ok == 10 && rejected == nc + 3, "directory scan: 10 accepted (good, wide, v1, neutral, nsized, direct, select, draw, ssized, dsized), %d refused (got %d, %d)", nc + 3,
           ok, rejected);
     test_appended_neutral(&r2);
     test_appended_direct(&r2);
+    test_appended_fused(&r2);
     if (rc == 0) {
         int formats = 0;
         for (int i = 0; i < r2.n; i++) formats += r2.items[i].ok && r2.items[i].kind == PICOLM_KIND_FORMAT;

@@ -82,6 +82,37 @@ __attribute__((unused)) static int probe_apply_logits(void *state, const float *
     return 0;
 }
 
+/* SELECT: apply_select picks id 1 ("SELECT:apply_select <u>"), its
+   apply_logits keeps id 0 as DIRECT's; DRAW: a last stage whose apply()
+   picks the best candidate and whose draw() gives 0.25 ("DRAW:draw
+   <consume>"); SSIZED and DSIZED: the same behind a struct_size that stops
+   at apply_logits: never to be read. */
+__attribute__((unused)) static int probe_apply_select(void *state, const float *logits, float scale, double u, picolm_candidates *c,
+                                                      char *err, size_t errlen) {
+    (void)state; (void)logits; (void)scale; (void)err; (void)errlen;
+    char what[64];
+    snprintf(what, sizeof what, "apply_select %g", u);
+    mark(what);
+    c->selected = 1;
+    return 0;
+}
+__attribute__((unused)) static double probe_draw(void *state, int consume) {
+    (void)state;
+    char what[64];
+    snprintf(what, sizeof what, "draw %d", consume);
+    mark(what);
+    return 0.25;
+}
+__attribute__((unused)) static int probe_pick(void *state, picolm_candidates *c, char *err, size_t errlen) {
+    (void)state; (void)err; (void)errlen;
+    mark("apply");
+    size_t best = 0;
+    for (size_t i = 1; i < c->size; i++)
+        if (c->data[i].logit > c->data[best].logit) best = i;
+    c->selected = c->data[best].id;
+    return 0;
+}
+
 __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
 #ifdef CASE_SMALLVTABLE
     .struct_size = 4,
@@ -91,24 +122,38 @@ __attribute__((unused)) static const picolm_sampler_vtable sampler_vt = {
 #elif defined(CASE_NSIZED)
     /* sized as before logit_scale / apply_logits were appended */
     .struct_size = offsetof(picolm_sampler_vtable, logit_scale),
+#elif defined(CASE_SSIZED) || defined(CASE_DSIZED)
+    /* sized as before draw / apply_select were appended */
+    .struct_size = offsetof(picolm_sampler_vtable, draw),
 #else
     .struct_size = sizeof(picolm_sampler_vtable),
 #endif
 #ifdef CASE_BADROLE
     .role = 9,
+#elif defined(CASE_DRAW) || defined(CASE_DSIZED)
+    .role = PICOLM_SAMPLER_SELECT,
 #else
     .role = PICOLM_SAMPLER_PROCESS,
 #endif
 #ifndef CASE_NOCREATE
     .create = probe_create,
 #endif
+#if defined(CASE_DRAW) || defined(CASE_DSIZED)
+    .apply = probe_pick,
+    .draw = probe_draw,
+#else
     .apply = probe_apply,
+#endif
 #if defined(CASE_V1SAMPLER) || defined(CASE_NEUTRAL)
     .neutral = probe_neutral,
 #endif
 #if defined(CASE_DIRECT) || defined(CASE_NSIZED)
     .logit_scale = probe_scale,
     .apply_logits = probe_apply_logits,
+#endif
+#if defined(CASE_SELECT) || defined(CASE_SSIZED)
+    .apply_logits = probe_apply_logits,
+    .apply_select = probe_apply_select,
 #endif
 };
 
