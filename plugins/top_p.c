@@ -102,6 +102,8 @@ typedef struct topp_state {
     picolm_token_data *head; /* the quick path's candidates; the binned path's over a list */
     float *near_l;           /* the first pass's copies: logits */
     int32_t *near_id;        /* and ids (cap + 8 of each: eight stored at a time) */
+    int32_t *bin_next;       /* bin_near: the copies of a bin, a list through this (cap) */
+    int32_t bin_first[N_BINS]; /* from the last copy of each bin (-1: none) */
     uint64_t *tmp;           /* sort scratch */
     int32_t perm[256][8];    /* lanes of a keep mask, kept ones first (the AVX2 first pass) */
     double *mass;            /* the head's exact masses e^(logit - max) */
@@ -152,6 +154,7 @@ static void topp_destroy(void *state) {
         free(s->head);
         free(s->near_l);
         free(s->near_id);
+        free(s->bin_next);
         free(s->tmp);
         free(s->mass);
     }
@@ -507,7 +510,9 @@ static inline __attribute__((always_inline)) double bin_z(int b, float max, floa
 static inline __attribute__((always_inline)) void bin_near_body(topp_state *s, size_t m, float max) {
     const float *l = s->near_l;
     v2d *acc = s->acc;
+    int32_t *first = s->bin_first, *next = s->bin_next;
     memset(acc, 0, sizeof s->acc);
+    memset(first, 0xff, sizeof s->bin_first);
     size_t i = 0;
     for (; i + 4 <= m; i += 4) {
         v4f v;
@@ -515,12 +520,18 @@ static inline __attribute__((always_inline)) void bin_near_body(topp_state *s, s
         const v4i b = __builtin_convertvector((max - v) * BPU, v4i);
         const v4d z = (__builtin_convertvector(b, v4d) - ((v4d){0} + (double)max - __builtin_convertvector(v, v4d)) * BPU) * (1 / (double)BPU);
         const v4d q = QUARTIC(z);
-        for (int j = 0; j < 4; j++) acc[b[j]] += (v2d){1, q[j]};
+        for (int j = 0; j < 4; j++) {
+            acc[b[j]] += (v2d){1, q[j]};
+            next[i + j] = first[b[j]];
+            first[b[j]] = (int32_t)(i + j);
+        }
     }
     for (; i < m; i++) {
         const int b = (int)((max - l[i]) * BPU);
         const double z = bin_z(b, max, l[i]);
         acc[b] += (v2d){1, QUARTIC(z)};
+        next[i] = first[b];
+        first[b] = (int32_t)i;
     }
 }
 
@@ -591,39 +602,28 @@ static inline void bin_bounds(const topp_state *s, int b, int exact, double *lo,
 }
 
 /* bin_f over bins 0..last: dist's float masses, summed. */
-static void bins_by_float(topp_state *s, size_t n_near, float max, int last) {
-    memset(s->bin_f, 0, (size_t)(last + 1) * sizeof *s->bin_f);
-    const float lim = (float)(last + 1);
-    for (size_t i = 0; i < n_near; i++) {
-        const float l = s->near_l[i], x = (max - l) * BPU;
-        if (x < lim) s->bin_f[(int)x] += expf(l - max);
+static void bins_by_float(topp_state *s, float max, int last) {
+    for (int b = 0; b <= last; b++) {
+        double sum = 0;
+        for (int32_t i = s->bin_first[b]; i >= 0; i = s->bin_next[i]) sum += expf(s->near_l[i] - max);
+        s->bin_f[b] = sum;
     }
 }
 
 /* The copies in bin b (x = (max - logit) * BPU as the first pass computes
    it), best first, into t, each with dist's mass in p; how many. */
-static size_t bin_sorted(const topp_state *s, size_t n_near, float max, int b, picolm_token_data *t) {
-    const float *nl = s->near_l;
-    size_t k = 0, i = 0;
-    for (; i + 8 <= n_near; i += 8) { /* eight at a time: few are in the bin */
-        v8f l;
-        memcpy(&l, nl + i, sizeof l);
-        const v8i in = __builtin_convertvector((max - l) * BPU, v8i) == b;
-        if (!(in[0] | in[1] | in[2] | in[3] | in[4] | in[5] | in[6] | in[7])) continue;
-        for (int j = 0; j < 8; j++)
-            if (in[j]) t[k++] = (picolm_token_data){s->near_id[i + j], l[j], 0.0f};
-    }
-    for (; i < n_near; i++)
-        if ((int)((max - nl[i]) * BPU) == b) t[k++] = (picolm_token_data){s->near_id[i], nl[i], 0.0f};
+static size_t bin_sorted(const topp_state *s, float max, int b, picolm_token_data *t) {
+    size_t k = 0;
+    for (int32_t i = s->bin_first[b]; i >= 0; i = s->bin_next[i]) t[k++] = (picolm_token_data){s->near_id[i], s->near_l[i], 0.0f};
     sort_best_first(t, k);
     for (size_t j = 0; j < k; j++) t[j].p = expf(t[j].logit - max);
     return k;
 }
 
-/* One try of bins_select with bin_bounds(precise): 1 (the token in *pick),
+/* One try of bins_select with bin_bounds(exact): 1 (the token in *pick),
    0 (dist's sums could be inexact: give up), -1 (the cut undecided), -2
    (the draw's bin or candidate undecided). */
-static int select_try(topp_state *s, size_t n_near, float max, int last, int exact, size_t m, double tail_lo, double tail_hi, double u,
+static int select_try(topp_state *s, float max, int last, int exact, size_t m, double tail_lo, double tail_hi, double u,
                       int32_t *pick) {
     const double p = s->p, slack = 1e-9, err = (2.0 * m + N_BINS) * 0x1.0p-52 + 1e-14, fslack = 1e-12;
     double lo, hi, flo, fhi, head_lo = 0, head_hi = 0;
@@ -642,7 +642,7 @@ static int select_try(topp_state *s, size_t n_near, float max, int last, int exa
     }
     if (c > last) return -1;
     picolm_token_data *t = s->head;
-    const size_t nc = bin_sorted(s, n_near, max, c, t);
+    const size_t nc = bin_sorted(s, max, c, t);
     size_t kc = 0;
     for (size_t j = 0; j < nc && !kc; j++) {
         const double mj = head_mass(s->scale, max, t[j].logit);
@@ -670,7 +670,7 @@ static int select_try(topp_state *s, size_t n_near, float max, int last, int exa
         break;
     }
     size_t nb = kc;
-    if (b < c) nb = bin_sorted(s, n_near, max, b, t); /* a whole bin, all in the nucleus */
+    if (b < c) nb = bin_sorted(s, max, b, t); /* a whole bin, all in the nucleus */
     for (size_t j = 0; j < nb; j++) {
         a_lo += t[j].p, a_hi += t[j].p;
         if (a_lo * (1 - fslack) > r_hi) { *pick = t[j].id; return 1; }
@@ -694,24 +694,25 @@ static int select_try(topp_state *s, size_t n_near, float max, int last, int exa
      summed in double; each is a multiple of e_min's ulp, so every partial
      sum below 2^53 such ulps is exact, in any order: dist's running sum at
      a bin's end is the bin sums' total, and lies in the bounds summed.
-     (That holds unless top_p is above 1 - N 2^-30 for N candidates:
-     below, the 10% of the mass outside the nucleus could not be spread over
-     candidates lighter than 2^-30 of S.)
+     (When that fails, e_min <= 2^-29 S; the candidates after the cut
+     weigh at most e_min each and hold more than (1 - top_p) S, so top_p >
+     1 - N 2^-29 for N candidates: 0.9997 for N = 152k.  Then, or when the
+     test fails for any reason, the caller's sorted path runs.)
    When the bounds leave the cut open, the tail's precise bounds follow;
    when they leave the draw open, dist's masses summed per bin.  The
    selected id in *pick (1), or 0 (still open, or dist's sums inexact: the
    caller sorts the head). */
-static int bins_select(topp_state *s, const src *x, size_t n_near, float max, int last, size_t m, double tail_lo, double tail_hi,
+static int bins_select(topp_state *s, const src *x, float max, int last, size_t m, double tail_lo, double tail_hi,
                        double u, int32_t *pick) {
     int exact = 0, tail_done = 0;
     for (;;) {
-        const int r = select_try(s, n_near, max, last, exact, m, tail_lo, tail_hi, u, pick);
+        const int r = select_try(s, max, last, exact, m, tail_lo, tail_hi, u, pick);
         if (r >= 0) return r;
         if (r == -1 && !tail_done) {
             tail_precise(s, x, max, (float)(last + 1), &tail_lo, &tail_hi);
             tail_done = 1;
         } else if (r == -2 && !exact) {
-            bins_by_float(s, n_near, max, last);
+            bins_by_float(s, max, last);
             exact = 1;
         } else {
             return 0;
@@ -751,7 +752,7 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
         tail_lo += v * (1 - bin_err(s, b));
         tail_hi += v * (1 + bin_err(s, b));
     }
-    if (u && bins_select(s, x, n_near, max, last, m, tail_lo, tail_hi, *u, pick)) return 1;
+    if (u && bins_select(s, x, max, last, m, tail_lo, tail_hi, *u, pick)) return 1;
     /* best first, then exact masses in that order */
     sort_head(s, n_near, max, lim, m, t);
     double head = 0;
@@ -778,9 +779,11 @@ static int topp_fast(topp_state *s, const src *x, picolm_candidates *c, const do
         if (nl) s->near_l = nl;
         int32_t *ni = realloc(s->near_id, (n + 8) * sizeof *ni);
         if (ni) s->near_id = ni;
+        int32_t *bn = realloc(s->bin_next, n * sizeof *bn);
+        if (bn) s->bin_next = bn;
         double *m = realloc(s->mass, n * sizeof *m);
         if (m) s->mass = m;
-        if (!h || !t || !nl || !ni || !m) return 0;
+        if (!h || !t || !nl || !ni || !m || !bn) return 0;
         s->cap = n;
     }
     float max, thr;
