@@ -16,13 +16,16 @@
      cut is the exact method's when it is clear of S's uncertainty;
    - binned (a flat one; limit a logit past the sample's nucleus edge): the
      copies are counted in bins of 1/64 logit with each bin's masses by a
-     cubic in the offset within the bin; the candidates of the best bins
+     quartic in double in the offset within the bin; the candidates of the best bins
      that surely hold the nucleus are radix-sorted by 16 bits of their
      offset from the max (then an insertion sort by the exact order) and
      summed exactly, the rest is known from the bins and the pass's sum
      below the limit.  A cut still too close to call gets a precise second
      pass over the rest (a quartic in double per candidate) before the
      exact method.
+   apply_select (top_p then dist's softmax draw with a given uniform, one
+   step) takes the same paths, but the binned one sorts only the bin of the
+   cut and the bin the draw lands in (bins_select).
    See docs/perf.md for the figures. */
 #include <ctype.h>
 #include <math.h>
@@ -111,7 +114,7 @@ typedef struct topp_state {
     size_t cap;
     double scale[N_BINS];    /* e^(-b / BPU) */
     double cw[CBINS];        /* e^(-(j + 1/2) / 4): a sample bin's typical mass */
-    v2d acc[N_BINS];         /* first pass: per bin {count, sum of e^(-f/64)} */
+    v2d acc[N_BINS];         /* bin_near: per bin {count, sum of e^z} */
     double bin_f[N_BINS];    /* apply_select: per head bin dist's float masses summed */
 } topp_state;
 
