@@ -173,16 +173,34 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
         X86_UNROLL for (int j = 0; j < 4; j++) {
             const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
             /* low nibbles: sub-block 2j, high nibbles: 2j + 1 (Q5_K: bit 2j / 2j+1 of qh -> 16) */
+            __m256i q[2];
             X86_UNROLL for (int half = 0; half < 2; half++) {
-                __m256i q = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, m4);
+                q[half] = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, m4);
                 if (F == K45_Q5_K) {
                     const __m256i hbits = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)xb)->qh);
-                    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), m16));
+                    q[half] = _mm256_or_si256(q[half], _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), m16));
                 }
+            }
+            if (P) {
+                /* the tile: sub-blocks 2j and 2j + 1 in the pair layout, the
+                   activations so arranged in the panel (x86_avx2_ktile.h) */
+                const __m256i q1 = kq_pair1(q[0], q[1]), q2 = kq_pair2(q[0], q[1]);
+                /* (s[2j], s[2j + 1]) over the int16 lane pairs (constant selectors for clang) */
+                const __m256i s = j == 0 ? _mm256_shuffle_epi32(scales, 0x00) : j == 1 ? _mm256_shuffle_epi32(scales, 0x55)
+                                : j == 2 ? _mm256_shuffle_epi32(scales, 0xAA) : _mm256_shuffle_epi32(scales, 0xFF);
+                X86_UNROLL for (int c = 0; c < NC; c++) {
+                    const int8_t *q8 = P[i].yq[c] + 64 * j;
+                    const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(q1, _mm256_load_si256((const __m256i *)q8)),
+                                                       _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));
+                }
+                continue;
+            }
+            X86_UNROLL for (int half = 0; half < 2; half++) {
                 const __m256i s = x86_bcast_lane16(scales, 2 * j + half);
                 X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j + 32 * half;
-                    const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8)));
+                    const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[half], _mm256_loadu_si256((const __m256i *)q8)));
                     sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], p));
                 }
             }
@@ -227,6 +245,16 @@ static const uint8_t x86_k6_pair[4][32] __attribute__((aligned(32))) = {
 #undef R
 };
 
+/* the pair layout's scales (x86_avx2_ktile.h) for steps 2p and 2p + 1:
+   int16 lanes alternating (sc[4p], sc[4p + 2]) in the low half and
+   (sc[4p + 1], sc[4p + 3]) in the high half, from the int16 scales */
+static const uint8_t x86_k6_pair2[2][32] __attribute__((aligned(32))) = {
+#define R(p) { 8*p, 8*p+1, 8*p+4, 8*p+5, 8*p, 8*p+1, 8*p+4, 8*p+5, 8*p, 8*p+1, 8*p+4, 8*p+5, 8*p, 8*p+1, 8*p+4, 8*p+5, \
+               8*p+2, 8*p+3, 8*p+6, 8*p+7, 8*p+2, 8*p+3, 8*p+6, 8*p+7, 8*p+2, 8*p+3, 8*p+6, 8*p+7, 8*p+2, 8*p+3, 8*p+6, 8*p+7 }
+    R(0), R(1)
+#undef R
+};
+
 AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
@@ -253,16 +281,35 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
             const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
             /* quants 32k..32k+31 of this half: ql[64h + 32(k&1)] low (k < 2) or
                high nibbles, with bits 2k..2k+1 of qh[32h] as bits 4-5 */
-            X86_UNROLL for (int k = 0; k < 4; k++) {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (k & 1)));
-                const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-                const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
-                const __m256i q = _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), m4), _mm256_and_si256(hk, m30));
-                const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair[k]));
-                X86_UNROLL for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
-                    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
+            X86_UNROLL for (int kp = 0; kp < 2; kp++) {
+                __m256i q[2];
+                X86_UNROLL for (int kk = 0; kk < 2; kk++) {
+                    const int k = 2 * kp + kk;
+                    const __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (k & 1)));
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+                    const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
+                    q[kk] = _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), m4), _mm256_and_si256(hk, m30));
+                }
+                if (P) {
+                    /* the tile: steps 2kp and 2kp + 1 in the pair layout (x86_avx2_ktile.h) */
+                    const __m256i q1 = kq_pair1(q[0], q[1]), q2 = kq_pair2(q[0], q[1]);
+                    const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair2[kp]));
+                    X86_UNROLL for (int c = 0; c < NC; c++) {
+                        const int8_t *q8 = P[i].yq[c] + 128 * h + 64 * kp;
+                        const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(q1, _mm256_load_si256((const __m256i *)q8)),
+                                                           _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
+                        sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));
+                    }
+                    continue;
+                }
+                X86_UNROLL for (int kk = 0; kk < 2; kk++) {
+                    const int k = 2 * kp + kk;
+                    const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair[k]));
+                    X86_UNROLL for (int c = 0; c < NC; c++) {
+                        const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
+                        const __m256i p = _mm256_maddubs_epi16(q[kk], _mm256_loadu_si256((const __m256i *)q8));
+                        sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
+                    }
                 }
             }
         }

@@ -30,12 +30,41 @@
    row's d straight from here: a d stored and re-read per row as a scalar
    waited on store forwarding), d of the column pairs (2p, 2p+1) over 4
    lanes each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K
-   mins). */
+   mins), and each column's quants in the pair layout (kq_pair_y). */
 typedef struct __attribute__((aligned(32))) kq_sb {
     float d[KQ_NC][8];
     float d2[KQ_NC / 2][8];
     int16_t q8s[KQ_NC][8];
+    int8_t yq[KQ_NC][QK_K];
 } kq_sb;
+
+/* The pair layout: two 32-element chunks a, b (weights or activations)
+   interleaved by 16-bit words so that one vpaddw of two vpmaddubsw
+   results leaves in int16 lane 2L the 4 products of chunk a's elements
+   4L..4L+3 and in lane 2L+1 those of chunk b.  Each lane then holds a
+   single chunk (one scale for Q4_K/Q5_K, one per 128-bit half for Q6_K),
+   so one vpmaddwd by the interleaved scales per chunk pair gives in int32
+   lane L exactly vec_dot's integer for that lane (it sums the same
+   products with the same scales), where vec_dot spends a vpmaddwd and a
+   vpaddd per chunk.  The int16 sums stay exact: 4 products of at most
+   63 * 127 (Q6_K) is 32004.
+   x1 = words (a0, b1, a2, b3, ...); x2 = words (a1, b0, a3, b2, ...). */
+AI __m256i kq_pair1(__m256i a, __m256i b) { return _mm256_blend_epi16(a, b, 0xAA); }
+AI __m256i kq_pair2(__m256i a, __m256i b) {
+    const __m256i swap = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+                                          2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    return _mm256_shuffle_epi8(_mm256_blend_epi16(b, a, 0xAA), swap);
+}
+/* a Q8_K block's 256 quants in the pair layout: chunks (64j, 64j + 32)
+   as x1 then x2 (the pairs of avx2_k45_t and avx2_q6_K_t) */
+AI void kq_pair_y(int8_t *dst, const int8_t *qs) {
+    for (int j = 0; j < 4; j++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(qs + 64 * j));
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(qs + 64 * j + 32));
+        _mm256_store_si256((__m256i *)(dst + 64 * j), kq_pair1(a, b));
+        _mm256_store_si256((__m256i *)(dst + 64 * j + 32), kq_pair2(a, b));
+    }
+}
 
 /* the panel of nb superblocks for the m columns at ys: the tile reads the
    columns in pairs, so an odd m gets a zero column after it */
@@ -50,6 +79,7 @@ AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
                 const block_q8_K *y = (const block_q8_K *)ys[c] + i;
                 d = y->d;
                 q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+                kq_pair_y(p->yq[c], y->qs);
             }
             for (int k = 0; k < 8; k++) p->d[c][k] = d;
             for (int k = 0; k < 4; k++) p->d2[c / 2][4 * (c & 1) + k] = d;
@@ -101,14 +131,16 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
         }                                                                                                  \
         /* the panel on the stack (at most KQ_MAXB superblocks): a thread-local  \
            one in a dlopen'd plugin costs a __tls_get_addr per call */          \
+        /* one column group (batched decode): its panel serves every row block */                        \
         kq_sb panel[nb];                                                                                   \
+        const int once = nc <= KQ_NC;                                                                      \
         for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                                 \
             const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;                              \
             for (int64_t c0 = 0; c0 < nc; c0 += KQ_NC) {                                                   \
                 const int m = nc - c0 < KQ_NC ? (int)(nc - c0) : KQ_NC;                                    \
                 const void *ys[KQ_NC];                                                                     \
                 for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c0 + k) * as;                       \
-                kq_panel(panel, nb, ys, m);                                                                \
+                if (!once || !r0) kq_panel(panel, nb, ys, m);                                              \
                 rows[m](n, r0, r1, w, ws, ys, panel, dst + c0 * ds, ds);                                    \
             }                                                                                              \
         }                                                                                                  \
