@@ -142,11 +142,21 @@ AI void kq_acc(__m256 *acc, const __m256i *sumi, float dx, const kq_sb *P, const
 /* Q4_K, Q4_K_R (the scales pre-unpacked) and Q5_K (a fifth bit from qh):
    the same tile, F picks the block layout */
 enum { K45_Q4_K, K45_Q4_K_R, K45_Q5_K };
+/* quants 64j + 32 half .. + 31 of a block: sub-block 2j + half, the low
+   nibbles (half 0) or the high ones (Q5_K: bit 2j + half of qh -> 16) */
+AI __m256i k45_q(const uint8_t *qs, const void *xb, int j, int half, const int F) {
+    const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    __m256i q = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, _mm256_set1_epi8(0xF));
+    if (F == K45_Q5_K) {
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)xb)->qh);
+        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), _mm256_set1_epi8(16)));
+    }
+    return q;
+}
 AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P, const int F) {
     const int64_t nb = n / QK_K;
     const int R = F == K45_Q4_K_R;
     const size_t bsz = F == K45_Q5_K ? sizeof(block_q5_K) : K4_BSZ(R);
-    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(16);
     __m256 acc[KQ_NC];
     /* the mins term, 4 lanes a column: per column (vec_dot), or per column
        pair in the two halves of a vector (panel) */
@@ -170,21 +180,12 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
         const float dx = k4_d(xb), mx = k4_dmin(xb);
         __m256i sumi[KQ_NC];
         X86_UNROLL for (int c = 0; c < NC; c++) sumi[c] = _mm256_setzero_si256();
-        X86_UNROLL for (int j = 0; j < 4; j++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-            /* low nibbles: sub-block 2j, high nibbles: 2j + 1 (Q5_K: bit 2j / 2j+1 of qh -> 16) */
-            __m256i q[2];
-            X86_UNROLL for (int half = 0; half < 2; half++) {
-                q[half] = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, m4);
-                if (F == K45_Q5_K) {
-                    const __m256i hbits = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)xb)->qh);
-                    q[half] = _mm256_or_si256(q[half], _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), m16));
-                }
-            }
-            if (P) {
-                /* the tile: sub-blocks 2j and 2j + 1 in the pair layout, the
-                   activations so arranged in the panel (x86_avx2_ktile.h) */
-                const __m256i q1 = kq_pair1(q[0], q[1]), q2 = kq_pair2(q[0], q[1]);
+        if (P) {
+            /* the tile: sub-blocks 2j and 2j + 1 in the pair layout, the
+               activations so arranged in the panel (x86_avx2_ktile.h) */
+            X86_UNROLL for (int j = 0; j < 4; j++) {
+                const __m256i lo = k45_q(qs, xb, j, 0, F), hi = k45_q(qs, xb, j, 1, F);
+                const __m256i q1 = kq_pair1(lo, hi), q2 = kq_pair2(lo, hi);
                 /* (s[2j], s[2j + 1]) over the int16 lane pairs (constant selectors for clang) */
                 const __m256i s = j == 0 ? _mm256_shuffle_epi32(scales, 0x00) : j == 1 ? _mm256_shuffle_epi32(scales, 0x55)
                                 : j == 2 ? _mm256_shuffle_epi32(scales, 0xAA) : _mm256_shuffle_epi32(scales, 0xFF);
@@ -194,16 +195,18 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
                                                        _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
                     sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));
                 }
-                continue;
             }
-            X86_UNROLL for (int half = 0; half < 2; half++) {
-                const __m256i s = x86_bcast_lane16(scales, 2 * j + half);
-                X86_UNROLL for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j + 32 * half;
-                    const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[half], _mm256_loadu_si256((const __m256i *)q8)));
-                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], p));
+        } else {
+            X86_UNROLL for (int j = 0; j < 4; j++)
+                X86_UNROLL for (int half = 0; half < 2; half++) {
+                    const __m256i q = k45_q(qs, xb, j, half, F);
+                    const __m256i s = x86_bcast_lane16(scales, 2 * j + half);
+                    X86_UNROLL for (int c = 0; c < NC; c++) {
+                        const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j + 32 * half;
+                        const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8)));
+                        sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], p));
+                    }
                 }
-            }
         }
         kq_acc(acc, sumi, dx, P, vy, i, NC);
         if (P) {
@@ -255,10 +258,20 @@ static const uint8_t x86_k6_pair2[2][32] __attribute__((aligned(32))) = {
 #undef R
 };
 
+/* quants 128h + 32k .. + 31 of a Q6_K block (0..63, the -32 offset apart):
+   ql[64h + 32(k&1)] low (k < 2) or high nibbles, with bits 2k..2k+1 of
+   qh[32h] as bits 4-5 */
+AI __m256i k6_q(const block_q6_K *x, int h, int k) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k & 1)));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
+    return _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), _mm256_set1_epi8(0xF)),
+                           _mm256_and_si256(hk, _mm256_set1_epi8(0x30)));
+}
+
 AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[KQ_NC];
     X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     /* the next superblock's scales, loaded one step ahead (as avx2_k45_t's) */
@@ -279,20 +292,11 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
             /* scales 8h..8h+7 as int16 in both halves */
             /* (two calls: the selector must be a constant for clang) */
             const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-            /* quants 32k..32k+31 of this half: ql[64h + 32(k&1)] low (k < 2) or
-               high nibbles, with bits 2k..2k+1 of qh[32h] as bits 4-5 */
-            X86_UNROLL for (int kp = 0; kp < 2; kp++) {
-                __m256i q[2];
-                X86_UNROLL for (int kk = 0; kk < 2; kk++) {
-                    const int k = 2 * kp + kk;
-                    const __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (k & 1)));
-                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-                    const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
-                    q[kk] = _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), m4), _mm256_and_si256(hk, m30));
-                }
-                if (P) {
-                    /* the tile: steps 2kp and 2kp + 1 in the pair layout (x86_avx2_ktile.h) */
-                    const __m256i q1 = kq_pair1(q[0], q[1]), q2 = kq_pair2(q[0], q[1]);
+            if (P) {
+                /* the tile: steps 2kp and 2kp + 1 in the pair layout (x86_avx2_ktile.h) */
+                X86_UNROLL for (int kp = 0; kp < 2; kp++) {
+                    const __m256i qa = k6_q(x + i, h, 2 * kp), qb = k6_q(x + i, h, 2 * kp + 1);
+                    const __m256i q1 = kq_pair1(qa, qb), q2 = kq_pair2(qa, qb);
                     const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair2[kp]));
                     X86_UNROLL for (int c = 0; c < NC; c++) {
                         const int8_t *q8 = P[i].yq[c] + 128 * h + 64 * kp;
@@ -300,16 +304,16 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
                                                            _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
                         sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));
                     }
-                    continue;
                 }
-                X86_UNROLL for (int kk = 0; kk < 2; kk++) {
-                    const int k = 2 * kp + kk;
-                    const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair[k]));
-                    X86_UNROLL for (int c = 0; c < NC; c++) {
-                        const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
-                        const __m256i p = _mm256_maddubs_epi16(q[kk], _mm256_loadu_si256((const __m256i *)q8));
-                        sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
-                    }
+                continue;
+            }
+            X86_UNROLL for (int k = 0; k < 4; k++) {
+                const __m256i q = k6_q(x + i, h, k);
+                const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair[k]));
+                X86_UNROLL for (int c = 0; c < NC; c++) {
+                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
+                    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, p)));
                 }
             }
         }
