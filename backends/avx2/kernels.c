@@ -248,30 +248,10 @@ static const uint8_t x86_k6_pair[4][32] __attribute__((aligned(32))) = {
 #undef R
 };
 
-/* the pair layout's scales (x86_avx2_ktile.h) for steps 2p and 2p + 1:
-   int16 lanes alternating (sc[4p], sc[4p + 2]) in the low half and
-   (sc[4p + 1], sc[4p + 3]) in the high half, from the int16 scales */
-static const uint8_t x86_k6_pair2[2][32] __attribute__((aligned(32))) = {
-#define R(p) { 8*p, 8*p+1, 8*p+4, 8*p+5, 8*p, 8*p+1, 8*p+4, 8*p+5, 8*p, 8*p+1, 8*p+4, 8*p+5, 8*p, 8*p+1, 8*p+4, 8*p+5, \
-               8*p+2, 8*p+3, 8*p+6, 8*p+7, 8*p+2, 8*p+3, 8*p+6, 8*p+7, 8*p+2, 8*p+3, 8*p+6, 8*p+7, 8*p+2, 8*p+3, 8*p+6, 8*p+7 }
-    R(0), R(1)
-#undef R
-};
-
-/* quants 128h + 32k .. + 31 of a Q6_K block (0..63, the -32 offset apart):
-   ql[64h + 32(k&1)] low (k < 2) or high nibbles, with bits 2k..2k+1 of
-   qh[32h] as bits 4-5 */
-AI __m256i k6_q(const block_q6_K *x, int h, int k) {
-    const __m256i b = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k & 1)));
-    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-    const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
-    return _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), _mm256_set1_epi8(0xF)),
-                           _mm256_and_si256(hk, _mm256_set1_epi8(0x30)));
-}
-
 AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[KQ_NC];
     X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     /* the next superblock's scales, loaded one step ahead (as avx2_k45_t's) */
@@ -292,23 +272,13 @@ AI void avx2_q6_K_t(int64_t n, const void *vx, const void *const *vy, float *out
             /* scales 8h..8h+7 as int16 in both halves */
             /* (two calls: the selector must be a constant for clang) */
             const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-            if (P) {
-                /* the tile: steps 2kp and 2kp + 1 in the pair layout (x86_avx2_ktile.h) */
-                X86_UNROLL for (int kp = 0; kp < 2; kp++) {
-                    const __m256i qa = k6_q(x + i, h, 2 * kp), qb = k6_q(x + i, h, 2 * kp + 1);
-                    const __m256i q1 = kq_pair1(qa, qb), q2 = kq_pair2(qa, qb);
-                    const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair2[kp]));
-                    X86_UNROLL for (int c = 0; c < NC; c++) {
-                        const int8_t *q8 = P[i].yq[c] + 128 * h + 64 * kp;
-                        const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(q1, _mm256_load_si256((const __m256i *)q8)),
-                                                           _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
-                        sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));
-                    }
-                }
-                continue;
-            }
+            /* quants 32k..32k+31 of this half: ql[64h + 32(k&1)] low (k < 2) or
+               high nibbles, with bits 2k..2k+1 of qh[32h] as bits 4-5 */
             X86_UNROLL for (int k = 0; k < 4; k++) {
-                const __m256i q = k6_q(x + i, h, k);
+                const __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (k & 1)));
+                const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+                const __m256i hk = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
+                const __m256i q = _mm256_or_si256(_mm256_and_si256(k < 2 ? b : _mm256_srli_epi16(b, 4), m4), _mm256_and_si256(hk, m30));
                 const __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)x86_k6_pair[k]));
                 X86_UNROLL for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k;
@@ -629,10 +599,10 @@ X86_WRAP(avx2, q5_1, avx2_q5_1_nc)
 X86_WRAP(avx2, iq4_nl, avx2_iq4_nl_nc)
 X86_WRAP(avx2, q2_K, avx2_q2_K_nc)
 X86_WRAP(avx2, q3_K, avx2_q3_K_nc)
-KQ_WRAP(avx2, q4_K, avx2_q4_K_t)
-KQ_WRAP(avx2, q4_K_r, avx2_q4_K_r_t)
-KQ_WRAP(avx2, q5_K, avx2_q5_K_t)
-KQ_WRAP(avx2, q6_K, avx2_q6_K_t)
+KQ_WRAP(avx2, q4_K, avx2_q4_K_t, 1)
+KQ_WRAP(avx2, q4_K_r, avx2_q4_K_r_t, 1)
+KQ_WRAP(avx2, q5_K, avx2_q5_K_t, 1)
+KQ_WRAP(avx2, q6_K, avx2_q6_K_t, 0)
 X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
 X86_WRAP(avx2, f32, avx2_f32_nc)
 X86_WRAP(avx2, f16, avx2_f16_nc)

@@ -30,7 +30,8 @@
    row's d straight from here: a d stored and re-read per row as a scalar
    waited on store forwarding), d of the column pairs (2p, 2p+1) over 4
    lanes each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K
-   mins), and each column's quants in the pair layout (kq_pair_y). */
+   mins), and for Q4_K/Q5_K each column's quants in the pair layout
+   (kq_pair_y). */
 typedef struct __attribute__((aligned(32))) kq_sb {
     float d[KQ_NC][8];
     float d2[KQ_NC / 2][8];
@@ -56,7 +57,7 @@ AI __m256i kq_pair2(__m256i a, __m256i b) {
     return _mm256_shuffle_epi8(_mm256_blend_epi16(b, a, 0xAA), swap);
 }
 /* a Q8_K block's 256 quants in the pair layout: chunks (64j, 64j + 32)
-   as x1 then x2 (the pairs of avx2_k45_t and avx2_q6_K_t) */
+   as x1 then x2 (the pairs of avx2_k45_t) */
 AI void kq_pair_y(int8_t *dst, const int8_t *qs) {
     for (int j = 0; j < 4; j++) {
         const __m256i a = _mm256_loadu_si256((const __m256i *)(qs + 64 * j));
@@ -66,9 +67,10 @@ AI void kq_pair_y(int8_t *dst, const int8_t *qs) {
     }
 }
 
-/* the panel of nb superblocks for the m columns at ys: the tile reads the
-   columns in pairs, so an odd m gets a zero column after it */
-AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
+/* the panel of nb superblocks for the m columns at ys (pair: with the
+   quants in the pair layout): the tile reads the columns in pairs, so an
+   odd m gets a zero column after it */
+AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m, const int pair) {
     const int filled = m + (m & 1);
     for (int64_t i = 0; i < nb; i++) {
         kq_sb *p = P + i;
@@ -79,7 +81,7 @@ AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
                 const block_q8_K *y = (const block_q8_K *)ys[c] + i;
                 d = y->d;
                 q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
-                kq_pair_y(p->yq[c], y->qs);
+                if (pair) kq_pair_y(p->yq[c], y->qs);
             }
             for (int k = 0; k < 8; k++) p->d[c][k] = d;
             for (int k = 0; k < 4; k++) p->d2[c / 2][4 * (c & 1) + k] = d;
@@ -92,7 +94,7 @@ AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m) {
    dot(row x, column c) for c < NC, reading the activation side from the
    panel P (NULL: from the blocks, the vec_dot).  KQ_ROWS instantiates it
    for one NC over rows [r0, r1); KQ_WRAP makes the format's vec_dot and
-   gemm. */
+   gemm (PAIR: the tile reads the panel's pair-layout quants). */
 typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, const void *const *ys,
                            const kq_sb *P, float *dst, size_t ds);
 #define KQ_ROWS(TFN, NC)                                                                                    \
@@ -110,7 +112,7 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
    X86_GEMM_RB with tiles of KQ_NC columns swept over each block (as
    X86_WRAP), the last nc % KQ_NC columns in one narrower tile; one column
    (decode) and rows too long for the panel take the vec_dot per row. */
-#define KQ_WRAP(pfx, name, TFN)                                                                             \
+#define KQ_WRAP(pfx, name, TFN, PAIR)                                                                           \
     KQ_ROWS(TFN, 1) KQ_ROWS(TFN, 2) KQ_ROWS(TFN, 3) KQ_ROWS(TFN, 4)                                         \
     KQ_ROWS(TFN, 5) KQ_ROWS(TFN, 6) KQ_ROWS(TFN, 7) KQ_ROWS(TFN, 8)                                         \
     static void pfx##_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {                  \
@@ -140,7 +142,7 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
                 const int m = nc - c0 < KQ_NC ? (int)(nc - c0) : KQ_NC;                                    \
                 const void *ys[KQ_NC];                                                                     \
                 for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c0 + k) * as;                       \
-                if (!once || !r0) kq_panel(panel, nb, ys, m);                                              \
+                if (!once || !r0) kq_panel(panel, nb, ys, m, PAIR);                                        \
                 rows[m](n, r0, r1, w, ws, ys, panel, dst + c0 * ds, ds);                                    \
             }                                                                                              \
         }                                                                                                  \
