@@ -190,7 +190,7 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
                 const __m256i s = j == 0 ? _mm256_shuffle_epi32(scales, 0x00) : j == 1 ? _mm256_shuffle_epi32(scales, 0x55)
                                 : j == 2 ? _mm256_shuffle_epi32(scales, 0xAA) : _mm256_shuffle_epi32(scales, 0xFF);
                 X86_UNROLL for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = P[i].yq[c] + 64 * j;
+                    const int8_t *q8 = kq_yq(P, nb, i, c) + 64 * j;
                     const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(q1, _mm256_load_si256((const __m256i *)q8)),
                                                        _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
                     sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));

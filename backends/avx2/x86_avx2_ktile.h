@@ -30,14 +30,19 @@
    row's d straight from here: a d stored and re-read per row as a scalar
    waited on store forwarding), d of the column pairs (2p, 2p+1) over 4
    lanes each, and the 8 bsum pairs of each column as int16 (Q4_K/Q5_K
-   mins), and for Q4_K/Q5_K each column's quants in the pair layout
-   (kq_pair_y). */
+   mins).  For Q4_K/Q5_K the nb superblocks of a panel are followed by
+   each column's quants in the pair layout (kq_pair_y), KQ_NC x QK_K bytes
+   a superblock (kq_yq): apart, so that the per-row reads above stay dense. */
 typedef struct __attribute__((aligned(32))) kq_sb {
     float d[KQ_NC][8];
     float d2[KQ_NC / 2][8];
     int16_t q8s[KQ_NC][8];
-    int8_t yq[KQ_NC][QK_K];
 } kq_sb;
+/* panel entries (kq_sb) per superblock: the kq_sb and its pair quants */
+#define KQ_SB_PAIR (1 + KQ_NC * QK_K / (int)sizeof(kq_sb))
+AI int8_t *kq_yq(const kq_sb *P, int64_t nb, int64_t i, int c) {
+    return (int8_t *)(P + nb) + (i * KQ_NC + c) * QK_K;
+}
 
 /* The pair layout: two 32-element chunks a, b (weights or activations)
    interleaved by 16-bit words so that one vpaddw of two vpmaddubsw
@@ -81,7 +86,7 @@ AI void kq_panel(kq_sb *P, int64_t nb, const void *const *ys, int m, const int p
                 const block_q8_K *y = (const block_q8_K *)ys[c] + i;
                 d = y->d;
                 q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
-                if (pair) kq_pair_y(p->yq[c], y->qs);
+                if (pair) kq_pair_y(kq_yq(P, nb, i, c), y->qs);
             }
             for (int k = 0; k < 8; k++) p->d[c][k] = d;
             for (int k = 0; k < 4; k++) p->d2[c / 2][4 * (c & 1) + k] = d;
@@ -134,7 +139,7 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
         /* the panel on the stack (at most KQ_MAXB superblocks): a thread-local  \
            one in a dlopen'd plugin costs a __tls_get_addr per call */          \
         /* one column group (batched decode): its panel serves every row block */                        \
-        kq_sb panel[nb];                                                                                   \
+        kq_sb panel[nb * (PAIR ? KQ_SB_PAIR : 1)];                                                         \
         const int once = nc <= KQ_NC;                                                                      \
         for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                                 \
             const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;                              \
