@@ -3,18 +3,10 @@
 # directory, one plain cc command, only include/picolm/plugin.h) is picked up
 # by picolm-quantize and picolm-logits through --plugin-dir, and a model in
 # that format is refused, naming the tensor and the type, without it.
-BUILD=${PICOLM_BUILD:-build}
-BIN=$BUILD/bin
-S=${PICOLM_SHARED:-../shared}
-M=$S/models
-R=$S/reference/logits
+. "${0%/*}/lib.sh"
 CC=${CC:-cc}
-if [ ! -f "$M/tiny-shakespeare-f32.gguf" ]; then
-    echo "SKIP: t_dropin_format: PICOLM_SHARED=$S has no models: shared data absent"; exit 0
-fi
-for b in bin/picolm-quantize bin/picolm-logits tests/test_quantize; do
-    [ -x "$BUILD/$b" ] || { echo "FAIL: t_dropin_format: $BUILD/$b not built"; exit 1; }
-done
+need_shared "$M/tiny-shakespeare-f32.gguf"
+need_built "$BIN/picolm-quantize" "$BIN/picolm-logits" "$BUILD/tests/test_quantize"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/plugins"
 

@@ -10,15 +10,10 @@
 # 13.600 ... avx512 13.670 for window 1), so the figure is backend-dependent.
 # PICOLM_SLOW=1 also runs the full text for f32 and q4_k and checks the final
 # figure against perplexity.md within 0.5% (and its +/- within 2%).
-BUILD=${PICOLM_BUILD:-build}
-BIN=$BUILD/bin
-S=${PICOLM_SHARED:-../shared}
-M=$S/models
+. "${0%/*}/lib.sh"
 P=$BIN/picolm-perplexity
-if [ ! -f "$M/heldout.txt" ]; then
-    echo "SKIP: t_perplexity: PICOLM_SHARED=$S has no models: shared data absent"; exit 0
-fi
-[ -x "$P" ] || { echo "FAIL: t_perplexity: $P not built"; exit 1; }
+need_shared "$M/heldout.txt"
+need_built "$P"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # within A B REL: |A-B| <= REL*B

@@ -7,19 +7,10 @@
 # - every other mix gets the per-tensor types of llama.cpp's policy;
 # - -j 1 and -j 2 give the same bytes; F16 input round-trips;
 # - the Q4_K_M output runs: logits within the README tolerances.
-BUILD=${PICOLM_BUILD:-build}
-BIN=$BUILD/bin
-S=${PICOLM_SHARED:-../shared}
-M=$S/models
-R=$S/reference/logits
+. "${0%/*}/lib.sh"
 Q=$BIN/picolm-quantize
-if [ ! -f "$M/tiny-shakespeare-f32.gguf" ]; then
-    echo "SKIP: t_quantize: PICOLM_SHARED=$S has no models: shared data absent"; exit 0
-fi
-for b in picolm-quantize picolm-gguf picolm-logits; do
-    [ -x "$BIN/$b" ] || { echo "FAIL: t_quantize: $BIN/$b not built"; exit 1; }
-done
-[ -x "$BUILD/tests/test_quantize" ] || { echo "FAIL: t_quantize: $BUILD/tests/test_quantize (logits comparer) not built"; exit 1; }
+need_shared "$M/tiny-shakespeare-f32.gguf"
+need_built "$Q" "$BIN/picolm-gguf" "$BIN/picolm-logits" "$BUILD/tests/test_quantize"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 F32=$M/tiny-shakespeare-f32.gguf
 

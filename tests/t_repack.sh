@@ -6,20 +6,10 @@
 # - the model runs: logits within the README tolerances of the reference;
 # - same backend, same kernels: logits bit-identical to the Q4_K_M file's
 #   (reference code, avx2 and avx512 when this CPU runs them), batched and not.
-BUILD=${PICOLM_BUILD:-build}
-BIN=$BUILD/bin
-S=${PICOLM_SHARED:-../shared}
-M=$S/models
-R=$S/reference/logits
+. "${0%/*}/lib.sh"
 Q=$BIN/picolm-quantize
-if [ ! -f "$M/tiny-shakespeare-f32.gguf" ]; then
-    echo "SKIP: t_repack: PICOLM_SHARED=$S has no models: shared data absent"; exit 0
-fi
-for b in picolm-quantize picolm-gguf picolm-logits; do
-    [ -x "$BIN/$b" ] || { echo "FAIL: t_repack: $BIN/$b not built"; exit 1; }
-done
-[ -x "$BUILD/tests/test_quantize" ] || { echo "FAIL: t_repack: $BUILD/tests/test_quantize (logits comparer) not built"; exit 1; }
-[ -f "$BUILD/plugins/format-repack.so" ] || { echo "FAIL: t_repack: $BUILD/plugins/format-repack.so not built"; exit 1; }
+need_shared "$M/tiny-shakespeare-f32.gguf"
+need_built "$Q" "$BIN/picolm-gguf" "$BIN/picolm-logits" "$BUILD/tests/test_quantize" "$BUILD/plugins/format-repack.so"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 F32=$M/tiny-shakespeare-f32.gguf
 
