@@ -11,10 +11,12 @@
  * weight row (each column's d as a float, the Q8_K bsums summed over
  * sub-block pairs for the mins) is made once per row block into a panel
  * (kq_sb), so that per weight row the NC products dx * dy are one vector
- * multiply and two columns share each step of the mins term.
+ * multiply and two columns share each step of the mins term.  For Q4_K,
+ * Q4_K_R and Q5_K the panel also holds the columns' quants re-arranged in
+ * sub-block pairs (kq_pair1/2), which halves the scale multiplies.
  *
- * The per-column arithmetic is the vec_dot's, step for step: exact integer
- * sums per superblock, then the same float fma's into the same lanes, in
+ * The per-column arithmetic is the vec_dot's: the same exact integer in
+ * every lane per superblock, then the same float fma's into the same lanes, in
  * superblock order, reduced by the same horizontal sums; so every column is
  * bit-identical to vec_dot (test_kernels checks it for every tile shape).
  */
@@ -48,12 +50,12 @@ AI int8_t *kq_yq(const kq_sb *P, int64_t nb, int64_t i, int c) {
    interleaved by 16-bit words so that one vpaddw of two vpmaddubsw
    results leaves in int16 lane 2L the 4 products of chunk a's elements
    4L..4L+3 and in lane 2L+1 those of chunk b.  Each lane then holds a
-   single chunk (one scale for Q4_K/Q5_K, one per 128-bit half for Q6_K),
-   so one vpmaddwd by the interleaved scales per chunk pair gives in int32
-   lane L exactly vec_dot's integer for that lane (it sums the same
-   products with the same scales), where vec_dot spends a vpmaddwd and a
-   vpaddd per chunk.  The int16 sums stay exact: 4 products of at most
-   63 * 127 (Q6_K) is 32004.
+   single Q4_K/Q5_K sub-block, so one vpmaddwd by the interleaved scales
+   per sub-block pair gives in int32 lane L exactly vec_dot's integer for
+   that lane (it sums the same products with the same scales), where
+   vec_dot spends a vpmaddwd and a vpaddd per sub-block.  The int16 sums
+   stay exact: 4 products of at most 31 * 128 (Q5_K) is 15872.  (Q6_K's
+   would fit too, 4 * 63 * 128 = 32256, but measured slower there.)
    x1 = words (a0, b1, a2, b3, ...); x2 = words (a1, b0, a3, b2, ...). */
 AI __m256i kq_pair1(__m256i a, __m256i b) { return _mm256_blend_epi16(a, b, 0xAA); }
 AI __m256i kq_pair2(__m256i a, __m256i b) {
