@@ -180,9 +180,9 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
         const float dx = k4_d(xb), mx = k4_dmin(xb);
         __m256i sumi[KQ_NC];
         X86_UNROLL for (int c = 0; c < NC; c++) sumi[c] = _mm256_setzero_si256();
-        if (P) {
-            /* the tile: sub-blocks 2j and 2j + 1 in the pair layout, the
-               activations so arranged in the panel (x86_avx2_ktile.h) */
+        if (P && NC >= KQ_PAIR_NC) {
+            /* the wide tiles: sub-blocks 2j and 2j + 1 in the pair layout,
+               the activations so arranged in the panel (x86_avx2_ktile.h) */
             X86_UNROLL for (int j = 0; j < 4; j++) {
                 const __m256i lo = k45_q(qs, xb, j, 0, F), hi = k45_q(qs, xb, j, 1, F);
                 const __m256i q1 = kq_pair1(lo, hi), q2 = kq_pair2(lo, hi);

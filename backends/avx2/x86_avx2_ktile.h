@@ -26,6 +26,9 @@
 
 #define KQ_NC 8       /* activation columns per tile */
 #define KQ_MAXB 128   /* superblocks per row a panel holds (n <= 32768) */
+/* the fewest columns that use the pair layout (Q4_K/Q5_K): below, the copy
+   of the activations per thread measured no faster in batched decode */
+#define KQ_PAIR_NC 5
 
 /* The panel of one superblock for the tile's columns (columns past the
    tile's count are zero): each column's d over 8 lanes (multiplied by the
@@ -141,7 +144,7 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
         /* the panel on the stack (at most KQ_MAXB superblocks): a thread-local  \
            one in a dlopen'd plugin costs a __tls_get_addr per call */          \
         /* one column group (batched decode): its panel serves every row block */                        \
-        kq_sb panel[nb * (PAIR ? KQ_SB_PAIR : 1)];                                                         \
+        kq_sb panel[nb * (PAIR && nc >= KQ_PAIR_NC ? KQ_SB_PAIR : 1)];                                     \
         const int once = nc <= KQ_NC;                                                                      \
         for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                                 \
             const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;                              \
@@ -149,7 +152,7 @@ typedef void (*kq_rows_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
                 const int m = nc - c0 < KQ_NC ? (int)(nc - c0) : KQ_NC;                                    \
                 const void *ys[KQ_NC];                                                                     \
                 for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c0 + k) * as;                       \
-                if (!once || !r0) kq_panel(panel, nb, ys, m, PAIR);                                        \
+                if (!once || !r0) kq_panel(panel, nb, ys, m, PAIR && m >= KQ_PAIR_NC);                        \
                 rows[m](n, r0, r1, w, ws, ys, panel, dst + c0 * ds, ds);                                    \
             }                                                                                              \
         }                                                                                                  \
