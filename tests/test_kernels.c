@@ -269,6 +269,62 @@ static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
     free(W); free(A);
 }
 
+/* ---- K-quant extremes: the int16 sums of the avx2 tiles --------------------
+   The avx2 K-quant tiles add two vpmaddubsw results of a sub-block pair in
+   int16 before scaling (x86_avx2_ktile.h): 4 products of up to 63 * 128
+   (Q6_K) in one lane.  Every quant at its largest (all bits set) against
+   activations of all +127 or all -128 puts the most into those lanes; the
+   sums must equal the exact dot (computed in double from the dequantized
+   rows, relative 1e-5: the float steps round) and gemm must equal vec_dot
+   in every tile width.  Columns alternate +127 / -128. */
+static void test_kquant_extremes(const char *bname, const picolm_kernel *k) {
+    const picolm_format *fw = fmt_by_type[k->type_id], *fa = fmt_by_type[k->vec_dot_type];
+    const int64_t n = 3 * QK_K, nb = 3, nr = 3, maxc = 9;
+    const size_t ws = row_bytes(fw, n), as = row_bytes(fa, n);
+    uint8_t *W = malloc(nr * ws), *A = malloc(maxc * as);
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    memset(W, 0xFF, nr * ws); /* every quant, scale and min at its largest */
+    for (int64_t b = 0; b < nr * nb; b++) {
+        const picolm_half h = picolm_float_to_half(0.5f), hm = picolm_float_to_half(0.25f);
+        if (k->type_id == PICOLM_TYPE_Q6_K) {
+            block_q6_K *q = (block_q6_K *)W + b;
+            for (int j = 0; j < 16; j++) q->scales[j] = (int8_t)(j & 1 ? -128 : 127);
+            q->d = h;
+        } else if (k->type_id == PICOLM_TYPE_Q5_K) ((block_q5_K *)W)[b].d = h, ((block_q5_K *)W)[b].dmin = hm;
+        else ((block_q4_K *)W)[b].d = h, ((block_q4_K *)W)[b].dmin = hm;
+    }
+    for (int64_t c = 0; c < maxc; c++)
+        for (int64_t b = 0; b < nb; b++) {
+            block_q8_K *q = (block_q8_K *)(A + c * as) + b;
+            const int v = c & 1 ? -128 : 127;
+            q->d = 1.0f / 64;
+            memset(q->qs, (uint8_t)v, sizeof q->qs);
+            for (int j = 0; j < QK_K / 16; j++) q->bsums[j] = (int16_t)(16 * v);
+        }
+    int ok = 1;
+    for (int64_t nc = 1; nc <= maxc; nc++) {
+        float dst[3 * 9];
+        k->gemm(n, nr, nc, W, ws, A, as, dst, (size_t)nr);
+        for (int64_t c = 0; c < nc; c++) for (int64_t r = 0; r < nr; r++) {
+            float own, ref;
+            k->vec_dot(n, &own, W + r * ws, A + c * as);
+            fw->vec_dot(n, &ref, W + r * ws, A + c * as);
+            fw->dequantize_row(W + r * ws, x, n);
+            fa->dequantize_row(A + c * as, y, n);
+            double exact = 0;
+            for (int64_t i = 0; i < n; i++) exact += (double)x[i] * y[i];
+            const float got = dst[c * nr + r];
+            const int good = !memcmp(&got, &own, sizeof got) && fabs(own - exact) <= REL_TOL * fabs(exact) &&
+                             fabs(ref - exact) <= REL_TOL * fabs(exact);
+            if (!good && ok) printf("# %s %s extremes %lldx%lld [%lld,%lld]: gemm %.9g, vec_dot %.9g, reference %.9g, exact %.9g\n", bname,
+                                    fw->name, (long long)nr, (long long)nc, (long long)r, (long long)c, got, own, ref, exact);
+            ok &= good;
+        }
+    }
+    CHECK(ok, "%s %s extremes (all quants at their largest x activations +127 / -128, nc 1..9): gemm == vec_dot == exact", bname, fw->name);
+    free(W); free(A); free(x); free(y);
+}
+
 /* ---- kernels --------------------------------------------------------------- */
 static void test_kernel(const char *bname, const picolm_kernel *k) {
     const picolm_format *fw = k->type_id < PL_TYPE_MAX ? fmt_by_type[k->type_id] : NULL;
@@ -395,6 +451,7 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
           g > 1 ? "1..3 groups" : "1..37", worst);
     if (want_same) CHECK(same, "%s %s gemm bit-identical to its vec_dot", bname, fw->name);
     if (k->type_id == PICOLM_TYPE_Q5_0_R16) test_exact_q5_0_r16(bname, k);
+    if (k->type_id == PICOLM_TYPE_Q4_K || k->type_id == PICOLM_TYPE_Q5_K || k->type_id == PICOLM_TYPE_Q6_K) test_kquant_extremes(bname, k);
 }
 
 /* single-thread throughput over a weight matrix of about `bytes` (one

@@ -142,11 +142,21 @@ AI void kq_acc(__m256 *acc, const __m256i *sumi, float dx, const kq_sb *P, const
 /* Q4_K, Q4_K_R (the scales pre-unpacked) and Q5_K (a fifth bit from qh):
    the same tile, F picks the block layout */
 enum { K45_Q4_K, K45_Q4_K_R, K45_Q5_K };
+/* quants 64j + 32 half .. + 31 of a block: sub-block 2j + half, the low
+   nibbles (half 0) or the high ones (Q5_K: bit 2j + half of qh -> 16) */
+AI __m256i k45_q(const uint8_t *qs, const void *xb, int j, int half, const int F) {
+    const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    __m256i q = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, _mm256_set1_epi8(0xF));
+    if (F == K45_Q5_K) {
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)xb)->qh);
+        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), _mm256_set1_epi8(16)));
+    }
+    return q;
+}
 AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const kq_sb *P, const int F) {
     const int64_t nb = n / QK_K;
     const int R = F == K45_Q4_K_R;
     const size_t bsz = F == K45_Q5_K ? sizeof(block_q5_K) : K4_BSZ(R);
-    const __m256i m4 = _mm256_set1_epi8(0xF), m16 = _mm256_set1_epi8(16);
     __m256 acc[KQ_NC];
     /* the mins term, 4 lanes a column: per column (vec_dot), or per column
        pair in the two halves of a vector (panel) */
@@ -170,22 +180,33 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
         const float dx = k4_d(xb), mx = k4_dmin(xb);
         __m256i sumi[KQ_NC];
         X86_UNROLL for (int c = 0; c < NC; c++) sumi[c] = _mm256_setzero_si256();
-        X86_UNROLL for (int j = 0; j < 4; j++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-            /* low nibbles: sub-block 2j, high nibbles: 2j + 1 (Q5_K: bit 2j / 2j+1 of qh -> 16) */
-            X86_UNROLL for (int half = 0; half < 2; half++) {
-                __m256i q = _mm256_and_si256(half ? _mm256_srli_epi16(q4, 4) : q4, m4);
-                if (F == K45_Q5_K) {
-                    const __m256i hbits = _mm256_loadu_si256((const __m256i *)((const block_q5_K *)xb)->qh);
-                    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + half), 4), m16));
-                }
-                const __m256i s = x86_bcast_lane16(scales, 2 * j + half);
+        if (P && NC >= KQ_PAIR_NC) {
+            /* the wide tiles: sub-blocks 2j and 2j + 1 in the pair layout,
+               the activations so arranged in the panel (x86_avx2_ktile.h) */
+            X86_UNROLL for (int j = 0; j < 4; j++) {
+                const __m256i lo = k45_q(qs, xb, j, 0, F), hi = k45_q(qs, xb, j, 1, F);
+                const __m256i q1 = kq_pair1(lo, hi), q2 = kq_pair2(lo, hi);
+                /* (s[2j], s[2j + 1]) over the int16 lane pairs (constant selectors for clang) */
+                const __m256i s = j == 0 ? _mm256_shuffle_epi32(scales, 0x00) : j == 1 ? _mm256_shuffle_epi32(scales, 0x55)
+                                : j == 2 ? _mm256_shuffle_epi32(scales, 0xAA) : _mm256_shuffle_epi32(scales, 0xFF);
                 X86_UNROLL for (int c = 0; c < NC; c++) {
-                    const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j + 32 * half;
-                    const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8)));
-                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], p));
+                    const int8_t *q8 = kq_yq(P, nb, i, c) + 64 * j;
+                    const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(q1, _mm256_load_si256((const __m256i *)q8)),
+                                                       _mm256_maddubs_epi16(q2, _mm256_load_si256((const __m256i *)(q8 + 32))));
+                    sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, m)));
                 }
             }
+        } else {
+            X86_UNROLL for (int j = 0; j < 4; j++)
+                X86_UNROLL for (int half = 0; half < 2; half++) {
+                    const __m256i q = k45_q(qs, xb, j, half, F);
+                    const __m256i s = x86_bcast_lane16(scales, 2 * j + half);
+                    X86_UNROLL for (int c = 0; c < NC; c++) {
+                        const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j + 32 * half;
+                        const __m256i p = _mm256_madd_epi16(s, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8)));
+                        sumi[c] = x86_keep(_mm256_add_epi32(sumi[c], p));
+                    }
+                }
         }
         kq_acc(acc, sumi, dx, P, vy, i, NC);
         if (P) {
@@ -578,10 +599,10 @@ X86_WRAP(avx2, q5_1, avx2_q5_1_nc)
 X86_WRAP(avx2, iq4_nl, avx2_iq4_nl_nc)
 X86_WRAP(avx2, q2_K, avx2_q2_K_nc)
 X86_WRAP(avx2, q3_K, avx2_q3_K_nc)
-KQ_WRAP(avx2, q4_K, avx2_q4_K_t)
-KQ_WRAP(avx2, q4_K_r, avx2_q4_K_r_t)
-KQ_WRAP(avx2, q5_K, avx2_q5_K_t)
-KQ_WRAP(avx2, q6_K, avx2_q6_K_t)
+KQ_WRAP(avx2, q4_K, avx2_q4_K_t, 1)
+KQ_WRAP(avx2, q4_K_r, avx2_q4_K_r_t, 1)
+KQ_WRAP(avx2, q5_K, avx2_q5_K_t, 1)
+KQ_WRAP(avx2, q6_K, avx2_q6_K_t, 0)
 X86_WRAP(avx2, iq4_xs, avx2_iq4_xs_nc)
 X86_WRAP(avx2, f32, avx2_f32_nc)
 X86_WRAP(avx2, f16, avx2_f16_nc)
