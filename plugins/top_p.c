@@ -552,6 +552,12 @@ static inline double bin_mass(const topp_state *s, int b) { return s->scale[b] *
    addition. */
 static inline double bin_err(const topp_state *s, int b) { return 1e-11 + s->acc[b][0] * 0x1.0p-52; }
 
+/* [lo, hi]: bin b's real mass, its bin_near sum within bin_err. */
+static inline void bin_range(const topp_state *s, int b, double *lo, double *hi) {
+    const double v = bin_mass(s, b), e = bin_err(s, b);
+    *lo = v * (1 - e), *hi = v * (1 + e);
+}
+
 /* The mass of the candidates with x >= lim (x computed as the first pass
    does), precisely: scale[b] e^(-f/64) from (double)max - logit, by a
    quartic (within 1e-11); [*lo, *hi]. */
@@ -622,8 +628,8 @@ static size_t topp_quick(topp_state *s, const src *x, float max) {
    (glibc's and musl's: 0.502), so its masses are within g of the real
    ones; exact, their sum is bin_f (see bins_select). */
 static inline void bin_bounds(const topp_state *s, int b, int exact, double *lo, double *hi, double *flo, double *fhi) {
-    const double v = bin_mass(s, b), e = bin_err(s, b), g = ((b + 1) / (double)BPU * 0x1.0p-24 + 0x1.0p-22) * 1.01;
-    *lo = v * (1 - e), *hi = v * (1 + e);
+    const double g = ((b + 1) / (double)BPU * 0x1.0p-24 + 0x1.0p-22) * 1.01;
+    bin_range(s, b, lo, hi);
     *flo = exact ? s->bin_f[b] : *lo * (1 - g);
     *fhi = exact ? s->bin_f[b] : *hi * (1 + g);
 }
@@ -760,12 +766,13 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
     s->bin_near(s, n_near, max);
 
     /* the head: the best bins whose lower bound surely reaches p * S */
-    double s_hi = out_hi;
-    for (int b = 0; b < (int)thr; b++) s_hi += bin_mass(s, b) * (1 + bin_err(s, b));
+    double s_hi = out_hi, lo, hi;
+    for (int b = 0; b < (int)thr; b++) bin_range(s, b, &lo, &hi), s_hi += hi;
     int last = -1;
     double head_lo = 0;
     for (int b = 0; b < (int)thr && last < 0; b++) {
-        head_lo += bin_mass(s, b) * (1 - bin_err(s, b));
+        bin_range(s, b, &lo, &hi);
+        head_lo += lo;
         if (head_lo >= p * s_hi) last = b;
     }
     if (last < 0 && thr < N_BINS - 1) return topp_bins(s, x, max, N_BINS - 1, t, u, pick); /* the sample guessed too high: all bins */
@@ -775,9 +782,8 @@ static size_t topp_bins(topp_state *s, const src *x, float max, float thr, picol
     const float lim = (float)(last + 1);
     double tail_lo = out_lo, tail_hi = out_hi; /* the mass outside the head */
     for (int b = last + 1; b < (int)thr; b++) {
-        const double v = bin_mass(s, b);
-        tail_lo += v * (1 - bin_err(s, b));
-        tail_hi += v * (1 + bin_err(s, b));
+        bin_range(s, b, &lo, &hi);
+        tail_lo += lo, tail_hi += hi;
     }
     if (u && bins_select(s, x, max, last, m, tail_lo, tail_hi, *u, pick)) return 1;
     /* best first, then exact masses in that order */
