@@ -4,7 +4,9 @@
 // generated tokens/s, time to first token p50/p99 (from the request to its
 // first token, as the client sees it), and the KV blocks the server reported
 // in use and its RssAnon (peaks, from /metrics and /proc).  Each concurrency runs REPS times
-// and the best aggregate counts (a busy machine only makes runs slower).
+// and the best aggregate counts (a busy machine only makes runs slower).  Every
+// request has a prompt of its own, so none is served from the prefix cache (the
+// JSON's prompt_tokens_cached counts any that were).
 //
 //   node tools/bench-serve.mjs MODEL [--streams 1,2,4,8] [-n 64] [-p 32]
 //        [--reps 2] [--format md|json] [-- SERVER-OPTIONS...]
@@ -120,11 +122,15 @@ for (const c of streams) {
         await new Promise(res => setTimeout(res, 50));
       }
     })();
+    const cached0 = await metric("picolm_prompt_tokens_cached_total");
     const t0 = performance.now();
-    const res = await Promise.all(Array.from({ length: c }, (_, i) => client(i + 100 * r)));
+    // a prompt of its own for every request of the run: a prompt an earlier level or rep
+    // sent would hit the prefix cache and skip its prefill (TTFT, and the decode window)
+    const res = await Promise.all(Array.from({ length: c }, (_, i) => client(1000 * c + 100 * r + i)));
     const secs = (performance.now() - t0) / 1000;
     sampling = false;
     await sampler;
+    const cached = (await metric("picolm_prompt_tokens_cached_total")) - cached0;
     const tokens = res.reduce((a, x) => a + x.tokens, 0);
     // decode rate while every stream is decoding: from the last first token
     // to the first last token, the tokens all streams received in between
@@ -132,7 +138,7 @@ for (const c of streams) {
     const inWin = res.reduce((a, x) => a + x.times.filter(t => t > from && t <= to).length, 0);
     const decode = to > from ? inWin / ((to - from) / 1000) : NaN;
     const row = { streams: c, tokens, seconds: secs, tok_s: tokens / secs, decode_tok_s: decode, ttft_p50_ms: pct(res.map(x => x.ttft), 0.5),
-                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), prompt_tokens_mean: res.reduce((a, x) => a + x.promptTokens, 0) / c, kv_blocks_peak: peak, rss_anon_mb: anon / 1024 };
+                  ttft_p99_ms: pct(res.map(x => x.ttft), 0.99), prompt_tokens_mean: res.reduce((a, x) => a + x.promptTokens, 0) / c, prompt_tokens_cached: cached, kv_blocks_peak: peak, rss_anon_mb: anon / 1024 };
     if (!best || !(row.decode_tok_s <= best.decode_tok_s)) best = row;
   }
   rows.push(best);
@@ -148,7 +154,10 @@ else {
   for (const r of rows)
     console.log(`| ${r.streams} | ${fmt(r.decode_tok_s, 1)} | ${fmt(r.vs_one, 2)} | ${r.tok_s.toFixed(1)} | ${r.ttft_p50_ms.toFixed(0)} | ${r.ttft_p99_ms.toFixed(0)} | ${r.kv_blocks_peak} | ${r.rss_anon_mb.toFixed(1)} |`);
   if (rows.some(r => !Number.isFinite(r.decode_tok_s)))
-    console.log(`\n- : the streams never all decoded at once (the KV pool held fewer of them; they took turns).`);
+    console.log(`\n- : the streams never all decoded at once: one finished before the last one's first token (the KV pool held fewer of them, so they took turns, or -n is short against the prompts' prefill).`);
+  const cachedRows = rows.filter(r => r.prompt_tokens_cached > 0);
+  if (cachedRows.length)
+    console.log(`\nPrompt tokens served from the prefix cache: ${cachedRows.map(r => `${r.prompt_tokens_cached} at ${r.streams} stream(s)`).join(", ")}.`);
   const pt = rows.map(r => r.prompt_tokens_mean);
   console.log(`\n${model}: ${n} tokens per stream after a prompt of -p ${p} tokens' worth of text, ${Math.min(...pt).toFixed(0)}-${Math.max(...pt).toFixed(0)} tokens in this vocabulary (usage.prompt_tokens); best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
 }
