@@ -157,7 +157,7 @@ else {
     console.log(`\n- : the streams never all decoded at once: one finished before the last one's first token (the KV pool held fewer of them, so they took turns, or -n is short against the prompts' prefill).`);
   const cachedRows = rows.filter(r => r.prompt_tokens_cached > 0);
   if (cachedRows.length)
-    console.log(`\nPrompt tokens served from the prefix cache: ${cachedRows.map(r => `${r.prompt_tokens_cached} at ${r.streams} stream(s)`).join(", ")}.`);
+    console.log(`\nPrompt tokens served from the prefix cache (the prompts' common first words): ${cachedRows.map(r => `${r.prompt_tokens_cached} at ${r.streams} stream(s)`).join(", ")}.`);
   const pt = rows.map(r => r.prompt_tokens_mean);
   console.log(`\n${model}: ${n} tokens per stream after a prompt of -p ${p} tokens' worth of text, ${Math.min(...pt).toFixed(0)}-${Math.max(...pt).toFixed(0)} tokens in this vocabulary (usage.prompt_tokens); best of ${reps}; server options: ${extra.join(" ") || "(none)"}`);
 }
