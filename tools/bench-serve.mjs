@@ -5,8 +5,8 @@
 // first token, as the client sees it), and the KV blocks the server reported
 // in use and its RssAnon (peaks, from /metrics and /proc).  Each concurrency runs REPS times
 // and the best aggregate counts (a busy machine only makes runs slower).  Every
-// request has a prompt of its own, so none is served from the prefix cache (the
-// JSON's prompt_tokens_cached counts any that were).
+// request has a prompt of its own, so only the prompts' common first words can
+// come from the prefix cache (the JSON's prompt_tokens_cached counts what did).
 //
 //   node tools/bench-serve.mjs MODEL [--streams 1,2,4,8] [-n 64] [-p 32]
 //        [--reps 2] [--format md|json] [-- SERVER-OPTIONS...]
@@ -124,8 +124,8 @@ for (const c of streams) {
     })();
     const cached0 = await metric("picolm_prompt_tokens_cached_total");
     const t0 = performance.now();
-    // a prompt of its own for every request of the run: a prompt an earlier level or rep
-    // sent would hit the prefix cache and skip its prefill (TTFT, and the decode window)
+    // a prompt of its own for every request of the run: none may find its whole prompt
+    // in the prefix cache and skip its prefill (TTFT, and the decode window)
     const res = await Promise.all(Array.from({ length: c }, (_, i) => client(1000 * c + 100 * r + i)));
     const secs = (performance.now() - t0) / 1000;
     sampling = false;
