@@ -2,9 +2,8 @@
 # tools/bench-serve.mjs (issue 16's benchmark) end to end on the bundled demo
 # model: the JSON rows for 1 and 2 streams, every token counted, a decode rate
 # for each level, no request served from the prefix cache beyond the prompts'
-# common first words (each has a prompt
-# of its own: repeated prompts used to hit it and skew TTFT and the decode
-# window), --help, and a bad option refused.
+# common first words (each has a prompt of its own, so none can skip its
+# prefill), --help, and a bad option refused.
 . "${0%/*}/lib.sh"
 MODEL=models/tiny-shakespeare-q8_0.gguf
 [ -x "$BIN/picolm-server" ] || { echo "SKIP: $TEST_NAME: $BIN/picolm-server not built (libmicrohttpd-dev, libjson-c-dev)"; exit 0; }
@@ -23,7 +22,8 @@ rc=$?
 [ $rc = 2 ] && grep -q "unknown option --bogus" "$tmp/bogus" && ok "an unknown option: exit 2, named" || bad "--bogus: exit $rc: $(head -2 "$tmp/bogus")"
 
 # two levels, two reps each: 5 requests after the warm-up, 40-token prompts
-# (more than two 16-position KV blocks, so a repeated prompt would be cached)
+# (more than two 16-position KV blocks: a prompt served from the cache would
+# count more tokens than the common stem)
 if PICOLM_BUILD=$BUILD node tools/bench-serve.mjs "$MODEL" --streams 1,2 -n 8 -p 32 --reps 2 --format json -- -j 1 -c 128 \
     >"$tmp/out.json" 2>"$tmp/err"; then
     ok "bench-serve --streams 1,2 ran"

@@ -142,8 +142,7 @@ for (const c of streams) {
     // the fastest run end to end (tokens over the whole run) counts, and one with
     // a decode window before one without: a stall only makes a run slower end to
     // end, while its window rate can come out far too high (tokens delivered in a
-    // burst after it: 519476 tok/s was seen); before, a run without a window
-    // could also replace one with
+    // burst after it: 519476 tok/s was seen)
     const hasWin = x => Number.isFinite(x.decode_tok_s);
     if (!best || (hasWin(row) !== hasWin(best) ? hasWin(row) : row.tok_s > best.tok_s)) best = row;
   }
