@@ -13,107 +13,12 @@
 /* ======================================================================== */
 /* Q4_0 / IQ4_NL x Q8_0, Q4_1 x Q8_1, Q5_0 x Q8_0, Q5_1 x Q8_1              */
 /* ======================================================================== */
-AI void avx2_q4_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q4_0 *x = vx;
-    const int64_t nb = n / QK4_0;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        /* (q - 8) as signed bytes, then the sign trick */
-        const __m256i qx = _mm256_sub_epi8(x86_nibbles16(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_iq4_nl_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_iq4_nl *x = vx;
-    const int64_t nb = n / QK4_NL;
-    const __m128i t = _mm_loadu_si128((const __m128i *)picolm_kvalues_iq4nl);
-    const __m256i lut = _mm256_set_m128i(t, t);
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i qx = _mm256_shuffle_epi8(lut, x86_nibbles16(x[i].qs));
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_q5_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q5_0 *x = vx;
-    const int64_t nb = n / QK5_0;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        /* q - 16 = nibble - (bit clear ? 16 : 0) */
-        const __m256i hb = _mm256_andnot_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0));
-        const __m256i qx = _mm256_or_si256(x86_nibbles16(x[i].qs), hb);
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-        }
-    }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
-}
-
-AI void avx2_q4_1_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q4_1 *x = vx;
-    const int64_t nb = n / QK4_1;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    float accm[4] = { 0, 0, 0, 0 };
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i qx = x86_nibbles16(x[i].qs);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].m);
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(qx, qy);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-            accm[c] += mx * x86_h2f(y->s);
-        }
-    }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
-}
-
-AI void avx2_q5_1_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q5_1 *x = vx;
-    const int64_t nb = n / QK5_1;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    float accm[4] = { 0, 0, 0, 0 };
-    for (int64_t i = 0; i < nb; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        const __m256i hb = _mm256_and_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-        const __m256i qx = _mm256_or_si256(x86_nibbles16(x[i].qs), hb);
-        const float dx = x86_h2f(x[i].d), mx = x86_h2f(x[i].m);
-        X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = x86_dot_u8(qx, qy);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-            accm[c] += mx * x86_h2f(y->s);
-        }
-    }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]) + accm[c];
-}
+/* (the row template and unpackers: x86_avx2.h) */
+X86_NC32(avx2, q4_0, 1)
+X86_NC32(avx2, iq4_nl, 1)
+X86_NC32(avx2, q5_0, 1)
+X86_NC32(avx2, q4_1, 0)
+X86_NC32(avx2, q5_1, 0)
 
 /* ======================================================================== */
 /* K-quants x Q8_K                                                            */

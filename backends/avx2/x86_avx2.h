@@ -1,6 +1,7 @@
 /*
- * Shared x86 code of the avx2 and avx512 levels: inline helpers, the Q8_0
- * row template (the avx512 Q8_0 kernels finish odd blocks with it), the
+ * Shared x86 code of the avx2 and avx512 levels: inline helpers, the
+ * 32-element formats' block unpackers and row template (the avx512 Q8_0
+ * kernels finish odd blocks with it), the
  * Q4_K / Q4_K_R block accessors, the fp16 primitives as inline templates and
  * the vec_dot / gemm wrapper macros.  Everything here is always-inline or a
  * macro: each including translation unit (built with its own level's flags)
@@ -95,26 +96,94 @@ AI __m256i x86_bcast_lane16(__m256i v, int k) {
 }
 
 /* ======================================================================== */
-/* Q8_0 x Q8_0                                                               */
+/* The 32-element formats (Q8_0, Q4_0, IQ4_NL, Q5_0 x Q8_0; Q4_1, Q5_1 x Q8_1) */
 /* ======================================================================== */
-AI void avx2_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK8_0;
+/* ---- weight block unpackers: block i of row x -> 32 values, d (and m) ---- */
+typedef __m256i (*x86_unpack32_fn)(const void *, int64_t, float *, float *);
+/* signed formats: qx = the values as signed bytes (sign trick below) */
+AI __m256i x86_u32_q8_0(const void *x, int64_t i, float *d, float *m) {
+    const block_q8_0 *b = (const block_q8_0 *)x + i;
+    (void)m;
+    *d = x86_h2f(b->d);
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+}
+AI __m256i x86_u32_q4_0(const void *x, int64_t i, float *d, float *m) {
+    const block_q4_0 *b = (const block_q4_0 *)x + i;
+    (void)m;
+    *d = x86_h2f(b->d);
+    return _mm256_sub_epi8(x86_nibbles16(b->qs), _mm256_set1_epi8(8));
+}
+AI __m256i x86_u32_iq4_nl(const void *x, int64_t i, float *d, float *m) {
+    const block_iq4_nl *b = (const block_iq4_nl *)x + i;
+    (void)m;
+    const __m128i t = _mm_loadu_si128((const __m128i *)picolm_kvalues_iq4nl);
+    *d = x86_h2f(b->d);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), x86_nibbles16(b->qs));
+}
+AI __m256i x86_u32_q5_0(const void *x, int64_t i, float *d, float *m) {
+    const block_q5_0 *b = (const block_q5_0 *)x + i;
+    (void)m;
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    *d = x86_h2f(b->d);
+    /* q - 16 = nibble - (bit clear ? 16 : 0) */
+    const __m256i hb = _mm256_andnot_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(x86_nibbles16(b->qs), hb);
+}
+/* unsigned formats (x Q8_1): the values 0..15 / 0..31, and the min m */
+AI __m256i x86_u32_q4_1(const void *x, int64_t i, float *d, float *m) {
+    const block_q4_1 *b = (const block_q4_1 *)x + i;
+    *d = x86_h2f(b->d);
+    *m = x86_h2f(b->m);
+    return x86_nibbles16(b->qs);
+}
+AI __m256i x86_u32_q5_1(const void *x, int64_t i, float *d, float *m) {
+    const block_q5_1 *b = (const block_q5_1 *)x + i;
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    *d = x86_h2f(b->d);
+    *m = x86_h2f(b->m);
+    const __m256i hb = _mm256_and_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(x86_nibbles16(b->qs), hb);
+}
+
+/* One weight row x NC activation rows (x86_avx2.h's template).  SIGNED: x
+   Q8_0 with the sign trick (|qx| x sign(qy, qx)); else x Q8_1, unsigned,
+   plus the mins term, a float sum of its own added last.  Per block and
+   column: acc = fma(dx * dy, float(8 lanes of 4 products), acc). */
+AI void x86_nc32(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const x86_unpack32_fn unpack,
+                 const int SIGNED) {
+    const int64_t nb = n / 32;
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    float accm[4] = { 0, 0, 0, 0 };
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dx = x86_h2f(x[i].d);
+        float dx, mx = 0;
+        const __m256i qx = unpack(vx, i, &dx, &mx);
+        const __m256i ax = SIGNED ? _mm256_sign_epi8(qx, qx) : qx;
         X86_UNROLL for (int c = 0; c < NC; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-            const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx)),
-                                                _mm256_set1_epi16(1));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+            if (SIGNED) {
+                const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+                const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
+                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+            } else {
+                const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+                const __m256i p = x86_dot_u8(ax, qy);
+                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+                accm[c] += mx * x86_h2f(y->s);
+            }
         }
     }
-    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = SIGNED ? x86_hsum_ps(acc[c]) : x86_hsum_ps(acc[c]) + accm[c];
 }
+/* pfx##_##name##_nc: the format's row template, for X86_WRAP */
+#define X86_NC32(pfx, name, SIGNED)                                                                      \
+    AI void pfx##_##name##_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { \
+        x86_nc32(n, vx, vy, out, NC, x86_u32_##name, SIGNED);                                            \
+    }
+/* avx2_q8_0_nc: also the avx512 Q8_0 kernels' tail */
+X86_NC32(avx2, q8_0, 1)
 
 /* ======================================================================== */
 /* Q4_K / Q4_K_R blocks                                                       */

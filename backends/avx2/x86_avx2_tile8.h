@@ -31,54 +31,6 @@ typedef struct __attribute__((aligned(32))) t8_f8 {
     float v[T8_NC];
 } t8_f8;
 
-/* ---- weight block unpackers: block i of row x -> 32 values, d (and m) ---- */
-/* signed formats: qx = the values as signed bytes (sign trick below) */
-AI __m256i t8_q8_0(const void *x, int64_t i, float *d, float *m) {
-    const block_q8_0 *b = (const block_q8_0 *)x + i;
-    (void)m;
-    *d = x86_h2f(b->d);
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-}
-AI __m256i t8_q4_0(const void *x, int64_t i, float *d, float *m) {
-    const block_q4_0 *b = (const block_q4_0 *)x + i;
-    (void)m;
-    *d = x86_h2f(b->d);
-    return _mm256_sub_epi8(x86_nibbles16(b->qs), _mm256_set1_epi8(8));
-}
-AI __m256i t8_iq4_nl(const void *x, int64_t i, float *d, float *m) {
-    const block_iq4_nl *b = (const block_iq4_nl *)x + i;
-    (void)m;
-    const __m128i t = _mm_loadu_si128((const __m128i *)picolm_kvalues_iq4nl);
-    *d = x86_h2f(b->d);
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), x86_nibbles16(b->qs));
-}
-AI __m256i t8_q5_0(const void *x, int64_t i, float *d, float *m) {
-    const block_q5_0 *b = (const block_q5_0 *)x + i;
-    (void)m;
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    *d = x86_h2f(b->d);
-    /* q - 16 = nibble - (bit clear ? 16 : 0) */
-    const __m256i hb = _mm256_andnot_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8((char)0xF0));
-    return _mm256_or_si256(x86_nibbles16(b->qs), hb);
-}
-/* unsigned formats (x Q8_1): the values 0..15 / 0..31, and the min m */
-AI __m256i t8_q4_1(const void *x, int64_t i, float *d, float *m) {
-    const block_q4_1 *b = (const block_q4_1 *)x + i;
-    *d = x86_h2f(b->d);
-    *m = x86_h2f(b->m);
-    return x86_nibbles16(b->qs);
-}
-AI __m256i t8_q5_1(const void *x, int64_t i, float *d, float *m) {
-    const block_q5_1 *b = (const block_q5_1 *)x + i;
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    *d = x86_h2f(b->d);
-    *m = x86_h2f(b->m);
-    const __m256i hb = _mm256_and_si256(x86_bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(x86_nibbles16(b->qs), hb);
-}
-
 /* The tile's activation panel: dy[i][c] (and sy[i][c], Q8_1's d * sum) as
    floats for blocks i < nb of the 8 columns at a, as bytes apart.  Q8_0 and
    Q8_1 both start with the half d; Q8_1's s follows it. */
@@ -97,9 +49,8 @@ AI void t8_panel(const void *a, size_t as, int64_t nb, size_t bsz, float *dy, fl
 
 /* One weight row x the 8 panel columns.  SIGNED: x Q8_0 with the sign trick
    (|qx| x sign(qy, qx)), else x Q8_1 unsigned plus the mins term. */
-typedef __m256i (*t8_unpack_fn)(const void *, int64_t, float *, float *);
 AI void t8_row(int64_t nb, const void *x, const void *a, size_t as, size_t bsz, const float *dy, const float *sy, float *out,
-               const t8_unpack_fn unpack, const int SIGNED) {
+               const x86_unpack32_fn unpack, const int SIGNED) {
     /* (every loop over c unrolled: the accumulators stay in registers) */
     __m256 acc[T8_NC];
     _Pragma("GCC unroll 8") for (int c = 0; c < T8_NC; c++) acc[c] = _mm256_setzero_ps();
@@ -126,7 +77,7 @@ AI void t8_row(int64_t nb, const void *x, const void *a, size_t as, size_t bsz, 
 /* gemm (plugin.h): rows in blocks of X86_GEMM_RB, as X86_WRAP, with the 8-column
    tiles swept over each block; the remaining columns through TAIL. */
 AI void t8_gemm(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst, size_t ds,
-                const t8_unpack_fn unpack, const int SIGNED, const picolm_gemm_fn tail) {
+                const x86_unpack32_fn unpack, const int SIGNED, const picolm_gemm_fn tail) {
     const int64_t nb = n / 32;
     const size_t bsz = SIGNED ? sizeof(block_q8_0) : sizeof(block_q8_1);
     int64_t c0 = 0;
@@ -156,6 +107,6 @@ AI void t8_gemm(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, con
 #define T8_WRAP(pfx, name, SIGNED)                                                                             \
     static void pfx##_gemm8_##name(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, \
                                    size_t as, float *dst, size_t ds) {                                         \
-        t8_gemm(n, nr, nc, w, ws, a, as, dst, ds, t8_##name, SIGNED, pfx##_gemm_##name);                       \
+        t8_gemm(n, nr, nc, w, ws, a, as, dst, ds, x86_u32_##name, SIGNED, pfx##_gemm_##name);                       \
     }
 #endif
