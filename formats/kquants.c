@@ -383,6 +383,37 @@ static float ksum8(const float *sums, float sumf) {
     return sumf;
 }
 
+/* The Q4_K family (Q4_K, Q5_K, and Q4_K_R through its Q4_K form) seen one
+   superblock at a time: the 256 expanded quants, the packed 6-bit scales
+   and mins, d and dmin.  One dequantize and one vec_dot serve them all. */
+typedef struct k4_view {
+    int8_t a[QK_K];
+    const uint8_t *scales;
+    picolm_half d, dmin;
+    block_q4_K tmp; /* a Q4_K form made on the way (Q4_K_R) */
+} k4_view;
+typedef void (*k4_view_fn)(const void *x, int64_t i, k4_view *v);
+
+static void k4_dequantize(const void *src, float *y, int64_t n, k4_view_fn view) {
+    k4_view v;
+    for (int64_t i = 0; i < n / QK_K; i++, y += QK_K) {
+        view(src, i, &v);
+        k4_dequantize_block(v.a, v.scales, v.d, v.dmin, y);
+    }
+}
+
+static void k4_vec_dot(int64_t n, float *s, const void *vx, const void *vy, k4_view_fn view) {
+    const block_q8_K *y = vy;
+    k4_view v;
+    float sums[8] = {0};
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        view(vx, i, &v);
+        sumf -= k4_dot_block(v.a, v.scales, v.d, v.dmin, &y[i], sums);
+    }
+    *s = ksum8(sums, sumf);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Q2_K                                                                       */
 /* ------------------------------------------------------------------------ */
@@ -667,15 +698,15 @@ static void k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *
 /* ------------------------------------------------------------------------ */
 /* Q4_K                                                                       */
 /* ------------------------------------------------------------------------ */
-static void q4_K_dequantize(const void *src, float *y, int64_t n) {
-    const block_q4_K *x = src;
-    const int64_t nb = n / QK_K;
-    int8_t a[QK_K];
-    for (int64_t i = 0; i < nb; i++, y += QK_K) {
-        q4_K_expand(&x[i], a);
-        k4_dequantize_block(a, x[i].scales, x[i].d, x[i].dmin, y);
-    }
+static void q4_K_view(const void *x, int64_t i, k4_view *v) {
+    const block_q4_K *b = (const block_q4_K *)x + i;
+    q4_K_expand(b, v->a);
+    v->scales = b->scales;
+    v->d = b->d;
+    v->dmin = b->dmin;
 }
+
+static void q4_K_dequantize(const void *src, float *y, int64_t n) { k4_dequantize(src, y, n, q4_K_view); }
 
 static void q4_K_quantize(const float *x, void *dst, int64_t n) {
     block_q4_K *y = dst;
@@ -692,32 +723,20 @@ static void q4_K_quantize(const float *x, void *dst, int64_t n) {
     }
 }
 
-static void q4_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
-    const block_q4_K *x = vx;
-    const block_q8_K *y = vy;
-    const int64_t nb = n / QK_K;
-    int8_t aux8[QK_K];
-    float sums[8] = {0};
-    float sumf = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-        q4_K_expand(&x[i], aux8);
-        sumf -= k4_dot_block(aux8, x[i].scales, x[i].d, x[i].dmin, &y[i], sums);
-    }
-    *s = ksum8(sums, sumf);
-}
+static void q4_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) { k4_vec_dot(n, s, vx, vy, q4_K_view); }
 
 /* ------------------------------------------------------------------------ */
 /* Q5_K                                                                       */
 /* ------------------------------------------------------------------------ */
-static void q5_K_dequantize(const void *src, float *y, int64_t n) {
-    const block_q5_K *x = src;
-    const int64_t nb = n / QK_K;
-    int8_t a[QK_K];
-    for (int64_t i = 0; i < nb; i++, y += QK_K) {
-        q5_K_expand(&x[i], a);
-        k4_dequantize_block(a, x[i].scales, x[i].d, x[i].dmin, y);
-    }
+static void q5_K_view(const void *x, int64_t i, k4_view *v) {
+    const block_q5_K *b = (const block_q5_K *)x + i;
+    q5_K_expand(b, v->a);
+    v->scales = b->scales;
+    v->d = b->d;
+    v->dmin = b->dmin;
 }
+
+static void q5_K_dequantize(const void *src, float *y, int64_t n) { k4_dequantize(src, y, n, q5_K_view); }
 
 static void q5_K_quantize(const float *x, void *dst, int64_t n) {
     block_q5_K *y = dst;
@@ -745,19 +764,7 @@ static void q5_K_quantize(const float *x, void *dst, int64_t n) {
     }
 }
 
-static void q5_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
-    const block_q5_K *x = vx;
-    const block_q8_K *y = vy;
-    const int64_t nb = n / QK_K;
-    int8_t aux8[QK_K];
-    float sums[8] = {0};
-    float sumf = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-        q5_K_expand(&x[i], aux8);
-        sumf -= k4_dot_block(aux8, x[i].scales, x[i].d, x[i].dmin, &y[i], sums);
-    }
-    *s = ksum8(sums, sumf);
-}
+static void q5_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) { k4_vec_dot(n, s, vx, vy, q5_K_view); }
 
 /* ------------------------------------------------------------------------ */
 /* Q6_K                                                                       */

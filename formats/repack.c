@@ -47,15 +47,13 @@ static void q4_K_r_to_q4_K(const block_q4_K_r *s, block_q4_K *d) {
     memcpy(d->qs, s->qs, sizeof d->qs);
 }
 
-static void q4_K_r_dequantize(const void *src, float *y, int64_t n) {
-    const block_q4_K_r *x = src;
-    const int64_t nb = n / QK_K;
-    for (int64_t i = 0; i < nb; i++, y += QK_K) {
-        block_q4_K b;
-        q4_K_r_to_q4_K(&x[i], &b);
-        q4_K_dequantize(&b, y, QK_K);
-    }
+/* superblock i as Q4_K (kquants.c's view, through v->tmp) */
+static void q4_K_r_view(const void *x, int64_t i, k4_view *v) {
+    q4_K_r_to_q4_K((const block_q4_K_r *)x + i, &v->tmp);
+    q4_K_view(&v->tmp, 0, v);
 }
+
+static void q4_K_r_dequantize(const void *src, float *y, int64_t n) { k4_dequantize(src, y, n, q4_K_r_view); }
 
 static void q4_K_r_quantize(const float *x, void *dst, int64_t n) {
     block_q4_K_r *y = dst;
@@ -76,21 +74,7 @@ static void q4_K_r_from_base(const void *src, size_t src_stride, void *dst, int6
 }
 
 /* Q4_K's scalar reference dot, superblock by superblock (same float order). */
-static void q4_K_r_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
-    const block_q4_K_r *x = vx;
-    const block_q8_K *y = vy;
-    const int64_t nb = n / QK_K;
-    int8_t aux8[QK_K];
-    float sums[8] = {0};
-    float sumf = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-        block_q4_K b;
-        q4_K_r_to_q4_K(&x[i], &b);
-        q4_K_expand(&b, aux8);
-        sumf -= k4_dot_block(aux8, b.scales, b.d, b.dmin, &y[i], sums);
-    }
-    *s = ksum8(sums, sumf);
-}
+static void q4_K_r_vec_dot(int64_t n, float *s, const void *vx, const void *vy) { k4_vec_dot(n, s, vx, vy, q4_K_r_view); }
 
 /* ======================================================================== */
 /* Q4_K_R16 and Q6_K_R16: 16 rows interleaved (layouts in blocks.h)          */
