@@ -393,6 +393,15 @@ typedef struct k4_view {
     block_q4_K tmp; /* a Q4_K form made on the way (Q4_K_R) */
 } k4_view;
 typedef void (*k4_view_fn)(const void *x, int64_t i, k4_view *v);
+/* NAME##_view for a block type with Q4_K's d, dmin and scales, expanded by NAME##_expand */
+#define K4_VIEW(NAME, BLOCK)                                          \
+    static void NAME##_view(const void *x, int64_t i, k4_view *v) {   \
+        const BLOCK *b = (const BLOCK *)x + i;                        \
+        NAME##_expand(b, v->a);                                       \
+        v->scales = b->scales;                                        \
+        v->d = b->d;                                                  \
+        v->dmin = b->dmin;                                            \
+    }
 
 static void k4_dequantize(const void *src, float *y, int64_t n, k4_view_fn view) {
     k4_view v;
@@ -698,13 +707,7 @@ static void k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *
 /* ------------------------------------------------------------------------ */
 /* Q4_K                                                                       */
 /* ------------------------------------------------------------------------ */
-static void q4_K_view(const void *x, int64_t i, k4_view *v) {
-    const block_q4_K *b = (const block_q4_K *)x + i;
-    q4_K_expand(b, v->a);
-    v->scales = b->scales;
-    v->d = b->d;
-    v->dmin = b->dmin;
-}
+K4_VIEW(q4_K, block_q4_K)
 
 static void q4_K_dequantize(const void *src, float *y, int64_t n) { k4_dequantize(src, y, n, q4_K_view); }
 
@@ -728,13 +731,7 @@ static void q4_K_vec_dot(int64_t n, float *s, const void *vx, const void *vy) { 
 /* ------------------------------------------------------------------------ */
 /* Q5_K                                                                       */
 /* ------------------------------------------------------------------------ */
-static void q5_K_view(const void *x, int64_t i, k4_view *v) {
-    const block_q5_K *b = (const block_q5_K *)x + i;
-    q5_K_expand(b, v->a);
-    v->scales = b->scales;
-    v->d = b->d;
-    v->dmin = b->dmin;
-}
+K4_VIEW(q5_K, block_q5_K)
 
 static void q5_K_dequantize(const void *src, float *y, int64_t n) { k4_dequantize(src, y, n, q5_K_view); }
 
