@@ -547,20 +547,35 @@ static int forward(llama_ctx *c, const int32_t *tokens, int n, int n_out, float 
     for (int r = 0; r < n_out; r++)
         ops->rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)c->out_rows[r] * dim, m->output_norm, dim, hp->rms_eps);
     if (n_out) matmul(c, &m->output, logits, c->xb, n_out);
+    c->logit_rows += (uint64_t)n_out;
     return 0;
 }
 
-/* Evaluate n tokens at positions n_past.. of c's own cache. */
-int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+/* n tokens at positions n_past.. of c's own cache: the logits of every
+   token (all_logits), of the last one (last), or none */
+static int forward_own(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, int last, char *err, size_t errlen) {
     if (n <= 0 || n > c->n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->n_batch);
     if (c->n_past + n > c->n_ctx) return pl_fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->n_past, n, c->n_ctx);
     if (llama_seq_reserve(c, n)) return pl_fail(err, errlen, "the KV pool has no free block for %d more tokens", n);
     for (int b = 0; b < n; b++) c->tok_seq[b] = c, c->tok_pos[b] = c->n_past + b;
-    /* every token's logits, or just the last one's */
-    const int first = all_logits ? 0 : n - 1;
+    const int first = all_logits ? 0 : last ? n - 1 : n;
     for (int b = first; b < n; b++) c->out_rows[b - first] = b;
     if (forward(c, tokens, n, n - first, all_logits ? all_logits : c->logits, err, errlen)) return -1;
     if (all_logits) memcpy(c->logits, all_logits + (size_t)(n - 1) * c->m->hp.n_vocab, (size_t)c->m->hp.n_vocab * sizeof(float));
+    return 0;
+}
+
+int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+    return forward_own(c, tokens, n, all_logits, 1, err, errlen);
+}
+
+int llama_prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
+    if (n <= 0) return pl_fail(err, errlen, "no tokens to evaluate");
+    if (n > c->n_ctx - c->n_past) return pl_fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
+    for (int i = 0; i < n; i += c->n_batch) {
+        const int nb = n - i < c->n_batch ? n - i : c->n_batch;
+        if (forward_own(c, tokens + i, nb, NULL, i + nb == n, err, errlen)) return -1;
+    }
     return 0;
 }
 

@@ -106,6 +106,7 @@ typedef struct llama_ctx {
     struct llama_ctx **tok_seq;
     int *tok_pos, *out_rows;
     size_t anon_bytes;          /* bytes this context allocated */
+    uint64_t logit_rows;        /* rows of logits computed so far (the output matrix's columns) */
     llama_prof prof;            /* phase timings, while prof.on */
 } llama_ctx;
 
@@ -124,6 +125,11 @@ void free_ctx(llama_ctx *c);
    Logits of the last token land in c->logits; when all_logits is non-NULL
    the logits of every token are written there (n x n_vocab). */
 int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
+
+/* Evaluate a prompt of any length that fits the context, n_batch tokens per
+   forward pass; the output matrix runs once, for the last token (its
+   logits in c->logits): the chunks before it need none. */
+int llama_prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen);
 
 /* One step over several sequences (continuous batching): token b goes into
    the KV cache of seq[b] (its RoPE tables and cache; n_past advances), at

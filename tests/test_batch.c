@@ -177,8 +177,39 @@ static void sharing(const char *path) {
     free_engine(e);
 }
 
+/* llama_prefill: a prompt longer than the batch in chunks, the output
+   matrix for its last token only (not once per chunk), and the same bits
+   as the prompt in one batch. */
+static void prefill_once(const char *path) {
+    char err[512];
+    engine_opts o = {.model_path = path, .threads = 2};
+    engine *e = build_engine(&o, err, sizeof err);
+    if (!e) { CHECK(0, "loads: %s", err); return; }
+    const int nv = e->model.hp.n_vocab;
+    int32_t t[11];
+    for (int i = 0; i < 11; i++) t[i] = (int32_t)((3 + 37 * i) % nv);
+    llama_ctx a, b;
+    build_ctx(&a, &e->model, 32, 4, KV_F16, e->pool, err, sizeof err);
+    build_ctx(&b, &e->model, 32, 16, KV_F16, e->pool, err, sizeof err);
+    float *all = malloc((size_t)nv * 11 * sizeof(float));
+    int ok = !llama_prefill(&a, t, 11, err, sizeof err);
+    CHECK(ok, "llama_prefill: 11 tokens in batches of 4 (%s)", ok ? "ok" : err);
+    CHECK(a.n_past == 11, "llama_prefill: all 11 positions in the cache (%d)", a.n_past);
+    CHECK(a.logit_rows == 1, "llama_prefill: the output matrix ran for 1 row, not one per batch (%llu)",
+          (unsigned long long)a.logit_rows);
+    ok = ok && !llama_forward(&b, t, 11, all, err, sizeof err);
+    CHECK(ok && !memcmp(a.logits, all + (size_t)10 * nv, (size_t)nv * sizeof(float)),
+          "llama_prefill's last logits == the last row of one batch of 11, bit for bit");
+    CHECK(b.logit_rows == 11, "llama_forward with every row asked for: 11 rows (%llu)", (unsigned long long)b.logit_rows);
+    CHECK(llama_prefill(&a, t, 22, err, sizeof err) != 0, "llama_prefill past the context is refused: %s", err);
+    free(all);
+    free_ctx(&a), free_ctx(&b);
+    free_engine(e);
+}
+
 int main(void) {
     sharing("models/tiny-shakespeare-q8_0.gguf");
+    prefill_once("models/tiny-shakespeare-q8_0.gguf");
     run("models/tiny-shakespeare-q8_0.gguf", "tiny-shakespeare-q8_0");
     const char *shared = shared_dir("test_batch: rand-qwen3, rand-llama3");
     if (shared) {

@@ -323,11 +323,7 @@ static int argmax(const float *x, int n) {
 }
 
 static int prefill(llama_ctx *c, const int32_t *t, int n, char *err, size_t errlen) {
-    for (int i = 0; i < n; i += c->n_batch) {
-        const int nb = n - i < c->n_batch ? n - i : c->n_batch;
-        if (llama_forward(c, t + i, nb, NULL, err, errlen)) return -1;
-    }
-    return 0;
+    return n ? llama_prefill(c, t, n, err, errlen) : 0;
 }
 
 static int run_one(const opts *o, const char *path, const pl_registry *reg, const char *bname, threadpool *pool, double bw,

@@ -115,11 +115,7 @@ int out_flush(out_stream *o) {
 
 int generate_prefill_plain(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
     if (n > c->n_ctx - c->n_past) return pl_fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
-    for (int i = 0; i < n; i += c->n_batch) {
-        int nb = n - i < c->n_batch ? n - i : c->n_batch;
-        if (llama_forward(c, tokens + i, nb, NULL, err, errlen)) return -1;
-    }
-    return 0;
+    return n ? llama_prefill(c, tokens, n, err, errlen) : 0;
 }
 
 int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos, int special, int32_t **out, int *n,
