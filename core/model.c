@@ -570,7 +570,7 @@ int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits,
 }
 
 int llama_prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
-    if (n <= 0) return pl_fail(err, errlen, "no tokens to evaluate");
+    if (n < 0) return pl_fail(err, errlen, "a negative token count (%d)", n);
     if (n > c->n_ctx - c->n_past) return pl_fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
     for (int i = 0; i < n; i += c->n_batch) {
         const int nb = n - i < c->n_batch ? n - i : c->n_batch;

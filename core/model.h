@@ -126,9 +126,9 @@ void free_ctx(llama_ctx *c);
    the logits of every token are written there (n x n_vocab). */
 int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
 
-/* Evaluate a prompt of any length that fits the context, n_batch tokens per
-   forward pass; the output matrix runs once, for the last token (its
-   logits in c->logits): the chunks before it need none. */
+/* Evaluate a prompt of any length that fits the context (0: nothing to do),
+   n_batch tokens per forward pass; the output matrix runs once, for the
+   last token (its logits in c->logits): the chunks before it need none. */
 int llama_prefill(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen);
 
 /* One step over several sequences (continuous batching): token b goes into

@@ -98,10 +98,8 @@ int picolm_eval(picolm_context *c, const int32_t *toks, int n, char *err, size_t
         return pl_fail(err, errlen, "%d tokens do not fit after %d in a context of %d", n, c->c.n_past, c->c.n_ctx);
     for (int i = 0; i < n; i++)
         if (toks[i] < 0 || toks[i] >= nv) return pl_fail(err, errlen, "token %d: id %d is not in the vocabulary of %d", i, toks[i], nv);
-    if (n) {
-        if (llama_prefill(&c->c, toks, n, err, errlen)) return -1;
-        c->have_logits = 1;
-    }
+    if (llama_prefill(&c->c, toks, n, err, errlen)) return -1;
+    if (n) c->have_logits = 1;
     for (int i = 0; i < n; i++) sampling_accept(c->smp, toks[i]);
     return 0;
 }

@@ -201,6 +201,8 @@ static void prefill_once(const char *path) {
     CHECK(ok && !memcmp(a.logits, all + (size_t)10 * nv, (size_t)nv * sizeof(float)),
           "llama_prefill's last logits == the last row of one batch of 11, bit for bit");
     CHECK(b.logit_rows == 11, "llama_forward with every row asked for: 11 rows (%llu)", (unsigned long long)b.logit_rows);
+    CHECK(llama_prefill(&a, t, 0, err, sizeof err) == 0 && a.n_past == 11 && a.logit_rows == 1,
+          "llama_prefill of 0 tokens: nothing evaluated, nothing refused");
     CHECK(llama_prefill(&a, t, 22, err, sizeof err) != 0, "llama_prefill past the context is refused: %s", err);
     free(all);
     free_ctx(&a), free_ctx(&b);

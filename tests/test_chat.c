@@ -322,7 +322,7 @@ static void session_tests(const char *shared) {
     llama_ctx c;
     const int nv = e->model.hp.n_vocab;
     if (!build_ctx(&c, &e->model, 256, 64, KV_F16, e->pool, err, sizeof err)) {
-        r = generate_prefill_plain(&c, s.hist, s.n_hist, err, sizeof err);
+        r = llama_prefill(&c, s.hist, s.n_hist, err, sizeof err);
         float worst = 0;
         int close = !r && max_abs_diff_ok(c.logits, s.c.logits, nv, 1e-2f, &worst);
         CHECK(close, "multi-turn logits match a one-shot prefill of the conversation (max diff %g)", worst);

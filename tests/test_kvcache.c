@@ -160,7 +160,7 @@ static void model_tests(const char *shared) {
     llama_ctx a, b;
     float *ref = malloc((size_t)nv * sizeof *ref);
     int ok = !build_ctx(&a, &e->model, 64, 8, KV_F16, e->pool, err, sizeof err);
-    ok = ok && !generate_prefill_plain(&a, toks, n - 1, err, sizeof err) && !generate_prefill_plain(&a, toks + n - 1, 1, err, sizeof err);
+    ok = ok && !llama_prefill(&a, toks, n - 1, err, sizeof err) && !llama_prefill(&a, toks + n - 1, 1, err, sizeof err);
     CHECK(ok, "reference prefill (%s)", ok ? "ok" : err);
     memcpy(ref, a.logits, (size_t)nv * sizeof *ref);
     int r = kvcache_save(file, &a, toks, n, err, sizeof err);
@@ -181,7 +181,7 @@ static void model_tests(const char *shared) {
         CHECK(common == n, "the whole prompt matches (%d of %d)", common, n);
         r = kvcache_restore(&b, &v, n - 1, err, sizeof err);
         CHECK(r == 0 && b.n_past == n - 1, "restore %d positions", n - 1);
-        r = generate_prefill_plain(&b, toks + n - 1, 1, err, sizeof err);
+        r = llama_prefill(&b, toks + n - 1, 1, err, sizeof err);
         CHECK(r == 0 && !memcmp(b.logits, ref, (size_t)nv * sizeof *ref), "restored prefix + last token: logits identical to a full prefill");
         kvcache_view_free(&v);
         kvcache_unmap(map, msz);

@@ -322,9 +322,6 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-static int prefill(llama_ctx *c, const int32_t *t, int n, char *err, size_t errlen) {
-    return n ? llama_prefill(c, t, n, err, errlen) : 0;
-}
 
 static int run_one(const opts *o, const char *path, const pl_registry *reg, const char *bname, threadpool *pool, double bw,
                    result *res, char *err, size_t errlen) {
@@ -368,7 +365,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     for (int r = 0; r < o->reps; r++) {
         c.n_past = 0; /* the cache is overwritten from position 0 */
         double a = pl_now();
-        if (o->n_prompt && prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
+        if (llama_prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;

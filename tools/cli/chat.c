@@ -210,7 +210,7 @@ int chat_session_turn(chat_session *s, const char *user, size_t len, FILE *out, 
     double t = pl_now();
     int rc;
     if (keep == 0 && s->cfg->cache_path[0]) rc = generate_prefill(e, s->cfg, &s->c, toks, n, &s->st, err, errlen);
-    else rc = generate_prefill_plain(&s->c, toks + keep, n - keep, err, errlen);
+    else rc = llama_prefill(&s->c, toks + keep, n - keep, err, errlen);
     if (rc) goto fail;
     for (int i = keep; i < n; i++) sampling_accept(s->smp, toks[i]);
     memcpy(s->hist + keep, toks + keep, (size_t)(n - keep) * sizeof *toks);

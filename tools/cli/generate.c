@@ -113,11 +113,6 @@ int out_flush(out_stream *o) {
 
 /* ---------------- generation ---------------- */
 
-int generate_prefill_plain(llama_ctx *c, const int32_t *tokens, int n, char *err, size_t errlen) {
-    if (n > c->n_ctx - c->n_past) return pl_fail(err, errlen, "%d tokens do not fit after %d of a context of %d", n, c->n_past, c->n_ctx);
-    return n ? llama_prefill(c, tokens, n, err, errlen) : 0;
-}
-
 int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos, int special, int32_t **out, int *n,
                       char *err, size_t errlen) {
     *out = NULL;
@@ -171,7 +166,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
             kvcache_unmap(map, msz);
         }
     }
-    if (generate_prefill_plain(c, toks + c->n_past, n - c->n_past, err, errlen)) return -1;
+    if (llama_prefill(c, toks + c->n_past, n - c->n_past, err, errlen)) return -1;
     if (path[0]) {
         char msg[1200];
         if (kvcache_save(path, c, toks, n, msg, sizeof msg)) {

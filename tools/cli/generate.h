@@ -57,9 +57,6 @@ int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos
 int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, const int32_t *toks, int n, gen_stats *st,
                      char *err, size_t errlen);
 
-/* Prefill toks[0..n) at c->n_past in batches (no cache). */
-int generate_prefill_plain(llama_ctx *c, const int32_t *toks, int n, char *err, size_t errlen);
-
 enum gen_end { GEN_END_BUDGET = 0, GEN_END_EOS, GEN_END_STOP, GEN_END_CTX };
 
 typedef struct gen_decode_args {
