@@ -529,23 +529,39 @@ static int forward(llama_ctx *c, const int32_t *tokens, int n, int n_out, float 
         }
         /* 6. attention over each token's cache (GQA: query head h reads KV head h / group) */
         attention(c, l, n);
+        /* In the last layer only the rows whose logits are wanted go on
+           (every layer's K and V are in the cache by now): they move to
+           the front, in order, and the others' FFN is never computed.
+           Each row's bits do not depend on the rows beside it. */
+        int nr = n;
+        if (l == hp->n_layer - 1 && n_out < n) {
+            for (int r = 0; r < n_out; r++) {
+                const int b = c->out_rows[r]; /* ascending, so b >= r */
+                if (b == r) continue;
+                memcpy(c->att + (size_t)r * qd, c->att + (size_t)b * qd, (size_t)qd * sizeof(float));
+                memcpy(c->x + (size_t)r * dim, c->x + (size_t)b * dim, (size_t)dim * sizeof(float));
+            }
+            nr = n_out;
+            if (!nr) break;
+        }
         /* 7. output projection and residual */
-        matmul(c, &L->wo, c->xb, c->att, n);
-        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
+        matmul(c, &L->wo, c->xb, c->att, nr);
+        for (size_t i = 0; i < (size_t)nr * dim; i++) c->x[i] += c->xb[i];
         /* 8. FFN rmsnorm, SwiGLU: down(silu(gate x) * up x), residual */
-        for (int b = 0; b < n; b++) ops->rmsnorm(c->xb + (size_t)b * dim, c->x + (size_t)b * dim, L->ffn_norm, dim, hp->rms_eps);
+        for (int b = 0; b < nr; b++) ops->rmsnorm(c->xb + (size_t)b * dim, c->x + (size_t)b * dim, L->ffn_norm, dim, hp->rms_eps);
         const qmat *gu[2] = {&L->w_gate, &L->w_up};
         float *gu_out[2] = {c->hb, c->hb2};
-        matmul_n(c, 2, gu, gu_out, c->xb, n);
-        for (int b = 0; b < n; b++) ops->swiglu(c->hb + (size_t)b * ff, c->hb2 + (size_t)b * ff, ff);
-        matmul(c, &L->w_down, c->xb, c->hb, n);
-        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb[i];
+        matmul_n(c, 2, gu, gu_out, c->xb, nr);
+        for (int b = 0; b < nr; b++) ops->swiglu(c->hb + (size_t)b * ff, c->hb2 + (size_t)b * ff, ff);
+        matmul(c, &L->w_down, c->xb, c->hb, nr);
+        for (size_t i = 0; i < (size_t)nr * dim; i++) c->x[i] += c->xb[i];
     }
     for (int b = 0; b < n; b++) c->tok_seq[b]->n_past++;
 
-    /* 9. final rmsnorm and the output matrix, for the rows asked for */
+    /* 9. final rmsnorm and the output matrix, for the rows asked for (the
+       first n_out rows of x since the last layer) */
     for (int r = 0; r < n_out; r++)
-        ops->rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)c->out_rows[r] * dim, m->output_norm, dim, hp->rms_eps);
+        ops->rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, m->output_norm, dim, hp->rms_eps);
     if (n_out) matmul(c, &m->output, logits, c->xb, n_out);
     c->logit_rows += (uint64_t)n_out;
     return 0;
