@@ -322,7 +322,6 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-
 static int run_one(const opts *o, const char *path, const pl_registry *reg, const char *bname, threadpool *pool, double bw,
                    result *res, char *err, size_t errlen) {
     pl_dispatch *d = calloc(1, sizeof *d); /* large: heap */
