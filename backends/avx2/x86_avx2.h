@@ -154,6 +154,7 @@ AI __m256i x86_u32_q5_1(const void *x, int64_t i, float *d, float *m) {
 AI void x86_nc32(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const x86_unpack32_fn unpack,
                  const int SIGNED) {
     const int64_t nb = n / 32;
+    const size_t bsz = SIGNED ? sizeof(block_q8_0) : sizeof(block_q8_1);
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     float accm[4] = { 0, 0, 0, 0 };
     for (int64_t i = 0; i < nb; i++) {
@@ -161,18 +162,12 @@ AI void x86_nc32(int64_t n, const void *vx, const void *const *vy, float *out, c
         const __m256i qx = unpack(vx, i, &dx, &mx);
         const __m256i ax = SIGNED ? _mm256_sign_epi8(qx, qx) : qx;
         X86_UNROLL for (int c = 0; c < NC; c++) {
-            if (SIGNED) {
-                const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
-                const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-                const __m256i p = x86_dot_u8(ax, _mm256_sign_epi8(qy, qx));
-                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-            } else {
-                const block_q8_1 *y = (const block_q8_1 *)vy[c] + i;
-                const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-                const __m256i p = x86_dot_u8(ax, qy);
-                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
-                accm[c] += mx * x86_h2f(y->s);
-            }
+            /* a Q8_1 block is Q8_0's with s after d: both end in the 32 quants */
+            const uint8_t *yb = (const uint8_t *)vy[c] + (size_t)i * bsz;
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)(yb + bsz - 32));
+            const __m256i p = x86_dot_u8(ax, SIGNED ? _mm256_sign_epi8(qy, qx) : qy);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * x86_h2f(((const block_q8_1 *)yb)->d)), _mm256_cvtepi32_ps(p), acc[c]);
+            if (!SIGNED) accm[c] += mx * x86_h2f(((const block_q8_1 *)yb)->s);
         }
     }
     X86_UNROLL for (int c = 0; c < NC; c++) out[c] = SIGNED ? x86_hsum_ps(acc[c]) : x86_hsum_ps(acc[c]) + accm[c];

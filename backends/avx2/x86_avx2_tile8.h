@@ -107,6 +107,6 @@ AI void t8_gemm(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, con
 #define T8_WRAP(pfx, name, SIGNED)                                                                             \
     static void pfx##_gemm8_##name(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, \
                                    size_t as, float *dst, size_t ds) {                                         \
-        t8_gemm(n, nr, nc, w, ws, a, as, dst, ds, x86_u32_##name, SIGNED, pfx##_gemm_##name);                       \
+        t8_gemm(n, nr, nc, w, ws, a, as, dst, ds, x86_u32_##name, SIGNED, pfx##_gemm_##name);                  \
     }
 #endif
