@@ -363,6 +363,34 @@ static void q4_K_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy
     for (int r = 0; r < R16; r++) s[r] = ksum8(sums[r], sumf[r]);
 }
 
+/* THE definition of Q4_K_R16N's dot product (the kernels must give these
+   bits): per row and superblock the exact integer sums
+     isum = sum over sub-blocks s of scale_s * sum(q * y)   (|isum| < 2^25)
+     msum = sum over s of min_s * (bsums[2s] + bsums[2s + 1])
+   then acc = fmaf(d_r * d_y, (float)isum, acc) and
+   acc = fmaf(-(dmin_r * d_y), (float)msum, acc), superblock by superblock.
+   One float step per row and superblock instead of Q4_K's eight lanes: a
+   kernel keeps each row in a lane and never sums across lanes. */
+static void q4_K_r16n_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
+    const block_q4_K_r16 *x = vx;
+    const block_q8_K *y = vy;
+    for (int r = 0; r < R16; r++) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            int32_t isum = 0, msum = 0;
+            for (int sb = 0; sb < QK_K / 32; sb++) {
+                int32_t dot = 0;
+                for (int c = 32 * sb; c < 32 * sb + 32; c++) dot += q4r16_quant(&x[i], r, c) * y[i].qs[c];
+                isum += q4r16_scale(&x[i], r, sb) * dot;
+                msum += q4r16_min(&x[i], r, sb) * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+            }
+            acc = fmaf(h2f(x[i].d[r]) * y[i].d, (float)isum, acc);
+            acc = fmaf(-(h2f(x[i].dmin[r]) * y[i].d), (float)msum, acc);
+        }
+        s[r] = acc;
+    }
+}
+
 static void q6_K_r16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q6_K_r16 *x = vx;
     const block_q8_K *y = vy;
@@ -475,6 +503,11 @@ static const picolm_format repack_formats[] = {
       .type_size = sizeof(block_q4_K_r16) / R16, .dequantize_row = q4_K_r16_dequantize, .quantize_row = q4_K_r16_quantize,
       .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r16_vec_dot, .row_group = R16,
       .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r16_from_base, .to_base = q4_K_r16_to_base },
+    /* the same bytes and values as Q4_K_R16, its own dot product */
+    { .type_id = PICOLM_TYPE_Q4_K_R16N, .flags = PICOLM_FMT_WEIGHT, .name = "Q4_K_R16N", .block_size = QK_K,
+      .type_size = sizeof(block_q4_K_r16) / R16, .dequantize_row = q4_K_r16_dequantize, .quantize_row = q4_K_r16_quantize,
+      .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q4_K_r16n_vec_dot, .row_group = R16,
+      .base_type = PICOLM_TYPE_Q4_K, .from_base = q4_K_r16_from_base, .to_base = q4_K_r16_to_base },
     { .type_id = PICOLM_TYPE_Q6_K_R16, .flags = PICOLM_FMT_WEIGHT, .name = "Q6_K_R16", .block_size = QK_K,
       .type_size = sizeof(block_q6_K_r16) / R16, .dequantize_row = q6_K_r16_dequantize, .quantize_row = q6_K_r16_quantize,
       .vec_dot_type = PICOLM_TYPE_Q8_K, .vec_dot = q6_K_r16_vec_dot, .row_group = R16,
@@ -491,5 +524,6 @@ _Static_assert(sizeof(block_q5_0_r16) / PICOLM_ROWS_R16 == sizeof(block_q5_0), "
 static const picolm_format_vtable repack_vtable = PICOLM_FORMAT_VTABLE(repack_formats);
 PICOLM_DEFINE_PLUGIN(PICOLM_KIND_FORMAT, "repack", "1.0",
                      "Repacked layouts (picolm type ids >= 1024): Q4_K_R = Q4_K with pre-unpacked 8-bit scales/mins; "
-                     "Q4_K_R16/Q6_K_R16/Q5_0_R16 = Q4_K/Q6_K/Q5_0 with 16 rows interleaved",
+                     "Q4_K_R16/Q6_K_R16/Q5_0_R16 = Q4_K/Q6_K/Q5_0 with 16 rows interleaved; "
+                     "Q4_K_R16N = Q4_K_R16 with row numerics",
                      0, 0, &repack_vtable);

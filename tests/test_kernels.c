@@ -151,8 +151,8 @@ static void dot_magnitudes(const picolm_format *fw, const void *w, const picolm_
 
 #define REL_TOL 1e-5
 
-/* ---- Q5_0_R16: a layout with numerics of its own (formats/repack.c) ------
-   Its kernels must give the format's reference bits, not just come close:
+/* ---- Q5_0_R16, Q4_K_R16N: layouts with numerics of their own (repack.c) --
+   Their kernels must give the format's reference bits, not just come close:
    vec_dot == the reference vec_dot and gemm == vec_dot for every tile shape
    (greedy output then does not depend on the batch).  Weights are random
    bytes (every bit pattern is a valid block) with realistic scales;
@@ -182,17 +182,27 @@ static void q5r16_random(const picolm_format *fw, const picolm_format *fa, uint8
     free(y);
 }
 
-static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
-    const picolm_format *fw = fmt_by_type[PICOLM_TYPE_Q5_0_R16], *fa = fmt_by_type[PICOLM_TYPE_Q8_0];
-    if (!fw || !fa || fw->row_group != 16) { CHECK(0, "%s Q5_0_R16: format with 16-row groups and Q8_0 loaded", bname); return; }
-    static const int64_t lens[] = {32, 64, 96, 896, 2080, 4864};
+typedef void (*rn16_random_fn)(const picolm_format *fw, const picolm_format *fa, uint8_t *w, int64_t groups, uint8_t *a, size_t as,
+                               int64_t ncols, int64_t n);
+typedef void (*rn16_extremes_fn)(const char *bname, const picolm_kernel *k, const picolm_format *fw, const picolm_format *fa);
+typedef struct {
+    uint32_t w, a;              /* weight layout and activation type */
+    int64_t lens[6];            /* row lengths to try */
+    rn16_random_fn random;      /* weights and activations */
+    rn16_extremes_fn extremes;  /* the kernels' int16 sums at their limits */
+} rn16_spec;
+
+static void test_exact_rows16(const char *bname, const picolm_kernel *k, const rn16_spec *sp) {
+    const picolm_format *fw = fmt_by_type[sp->w], *fa = fmt_by_type[sp->a];
+    if (!fw || !fa || fw->row_group != 16) { CHECK(0, "%s %s: format with 16-row groups and its activation type loaded", bname, tname(sp->w)); return; }
+    const int64_t *lens = sp->lens;
     enum { MAXG = 4, MAXC = 17 };
     int vd_same = 1, gm_same = 1;
-    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+    for (size_t li = 0; li < 6; li++) {
         const int64_t n = lens[li];
         const size_t gb = 16 * row_bytes(fw, n), as = row_bytes(fa, n) + 6;
         uint8_t *W = malloc(MAXG * gb), *A = malloc(MAXC * as);
-        q5r16_random(fw, fa, W, MAXG, A, as, MAXC, n);
+        sp->random(fw, fa, W, MAXG, A, as, MAXC, n);
         float want[MAXG][MAXC][16];
         for (int g = 0; g < MAXG; g++)
             for (int c = 0; c < MAXC; c++) {
@@ -203,7 +213,7 @@ static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
                 int r = 0;
                 while (r < 16 && !memcmp(&got[r], &want[g][c][r], sizeof got[r])) r++;
                 if (r < 16 || got[16] != -12345.0f) {
-                    if (vd_same) printf("# %s Q5_0_R16 vec_dot n=%lld group %d column %d row %d: %.9g, reference %.9g\n", bname, (long long)n, g,
+                    if (vd_same) printf("# %s %s vec_dot n=%lld group %d column %d row %d: %.9g, reference %.9g\n", bname, fw->name, (long long)n, g,
                                         c, r, got[r % 16], want[g][c][r % 16]);
                     vd_same = 0;
                 }
@@ -222,7 +232,7 @@ static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
                         const float got = dst[c * ds + r];
                         const int inside = c < nc && r < (size_t)(16 * ng);
                         if (inside ? memcmp(&got, &want[r / 16][c][r % 16], sizeof got) : got != -12345.0f) {
-                            if (gm_same) printf("# %s Q5_0_R16 gemm n=%lld %dx%d [%zu,%d]: %.9g, vec_dot %.9g\n", bname, (long long)n, 16 * ng,
+                            if (gm_same) printf("# %s %s gemm n=%lld %dx%d [%zu,%d]: %.9g, vec_dot %.9g\n", bname, fw->name, (long long)n, 16 * ng,
                                                 nc, r, c, got, inside ? want[r / 16][c][r % 16] : -12345.0f);
                             gm_same = 0;
                         }
@@ -231,8 +241,13 @@ static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
             }
         free(W); free(A);
     }
-    CHECK(vd_same, "%s Q5_0_R16 vec_dot == the format's reference, bit for bit (n = 32..4864 incl. 896, 4 groups, 17 columns)", bname);
-    CHECK(gm_same, "%s Q5_0_R16 gemm == vec_dot, bit for bit (16..64 rows x 1..9, 17 columns, the same lengths)", bname);
+    CHECK(vd_same, "%s %s vec_dot == the format's reference, bit for bit (n = %lld..%lld, 4 groups, 17 columns)", bname, fw->name,
+          (long long)lens[0], (long long)lens[5]);
+    CHECK(gm_same, "%s %s gemm == vec_dot, bit for bit (16..64 rows x 1..9, 17 columns, the same lengths)", bname, fw->name);
+    sp->extremes(bname, k, fw, fa);
+}
+
+static void q5r16_extremes(const char *bname, const picolm_kernel *k, const picolm_format *fw, const picolm_format *fa) {
 
     /* extremes: |isum| per block = 32 * 16 * 128 at most, exact in float */
     const int64_t n = 4864, nb = n / QK5_0;
@@ -268,6 +283,84 @@ static void test_exact_q5_0_r16(const char *bname, const picolm_kernel *k) {
     CHECK(ext, "%s Q5_0_R16 extremes (u = 0 / 31 by y = 127 / -128, n = 4864): reference, vec_dot and gemm give the exact sums", bname);
     free(W); free(A);
 }
+
+/* Q4_K_R16N: random bytes (every pattern is a valid block: 6-bit scales,
+   nibbles) with realistic d and dmin; activations as for Q5_0_R16, the
+   random Q8_K rows with their bsums made from their quants. */
+static void q4rn16_random(const picolm_format *fw, const picolm_format *fa, uint8_t *w, int64_t groups, uint8_t *a, size_t as,
+                          int64_t ncols, int64_t n) {
+    const size_t gb = 16 * row_bytes(fw, n);
+    for (size_t i = 0; i < groups * gb; i++) w[i] = (uint8_t)rnd_u32();
+    for (int64_t b = 0; b < groups * (n / QK_K); b++)
+        for (int r = 0; r < 16; r++) {
+            ((block_q4_K_r16 *)w)[b].d[r] = picolm_float_to_half(1e-3f * (0.1f + rnd_unit()));
+            ((block_q4_K_r16 *)w)[b].dmin[r] = picolm_float_to_half(1e-3f * (0.1f + rnd_unit()));
+        }
+    float *y = malloc(n * sizeof *y);
+    for (int64_t c = 0; c < ncols; c++) {
+        block_q8_K *q = (block_q8_K *)(a + c * as);
+        if (c % 2 == 0) {
+            fill(y, n);
+            fa->quantize_row(y, q, n);
+        } else
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                q[b].d = 0.05f * (0.1f + rnd_unit());
+                for (int j = 0; j < QK_K; j++) q[b].qs[j] = (int8_t)rnd_u32();
+                for (int j = 0; j < QK_K / 16; j++) {
+                    int sum = 0;
+                    for (int l = 0; l < 16; l++) sum += q[b].qs[16 * j + l];
+                    q[b].bsums[j] = (int16_t)sum;
+                }
+            }
+    }
+    free(y);
+}
+
+/* every quant 15 (or 0) with scales and mins 63 against y = 127 or -128
+   everywhere: the int16 sum of a sub-block's 8 maddubs reaches
+   8 * 2 * 15 * 128 = 30720, and the result is known exactly (d = dmin = 1):
+   per superblock 63 * 256 * y * (q - 1). */
+static void q4rn16_extremes(const char *bname, const picolm_kernel *k, const picolm_format *fw, const picolm_format *fa) {
+    const int64_t n = 4864, nb = n / QK_K;
+    const size_t gb = 16 * row_bytes(fw, n), as = row_bytes(fa, n);
+    uint8_t *W = malloc(gb), *A = malloc(2 * as);
+    int ext = 1;
+    for (int wq = 0; wq < 2; wq++) {
+        for (int64_t b = 0; b < nb; b++) {
+            block_q4_K_r16 *x = (block_q4_K_r16 *)W + b;
+            memset(x->qs, wq ? 0xFF : 0x00, sizeof x->qs);
+            memset(x->scales_l, 0xFF, sizeof x->scales_l); memset(x->scales_h, 0xFF, sizeof x->scales_h);
+            memset(x->mins_l, 0xFF, sizeof x->mins_l); memset(x->mins_h, 0xFF, sizeof x->mins_h);
+            for (int r = 0; r < 16; r++) x->d[r] = x->dmin[r] = picolm_float_to_half(1.0f);
+        }
+        for (int yc = 0; yc < 2; yc++) {
+            const int8_t yv = yc ? -128 : 127;
+            for (int64_t b = 0; b < nb; b++) {
+                block_q8_K *q = (block_q8_K *)A + b;
+                q->d = 1.0f;
+                memset(q->qs, (uint8_t)yv, sizeof q->qs);
+                for (int j = 0; j < QK_K / 16; j++) q->bsums[j] = (int16_t)(16 * yv);
+            }
+            memcpy(A + as, A, as);
+            const float exact = (float)(63.0 * 256 * yv * ((wq ? 15 : 0) - 1) * nb);
+            float r[16], s[16], gm[2 * 16];
+            fw->vec_dot(n, r, W, A);
+            k->vec_dot(n, s, W, A);
+            k->gemm(n, 16, 2, W, gb / 16, A, as, gm, 16);
+            for (int i = 0; i < 16; i++) ext &= r[i] == exact && s[i] == exact && gm[i] == exact && gm[16 + i] == exact;
+            if (!ext) printf("# %s Q4_K_R16N extreme q=%d y=%d: reference %.9g, vec_dot %.9g, gemm %.9g, exact %.9g\n", bname, wq ? 15 : 0, yv,
+                             r[0], s[0], gm[0], exact);
+        }
+    }
+    CHECK(ext, "%s Q4_K_R16N extremes (q = 0 / 15, scales and mins 63, by y = 127 / -128, n = 4864): reference, vec_dot and gemm exact",
+          bname);
+    free(W); free(A);
+}
+
+static const rn16_spec rn16_specs[] = {
+    {PICOLM_TYPE_Q5_0_R16, PICOLM_TYPE_Q8_0, {32, 64, 96, 896, 2080, 4864}, q5r16_random, q5r16_extremes},
+    {PICOLM_TYPE_Q4_K_R16N, PICOLM_TYPE_Q8_K, {256, 512, 768, 2048, 4864, 8192}, q4rn16_random, q4rn16_extremes},
+};
 
 /* ---- K-quant extremes: the int16 sums of the avx2 tiles --------------------
    The avx2 K-quant tiles add two vpmaddubsw results of a sub-block pair in
@@ -388,7 +481,10 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     /* gemm and vec_dot of one backend give the same bits (prefill logits =
        decode's), except the avx512 VNNI level's 16-row panels, which round
        per superblock in another order (docs/perf.md, "Batched prefill") */
-    const int want_same = strcmp(bname, "avx512") != 0;
+    /* gemm == vec_dot bit for bit (the batch then never changes a token's
+       logits): every backend, the VNNI level of avx512 included; avx512
+       without VNNI keeps other orders for its 2-3 column kernels */
+    const int want_same = strcmp(bname, "avx512[no-vnni]") != 0;
     int same = 1;
     for (int ni = 0; ni < 4; ni++) {
         if (ni == 3 && bs == 1) break;
@@ -450,7 +546,8 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     CHECK(ok, "%s %s gemm tiles (nr %s x nc 1..17, 4 lengths, padded strides; worst rel err %.2g)", bname, fw->name,
           g > 1 ? "1..3 groups" : "1..37", worst);
     if (want_same) CHECK(same, "%s %s gemm bit-identical to its vec_dot", bname, fw->name);
-    if (k->type_id == PICOLM_TYPE_Q5_0_R16) test_exact_q5_0_r16(bname, k);
+    for (size_t i = 0; i < sizeof rn16_specs / sizeof *rn16_specs; i++)
+        if (k->type_id == rn16_specs[i].w) test_exact_rows16(bname, k, &rn16_specs[i]);
     if (k->type_id == PICOLM_TYPE_Q4_K || k->type_id == PICOLM_TYPE_Q5_K || k->type_id == PICOLM_TYPE_Q6_K) test_kquant_extremes(bname, k);
 }
 

@@ -514,6 +514,7 @@ X86_WRAP(avx2, f16, avx2_f16_nc)
 X86_WRAP(avx2, bf16, avx2_bf16_nc)
 R16_WRAP(avx2, q4_K_r16, avx2_q4_K_r16_t)
 R16_WRAP(avx2, q6_K_r16, avx2_q6_K_r16_t)
+R16_WRAP(avx2, q4_K_r16n, avx2_q4_K_r16n_t)
 T8_WRAP(avx2, q8_0, 1)
 T8_WRAP(avx2, q4_0, 1)
 T8_WRAP(avx2, iq4_nl, 1)
@@ -529,6 +530,7 @@ static const picolm_kernel avx2_kernels[] = {
     K8(Q4_0, Q8_0, q4_0), K8(Q4_1, Q8_1, q4_1), K8(Q5_0, Q8_0, q5_0), K8(Q5_1, Q8_1, q5_1),
     K8(IQ4_NL, Q8_0, iq4_nl), K(Q2_K, Q8_K, q2_K), K(Q3_K, Q8_K, q3_K), K(Q5_K, Q8_K, q5_K),
     K(Q4_K_R16, Q8_K, q4_K_r16), K(Q6_K_R16, Q8_K, q6_K_r16), K(Q5_0_R16, Q8_0, q5_0_r16),
+    K(Q4_K_R16N, Q8_K, q4_K_r16n),
     K(IQ4_XS, Q8_K, iq4_xs), K(F32, F32, f32), K(F16, F16, f16), K(BF16, BF16, bf16),
 };
 static const picolm_act_quant avx2_act_quants[] = {

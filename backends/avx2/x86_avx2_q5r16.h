@@ -69,6 +69,7 @@ AI void q5r_half(const block_q5_0_r16 *b, const int h, const int8_t *const *q8, 
     }
 }
 
+#ifndef Q5R_NO_AVX2 /* the avx512 TU takes the panel and the gemm driver only */
 /* vec_dot: s[0..16) = the group at vx against one Q8_0 row */
 static void avx2_vec_dot_q5_0_r16(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_0_r16 *x = vx;
@@ -86,6 +87,8 @@ static void avx2_vec_dot_q5_0_r16(int64_t n, float *s, const void *vx, const voi
     _mm256_storeu_ps(s + 8, acc[1]);
 }
 
+#endif
+
 /* The panel of NC (<= Q5R_NC) activation rows (row c at a + c * as):
    dy[i][c] and ys[i][c] for blocks i < nb. */
 static void q5r_panel(const void *a, size_t as, int NC, int64_t nb, float *dy, int32_t *ys) {
@@ -98,6 +101,7 @@ static void q5r_panel(const void *a, size_t as, int NC, int64_t nb, float *dy, i
     }
 }
 
+#ifndef Q5R_NO_AVX2
 /* out[c * os + r] for the group at vx, r < 16, against NC panel columns */
 AI void q5r_tile(int64_t nb, const void *vx, const void *a, size_t as, const float *dy, const int32_t *ys, float *out, size_t os,
                  const int NC) {
@@ -114,44 +118,54 @@ AI void q5r_tile(int64_t nb, const void *vx, const void *a, size_t as, const flo
     }
 }
 
+#endif
+
 /* gemm (plugin.h): rows in runs of Q5R_RB, a panel per Q5R_NC columns of
    the run, each group of the run against it.  One column (decode) and rows
    longer than the panel go through vec_dot (the same bits): a tile reads
-   each block twice (a half per pass), which only pays across columns. */
-#define Q5R_TILE(k) else if (m == (k)) q5r_tile(nb, x, ac, as, dy, ys, o, ds, (k))
-static void avx2_gemm_q5_0_r16(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst,
-                               size_t ds) {
-    const int64_t nb = n / QK5_0;
-    if (nb > Q5R_MAXB || nc == 1) {
-        for (int64_t g = 0; g < nr; g += 16)
-            for (int64_t c = 0; c < nc; c++) {
-                float s[16];
-                avx2_vec_dot_q5_0_r16(n, s, (const char *)w + g * ws, (const char *)a + c * as);
-                for (int r = 0; r < 16; r++) dst[c * ds + g + r] = s[r];
-            }
-        return;
-    }
-    /* the panel on the stack (at most 64 KB): a thread-local one in a
-       dlopen'd plugin costs a __tls_get_addr per call */
-    float dy[nb * Q5R_NC];
-    int32_t ys[nb * Q5R_NC];
-    for (int64_t r0 = 0; r0 < nr; r0 += Q5R_RB) {
-        const int64_t r1 = r0 + Q5R_RB < nr ? r0 + Q5R_RB : nr;
-        for (int64_t c0 = 0; c0 < nc; c0 += Q5R_NC) {
-            const int m = nc - c0 < Q5R_NC ? (int)(nc - c0) : Q5R_NC;
-            const char *ac = (const char *)a + c0 * as;
-            q5r_panel(ac, as, m, nb, dy, ys);
-            for (int64_t g = r0; g < r1; g += 16) {
-                const void *x = (const char *)w + g * ws;
-                float *o = dst + c0 * ds + g;
-                if (m == Q5R_NC) q5r_tile(nb, x, ac, as, dy, ys, o, ds, Q5R_NC);
+   each block twice (a half per pass), which only pays across columns.
+   Q5R_GEMM(name, vec_dot, tile) defines it for a backend's vec_dot and tile
+   (the avx512 VNNI level has its own, on the same panel). */
+#define Q5R_TILE(tile, k) else if (m == (k)) tile(nb, x, ac, as, dy, ys, o, ds, (k))
 #if Q5R_NC > 4
-                Q5R_TILE(7); Q5R_TILE(6); Q5R_TILE(5); Q5R_TILE(4);
+#define Q5R_TILES_5_7(tile) Q5R_TILE(tile, 7); Q5R_TILE(tile, 6); Q5R_TILE(tile, 5); Q5R_TILE(tile, 4);
+#else
+#define Q5R_TILES_5_7(tile)
 #endif
-                Q5R_TILE(3); Q5R_TILE(2); else q5r_tile(nb, x, ac, as, dy, ys, o, ds, 1);
-            }
-        }
+#define Q5R_GEMM(name, vec_dot, tile)                                                                                          \
+    static void name(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst,        \
+                     size_t ds) {                                                                                              \
+        const int64_t nb = n / QK5_0;                                                                                          \
+        if (nb > Q5R_MAXB || nc == 1) {                                                                                        \
+            for (int64_t g = 0; g < nr; g += 16)                                                                               \
+                for (int64_t c = 0; c < nc; c++) {                                                                             \
+                    float s[16];                                                                                               \
+                    vec_dot(n, s, (const char *)w + g * ws, (const char *)a + c * as);                                         \
+                    for (int r = 0; r < 16; r++) dst[c * ds + g + r] = s[r];                                                   \
+                }                                                                                                              \
+            return;                                                                                                            \
+        }                                                                                                                      \
+        /* the panel on the stack (at most 64 KB): a thread-local one in a                                                     \
+           dlopen'd plugin costs a __tls_get_addr per call */                                                                  \
+        float dy[nb * Q5R_NC];                                                                                                 \
+        int32_t ys[nb * Q5R_NC];                                                                                               \
+        for (int64_t r0 = 0; r0 < nr; r0 += Q5R_RB) {                                                                         \
+            const int64_t r1 = r0 + Q5R_RB < nr ? r0 + Q5R_RB : nr;                                                            \
+            for (int64_t c0 = 0; c0 < nc; c0 += Q5R_NC) {                                                                      \
+                const int m = nc - c0 < Q5R_NC ? (int)(nc - c0) : Q5R_NC;                                                      \
+                const char *ac = (const char *)a + c0 * as;                                                                    \
+                q5r_panel(ac, as, m, nb, dy, ys);                                                                              \
+                for (int64_t g = r0; g < r1; g += 16) {                                                                        \
+                    const void *x = (const char *)w + g * ws;                                                                  \
+                    float *o = dst + c0 * ds + g;                                                                              \
+                    if (m == Q5R_NC) tile(nb, x, ac, as, dy, ys, o, ds, Q5R_NC);                                               \
+                    Q5R_TILES_5_7(tile)                                                                                        \
+                    Q5R_TILE(tile, 3); Q5R_TILE(tile, 2); else tile(nb, x, ac, as, dy, ys, o, ds, 1);                          \
+                }                                                                                                              \
+            }                                                                                                                  \
+        }                                                                                                                      \
     }
-}
-#undef Q5R_TILE
+#ifndef Q5R_NO_AVX2
+Q5R_GEMM(avx2_gemm_q5_0_r16, avx2_vec_dot_q5_0_r16, q5r_tile)
+#endif
 #endif

@@ -169,6 +169,72 @@ AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
 }
 
 /* ======================================================================== */
+/* Q4_K_R16N x Q8_K: Q4_K_R16's bytes, numerics of its own                    */
+/* ======================================================================== */
+/* The format's definition (formats/repack.c, q4_K_r16n_vec_dot): per row
+   and superblock the exact integer sums isum = sum_s scale_s * (q . y)_s and
+   msum = sum_s min_s * bsum_s, then acc = fma(d_r * d_y, isum, acc) and
+   acc = fma(-(dmin_r * d_y), msum, acc).  Every row lives in its own lane,
+   so nothing is summed across lanes: a sub-block costs 8 maddubs, their
+   int16 sum (8 pairs of 15 * 128 at most: 30720 < 32768) and one madd by
+   the scale, against 8 maddubs and 8 madds in Q4_K's order above. */
+AI void avx2_q4_K_r16n_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    const block_q4_K_r16 *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc[R16_NC][2];
+    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_K_r16 *b = x + i;
+        r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
+        const block_q8_K *y[R16_NC];
+        int32_t q8s[R16_NC][4]; /* (bsum of sub-block 2t, of 2t+1) as int16 pairs */
+        for (int c = 0; c < NC; c++) {
+            y[c] = (const block_q8_K *)vy[c] + i;
+            const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
+                                             _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
+            _mm_storeu_si128((__m128i *)q8s[c], q);
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256i isum[R16_NC], msum[R16_NC];
+            for (int c = 0; c < NC; c++) isum[c] = msum[c] = _mm256_setzero_si256();
+            X86_UNROLL for (int t = 0; t < 4; t++) {
+                const __m128i m0 = r16_k4_get6(b->mins_l, b->mins_h, 2 * t), m1 = r16_k4_get6(b->mins_l, b->mins_h, 2 * t + 1);
+                const __m256i mp = _mm256_cvtepu8_epi16(h ? _mm_unpackhi_epi8(m0, m1) : _mm_unpacklo_epi8(m0, m1));
+                for (int c = 0; c < NC; c++) msum[c] = _mm256_add_epi32(msum[c], _mm256_madd_epi16(mp, _mm256_set1_epi32(q8s[c][t])));
+            }
+            X86_UNROLL for (int s = 0; s < 8; s++) {
+                const __m256i sc = r16_pairs_u8(r16_k4_get6(b->scales_l, b->scales_h, s), h);
+                __m256i u[8];
+                X86_UNROLL for (int k = 0; k < 4; k++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs[4 * s + k] + 32 * h));
+                    u[k] = _mm256_and_si256(q, m4);
+                    u[k + 4] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                }
+                for (int c = 0; c < NC; c++) {
+                    const int8_t *q8 = y[c]->qs + 32 * s;
+                    __m256i lo = _mm256_maddubs_epi16(u[0], r16_bcast4(q8)), hi = _mm256_maddubs_epi16(u[4], r16_bcast4(q8 + 16));
+                    X86_UNROLL for (int k = 1; k < 4; k++) {
+                        lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(u[k], r16_bcast4(q8 + 4 * k)));
+                        hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(u[k + 4], r16_bcast4(q8 + 16 + 4 * k)));
+                    }
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_add_epi16(lo, hi), sc));
+                }
+            }
+            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->d + 8 * h)));
+            const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->dmin + 8 * h)));
+            for (int c = 0; c < NC; c++) {
+                const __m256 dy = _mm256_set1_ps(y[c]->d);
+                acc[c][h] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(isum[c]), acc[c][h]);
+                acc[c][h] = _mm256_fnmadd_ps(_mm256_mul_ps(m8, dy), _mm256_cvtepi32_ps(msum[c]), acc[c][h]);
+            }
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + c * os + 8 * h, acc[c][h]);
+}
+
+/* ======================================================================== */
 /* Q6_K_R16 x Q8_K                                                            */
 /* ======================================================================== */
 AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {

@@ -10,6 +10,8 @@
  */
 #include "../avx2/x86_avx2.h"
 #include "../avx2/x86_avx2_r16.h"
+#define Q5R_NO_AVX2
+#include "../avx2/x86_avx2_q5r16.h"
 
 AI float x86_hsum512(__m512 v) {
     return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
@@ -151,6 +153,8 @@ AI void dec_prefetch(const void *p) {
     _mm_prefetch((const char *)p + DEC_PF + 128, _MM_HINT_T0);
 }
 
+AI int32_t _mm256_reduce_add_epi32_(__m256i v) { return _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)); }
+
 /* sub-block scale pairs for the 64-byte loads of q4_K_rows: lanes 0-1 take
    word a, lanes 2-3 word b */
 static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), C4(1, 3), C4(4, 6), C4(5, 7) };
@@ -161,9 +165,8 @@ static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), 
 AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR, const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512 acc[4];
-    __m256 accm[4];
-    for (int r = 0; r < NR; r++) { acc[r] = _mm512_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+    float acc[4];
+    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         __m512i q8[4]; /* [2k]: elements 128k + 0..31 | 64..95, [2k+1]: 32..63 | 96..127 */
         for (int k = 0; k < 2; k++)
@@ -189,13 +192,17 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
                 sumi = _mm512_dpwssd_epi32(sumi, shi, _mm512_maddubs_epi16(hi, q8[2 * k + 1]));
             }
             const __m256i pm = _mm256_madd_epi16(mins, bs);
-            /* d and dmin converted together, times y's d (the same float products) */
+            /* d and dmin converted together, times y's d (the same float
+               products); then the panel's float steps (panel_q4_K_cols), one
+               per row and superblock on the exact integer sums, so that
+               decode and the prefill panels agree bit for bit */
             const __m128 dd = _mm_mul_ps(k4_dd(x), yd);
-            accm[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(pm), accm[r]);
-            acc[r] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(sumi), acc[r]);
+            const float S = (float)_mm512_reduce_add_epi32(sumi), M = (float)_mm256_reduce_add_epi32_(pm);
+            acc[r] = fmaf(_mm_cvtss_f32(dd), S, acc[r]);
+            acc[r] = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(dd)), M, acc[r]);
         }
     }
-    for (int r = 0; r < NR; r++) out[r] = x86_hsum512(acc[r]) - x86_hsum_ps(accm[r]);
+    for (int r = 0; r < NR; r++) out[r] = acc[r];
 }
 AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 0); }
 AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 1); }
@@ -206,8 +213,8 @@ AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
     const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
     const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
     const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
-    __m512 acc[4];
-    for (int r = 0; r < NR; r++) acc[r] = _mm512_setzero_ps();
+    float acc[4];
+    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         __m512i q8[4];
         for (int j = 0; j < 4; j++) q8[j] = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
@@ -230,10 +237,11 @@ AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
                 sumi = _mm512_dpwssd_epi32(sumi, s0, _mm512_maddubs_epi16(w0, q8[2 * h]));
                 sumi = _mm512_dpwssd_epi32(sumi, s1, _mm512_maddubs_epi16(w1, q8[2 * h + 1]));
             }
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x86_h2f(x->d) * y[i].d), _mm512_cvtepi32_ps(sumi), acc[r]);
+            /* the panel's step (panel_q6_K_cols): one fma on the exact sum */
+            acc[r] = fmaf(x86_h2f(x->d) * y[i].d, (float)_mm512_reduce_add_epi32(sumi), acc[r]);
         }
     }
-    for (int r = 0; r < NR; r++) out[r] = x86_hsum512(acc[r]);
+    for (int r = 0; r < NR; r++) out[r] = acc[r];
 }
 
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
@@ -530,10 +538,7 @@ X86_WRAP(avx512, q4_K, avx512_q4_K_nc)
 X86_WRAP(avx512, q6_K, avx512_q6_K_nc)
 X86_WRAP(avx512, q8_0, avx512_q8_0_nc)
 X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
-X86_WRAP(avx512_vnni, q4_K, avx512vnni_q4_K_nc)
-X86_WRAP(avx512_vnni, q6_K, avx512vnni_q6_K_nc)
 X86_WRAP(avx512, q4_K_r, avx512_q4_K_r_nc)
-X86_WRAP(avx512_vnni, q4_K_r, avx512vnni_q4_K_r_nc)
 
 /* One activation column (decode): DEC_NR rows per call, taken from DEC_NR
    equal contiguous slices of the range (rows r, r + m, r + 2m, ...), so
@@ -553,6 +558,11 @@ X86_WRAP(avx512_vnni, q4_K_r, avx512vnni_q4_K_r_nc)
         for (int64_t r = m * DEC_NR; r < nr; r++) fn(n, (const char *)w + r * ws, ws, a, dst + r, 1); \
     } while (0)
 
+/* VNNI vec_dot: the decode row kernel, whose float steps are the panels' */
+static void avx512_vnni_vec_dot_q4_K(int64_t n, float *s, const void *x, const void *y) { q4_K_rows(n, x, 0, y, s, 1); }
+static void avx512_vnni_vec_dot_q4_K_r(int64_t n, float *s, const void *x, const void *y) { q4_K_r_rows(n, x, 0, y, s, 1); }
+static void avx512_vnni_vec_dot_q6_K(int64_t n, float *s, const void *x, const void *y) { q6_K_rows(n, x, 0, y, s, 1); }
+
 /* VNNI gemm: panels of 16 rows when there are enough columns */
 AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                           float *dst, size_t ds, const int R) {
@@ -561,9 +571,8 @@ AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size
         else DEC_ROWS(q4_K_rows);
         return;
     }
-    if (nc < PANEL_MIN_NC) {
-        if (R) avx512_vnni_gemm_q4_K_r(n, nr, nc, w, ws, a, as, dst, ds);
-        else avx512_vnni_gemm_q4_K(n, nr, nc, w, ws, a, as, dst, ds);
+    if (nc < PANEL_MIN_NC) { /* the decode kernel per column: the same bits as one column alone */
+        for (int64_t c = 0; c < nc; c++) gemm_q4_K_panel_t(n, nr, 1, w, ws, (const char *)a + c * as, as, dst + c * ds, ds, R);
         return;
     }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * K4_BSZ(R));
@@ -580,8 +589,14 @@ static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, con
                                           float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
-    if (nc == 1) { DEC_ROWS(q6_K_rows); return; }
-    if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_q6_K(n, nr, nc, w, ws, a, as, dst, ds); return; }
+    if (nc < PANEL_MIN_NC) { /* the decode kernel per column (the same bits at any batch) */
+        for (int64_t c = 0; c < nc; c++) {
+            const void *ac = (const char *)a + c * as;
+            float *dc = dst + c * ds;
+            { const void *a = ac; float *dst = dc; DEC_ROWS(q6_K_rows); }
+        }
+        return;
+    }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q6_K));
     for (int64_t r = 0; r < nr; r += PANEL_ROWS) {
         const int k = (int)(nr - r < PANEL_ROWS ? nr - r : PANEL_ROWS);
@@ -782,25 +797,17 @@ static void pack_q6_K_r16(panel *P, const void *x0, size_t ws, int nrows, int64_
     _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d)));
 }
 
-/* Lane kernels (NC = 1..R16_NC): without VNNI, as q4_K_512 / q6_K_512 for
-   any column count; with VNNI, as q4_K_rows for 1 column (decode) and
-   q4_K_512 for 2-3 (the VNNI Q4_K gemm's choices). */
+/* Lane kernels (NC = 1..R16_NC), without VNNI: as q4_K_512 / q6_K_512 for
+   any column count.  (With VNNI the R16 layouts use the panels' numerics:
+   further down.) */
 AI void avx512_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
     r16_q4_K_lanes(n, vx, vy, out, os, NC, MAP_512, 0);
-}
-AI void avx512vnni_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
-    r16_q4_K_lanes(n, vx, vy, out, os, NC, NC == 1 ? MAP_ROWS : MAP_512, 1);
 }
 AI void avx512_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
     r16_q6_K_lanes(n, vx, vy, out, os, NC, 0);
 }
-AI void avx512vnni_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
-    r16_q6_K_lanes(n, vx, vy, out, os, NC, 1);
-}
 R16_WRAP(avx512, q4_K_r16, avx512_q4_K_r16_t)
-R16_WRAP(avx512_vnni, q4_K_r16, avx512vnni_q4_K_r16_t)
 R16_WRAP(avx512, q6_K_r16, avx512_q6_K_r16_t)
-R16_WRAP(avx512_vnni, q6_K_r16, avx512vnni_q6_K_r16_t)
 
 /* VNNI gemm: the panel gemm group by group when there are enough columns */
 #define R16_PANEL_GEMM(name, BLK, pack, cols)                                                                        \
@@ -812,8 +819,149 @@ R16_WRAP(avx512_vnni, q6_K_r16, avx512vnni_q6_K_r16_t)
             panel_gemm(n, PANEL_ROWS, nc, (const char *)w + g * ws, ws, a, as, dst + g, ds, sizeof(BLK), 1,          \
                        g + PANEL_ROWS < nr, pack, cols);                                                             \
     }
+
+/* ------------------------------------------------------------------------ */
+/* Layouts with row numerics (Q5_0_R16, Q4_K_R16N), VNNI                     */
+/* ------------------------------------------------------------------------ */
+/* A 64-byte vector of these layouts is 4 columns of all 16 rows, a dword
+   per row: vpdpbusd against the 4 activation bytes broadcast adds each
+   row's 4 products in its own lane, exactly (no int16 step).  The integer
+   sums and the one fma per row and block are the formats' definitions
+   (formats/repack.c), so the results equal the reference and the avx2
+   kernels bit for bit, at every batch size. */
+AI __m512i bc4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Q5_0_R16: the 16 rows of block b against NC panel columns (q5r_panel's
+   dy and ys16 = 16 * sum of the column's quants), as q5r_half on 8 rows:
+   u = q + 16 in 0..31 (unsigned for vpdpbusd), isum = sum(u * y) - ys16. */
+AI void q5r512_block(const block_q5_0_r16 *b, const int8_t *const *q8, const float *dy, const int32_t *ys16, __m512 *acc,
+                     const int NC) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m512i qh = _mm512_loadu_si512((const void *)b->qh);
+    __m512i u[8];
+    X86_UNROLL for (int j = 0; j < 4; j++) {
+        /* bit k of every qh byte to bit 4 (k = j, then j + 4) */
+        const __m512i hl = j == 0 ? _mm512_slli_epi16(qh, 4) : j == 1 ? _mm512_slli_epi16(qh, 3) : j == 2 ? _mm512_slli_epi16(qh, 2)
+                                                                                                            : _mm512_slli_epi16(qh, 1);
+        const __m512i hh = j == 0 ? qh : _mm512_srli_epi16(qh, j);
+        const __m512i q = _mm512_loadu_si512((const void *)b->qs[j]);
+        u[j] = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(hl, m10));
+        u[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), _mm512_and_si512(hh, m10));
+    }
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+    X86_UNROLL for (int c = 0; c < NC; c++) {
+        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bc4(q8[c]));
+        X86_UNROLL for (int g = 1; g < 8; g++) s = _mm512_dpbusd_epi32(s, u[g], bc4(q8[c] + 4 * g));
+        const __m512i isum = _mm512_sub_epi32(s, _mm512_set1_epi32(ys16[c]));
+        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, _mm512_set1_ps(dy[c])), _mm512_cvtepi32_ps(isum), acc[c]);
+    }
+}
+
+static void avx512_vnni_vec_dot_q5_0_r16(int64_t n, float *s, const void *vx, const void *vy) {
+    const block_q5_0_r16 *x = vx;
+    const block_q8_0 *y = vy;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        r16_prefetch(x + i + 4, sizeof *x); /* a hint: never faults, past the end included */
+        const int8_t *q8 = y[i].qs;
+        const float dy = x86_h2f(y[i].d);
+        const int32_t ys = q5r_ysum16(&y[i]);
+        q5r512_block(x + i, &q8, &dy, &ys, &acc, 1);
+    }
+    _mm512_storeu_ps(s, acc);
+}
+
+AI void q5r512_tile(int64_t nb, const void *vx, const void *a, size_t as, const float *dy, const int32_t *ys, float *out, size_t os,
+                    const int NC) {
+    const block_q5_0_r16 *x = vx;
+    __m512 acc[Q5R_NC];
+    X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *q8[Q5R_NC];
+        X86_UNROLL for (int c = 0; c < NC; c++) q8[c] = ((const block_q8_0 *)((const char *)a + c * as))[i].qs;
+        q5r512_block(x + i, q8, dy + i * Q5R_NC, ys + i * Q5R_NC, acc, NC);
+    }
+    X86_UNROLL for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + c * os, acc[c]);
+}
+Q5R_GEMM(avx512_vnni_gemm_q5_0_r16, avx512_vnni_vec_dot_q5_0_r16, q5r512_tile)
+
+/* Q4_K_R16N: per sub-block s and column, 8 vpdpbusd give each row's
+   sum(q * y) (|.| <= 32 * 15 * 128, exact), times the row's scale (vpmulld)
+   into isum; the mins' msum by vpdpwssd of (min_2t, min_2t+1) pairs against
+   the column's bsums pairs.  avx2_q4_K_r16n_t's sums, 16 rows at once. */
+AI void avx512vnni_q4_K_r16n_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
+    const block_q4_K_r16 *x = vx;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 acc[R16_NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q4_K_r16 *b = x + i;
+        r16_prefetch((const char *)b + R16_PF_BYTES, sizeof *b);
+        const block_q8_K *y[R16_NC];
+        int32_t q8s[R16_NC][4]; /* (bsum of sub-block 2t, of 2t+1) as int16 pairs */
+        __m512i isum[R16_NC], msum[R16_NC];
+        for (int c = 0; c < NC; c++) {
+            y[c] = (const block_q8_K *)vy[c] + i;
+            const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
+                                             _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
+            _mm_storeu_si128((__m128i *)q8s[c], q);
+            isum[c] = msum[c] = _mm512_setzero_si512();
+        }
+        X86_UNROLL for (int t = 0; t < 4; t++) {
+            const __m512i mp = r16_pair(r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, 2 * t)),
+                                        r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, 2 * t + 1)));
+            for (int c = 0; c < NC; c++) msum[c] = _mm512_dpwssd_epi32(msum[c], mp, _mm512_set1_epi32(q8s[c][t]));
+        }
+        X86_UNROLL for (int s = 0; s < 8; s++) {
+            const __m512i sc = r16_u8x16(r16_k4_get6(b->scales_l, b->scales_h, s));
+            __m512i lo[4], hi[4];
+            X86_UNROLL for (int k = 0; k < 4; k++) {
+                const __m512i q = _mm512_loadu_si512((const void *)b->qs[4 * s + k]);
+                lo[k] = _mm512_and_si512(q, m4);
+                hi[k] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            }
+            for (int c = 0; c < NC; c++) {
+                const int8_t *q8 = y[c]->qs + 32 * s;
+                __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], bc4(q8));
+                X86_UNROLL for (int k = 1; k < 4; k++) t = _mm512_dpbusd_epi32(t, lo[k], bc4(q8 + 4 * k));
+                X86_UNROLL for (int k = 0; k < 4; k++) t = _mm512_dpbusd_epi32(t, hi[k], bc4(q8 + 16 + 4 * k));
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(t, sc));
+            }
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+        const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
+        for (int c = 0; c < NC; c++) {
+            const __m512 dy = _mm512_set1_ps(y[c]->d);
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, dy), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+            acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(m16, dy), _mm512_cvtepi32_ps(msum[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + c * os, acc[c]);
+}
+R16_WRAP(avx512_vnni, q4_K_r16n, avx512vnni_q4_K_r16n_t)
+/* 4 columns and more: the Q4_K panel, whose float steps are this format's
+   definition already (one integer sum per row and superblock) */
+R16_PANEL_GEMM(q4_K_r16n, block_q4_K_r16, pack_q4_K_r16, panel_q4_K_cols_tab)
+/* Q4_K_R16 on VNNI: the same kernels (the panels' numerics are the VNNI
+   Q4_K rows' too, so decode and prefill agree at any batch) */
+R16_WRAP(avx512_vnni, q4_K_r16, avx512vnni_q4_K_r16n_t)
 R16_PANEL_GEMM(q4_K_r16, block_q4_K_r16, pack_q4_K_r16, panel_q4_K_cols_tab)
-R16_PANEL_GEMM(q6_K_r16, block_q6_K_r16, pack_q6_K_r16, panel_q6_K_cols_tab)
+/* Q6_K_R16 on VNNI: the panel at every column count (its lane kernels
+   follow another float order); decode pays the panel's unpacking */
+static void avx512_vnni_gemm_q6_K_r16_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
+                                            float *dst, size_t ds) {
+    for (int64_t g = 0; g < nr; g += PANEL_ROWS)
+        panel_gemm(n, PANEL_ROWS, nc, (const char *)w + g * ws, ws, a, as, dst + g, ds, sizeof(block_q6_K_r16), 1, g + PANEL_ROWS < nr,
+                   pack_q6_K_r16, panel_q6_K_cols_tab);
+}
+static void avx512_vnni_vec_dot_q6_K_r16(int64_t n, float *s, const void *x, const void *y) {
+    avx512_vnni_gemm_q6_K_r16_panel(n, PANEL_ROWS, 1, x, 0, y, 0, s, 0);
+}
 
 /* attn_f16: the avx2 level's, with the y update (elementwise, bound by the
    f16 conversions) on 16 lanes; same values */
@@ -845,5 +993,6 @@ PK_LEVEL(avx512, "avx512", 0, avx512_kernels, PK_COUNT(avx512_kernels), NULL, 0,
 static const picolm_kernel avx512vnni_kernels[] = {
     KP(Q4_K, Q8_K, q4_K), KP(Q6_K, Q8_K, q6_K), K(avx512_vnni, Q8_0, Q8_0, q8_0), KP(Q4_K_R, Q8_K, q4_K_r),
     KP(Q4_K_R16, Q8_K, q4_K_r16), KP(Q6_K_R16, Q8_K, q6_K_r16),
+    K(avx512_vnni, Q5_0_R16, Q8_0, q5_0_r16), KP(Q4_K_R16N, Q8_K, q4_K_r16n),
 };
 PK_LEVEL(avx512vnni, "avx512vnni", PICOLM_CPU_AVX512VNNI, avx512vnni_kernels, PK_COUNT(avx512vnni_kernels), NULL, 0, NULL);

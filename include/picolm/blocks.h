@@ -40,12 +40,15 @@ typedef struct { picolm_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; 
 /* ---- picolm's own layouts (formats/repack.c) ------------------------------
  * Their type ids live here, in the range GGUF leaves free for them
  * (>= PICOLM_TYPE_OWN_MIN): 1024 + the base type for per-row layouts,
- * 1100 + the base type for the 16-row interleaved ones. */
+ * 1100 + the base type for the 16-row interleaved ones, 1200 + the base
+ * type for an interleaved layout whose dot product has row numerics
+ * (Q4_K_R16N). */
 #define PICOLM_TYPE_OWN_MIN  1024u
 #define PICOLM_TYPE_Q4_K_R   1036u /* 1024 + Q4_K */
 #define PICOLM_TYPE_Q5_0_R16 1106u /* 1100 + Q5_0 */
 #define PICOLM_TYPE_Q4_K_R16 1112u /* 1100 + Q4_K */
 #define PICOLM_TYPE_Q6_K_R16 1114u /* 1100 + Q6_K */
+#define PICOLM_TYPE_Q4_K_R16N 1212u /* 1200 + Q4_K: Q4_K_R16 bytes, row numerics */
 
 /* Q4_K_R (one row, 148-byte blocks): Q4_K with the 6-bit scales and mins
  * pre-unpacked to one byte each, sc[j] / m[j] of sub-block j; qs is Q4_K's
@@ -95,6 +98,12 @@ typedef struct { picolm_half d, dmin; uint8_t sc[QK_K / 32], m[QK_K / 32]; uint8
  *   product has numerics of its own (formats/repack.c, q5_0_r16_vec_dot):
  *   per row, acc = fmaf(d_r * d_y, (float)isum, acc) block by block, isum
  *   the block's exact integer dot product.
+ *
+ * Q4_K_R16N (PICOLM_TYPE_Q4_K_R16N): Q4_K_R16's bytes and values, with the
+ *   dot product of its own (formats/repack.c, q4_K_r16n_vec_dot): per row
+ *   and superblock the exact integer sums isum = sum_s scale_s * (q . y)_s
+ *   and msum = sum_s min_s * (bsums of s), then
+ *   acc = fmaf(d_r * d_y, isum, acc); acc = fmaf(-(dmin_r * d_y), msum, acc).
  */
 #define PICOLM_ROWS_R16 16
 typedef struct {

@@ -34,6 +34,10 @@ const qp_mix qp_mixes[] = {
        keep Q4_K / Q6_K / Q5_0 */
     {"Q4_K_M_R16", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M with Q4_K/Q6_K/Q5_0 stored 16 rows interleaved (picolm only, fast prefill)",
      {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R16}, {PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q6_K_R16}, {PICOLM_TYPE_Q5_0, PICOLM_TYPE_Q5_0_R16}}},
+    /* ... and with Q4_K as Q4_K_R16N: the same bytes as Q4_K_R16, a dot
+       product of its own (row numerics) that needs no cross-lane sums */
+    {"Q4_K_M_R16N", QP_FT_Q4_K_M, PICOLM_TYPE_Q4_K, "Q4_K_M_R16 with Q4_K as Q4_K_R16N (row numerics: faster prefill on avx2)",
+     {{PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q4_K_R16N}, {PICOLM_TYPE_Q6_K, PICOLM_TYPE_Q6_K_R16}, {PICOLM_TYPE_Q5_0, PICOLM_TYPE_Q5_0_R16}}},
     {"IQ4_NL", QP_FT_IQ4_NL, PICOLM_TYPE_IQ4_NL, "4.5 bpw non-linear", {{0}}},
     {"IQ4_XS", QP_FT_IQ4_XS, PICOLM_TYPE_IQ4_XS, "4.25 bpw non-linear", {{0}}},
     {"Q3_K_L", QP_FT_Q3_K_L, PICOLM_TYPE_Q3_K, "Q3_K, Q5_K for attn_v/attn_output/ffn_down", {{0}}},
