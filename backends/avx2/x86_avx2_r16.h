@@ -96,6 +96,16 @@ AI __m128i r16_k4_get6(const uint8_t lo[][16], const uint8_t hi[][16], int s) {
     return _mm_or_si128(_mm_and_si128(l, _mm_set1_epi8(0x0F)), _mm_and_si128(h, _mm_set1_epi8(0x30)));
 }
 
+/* superblock i of the NC activation columns vy[c]: y[c], and q8s[c][t] =
+   (bsum of sub-block 2t, of 2t + 1) as an int16 pair */
+AI void r16_k8_cols(const void *const *vy, int64_t i, const int NC, const block_q8_K **y, int32_t (*q8s)[4]) {
+    for (int c = 0; c < NC; c++) {
+        y[c] = (const block_q8_K *)vy[c] + i;
+        const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums), _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
+        _mm_storeu_si128((__m128i *)q8s[c], q);
+    }
+}
+
 /* out[c * os + r] = dot(row r of the group at vx, column c), r < 16, c < NC */
 AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
     const block_q4_K_r16 *x = vx;
@@ -117,13 +127,8 @@ AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
             mn6[s] = r16_k4_get6(b->mins_l, b->mins_h, s);
         }
         const block_q8_K *y[R16_NC];
-        int32_t q8s[R16_NC][4]; /* (bsum of sub-block 2t, of 2t+1) as int16 pairs */
-        for (int c = 0; c < NC; c++) {
-            y[c] = (const block_q8_K *)vy[c] + i;
-            const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
-                                             _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
-            _mm_storeu_si128((__m128i *)q8s[c], q);
-        }
+        int32_t q8s[R16_NC][4];
+        r16_k8_cols(vy, i, NC, y, q8s);
         for (int h = 0; h < 2; h++) {
             const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->d + 8 * h)));
             const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->dmin + 8 * h)));
@@ -188,13 +193,8 @@ AI void avx2_q4_K_r16n_t(int64_t n, const void *vx, const void *const *vy, float
         const block_q4_K_r16 *b = x + i;
         r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
         const block_q8_K *y[R16_NC];
-        int32_t q8s[R16_NC][4]; /* (bsum of sub-block 2t, of 2t+1) as int16 pairs */
-        for (int c = 0; c < NC; c++) {
-            y[c] = (const block_q8_K *)vy[c] + i;
-            const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
-                                             _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
-            _mm_storeu_si128((__m128i *)q8s[c], q);
-        }
+        int32_t q8s[R16_NC][4];
+        r16_k8_cols(vy, i, NC, y, q8s);
         for (int h = 0; h < 2; h++) {
             __m256i isum[R16_NC], msum[R16_NC];
             for (int c = 0; c < NC; c++) isum[c] = msum[c] = _mm256_setzero_si256();

@@ -903,15 +903,10 @@ AI void avx512vnni_q4_K_r16n_t(int64_t n, const void *vx, const void *const *vy,
         const block_q4_K_r16 *b = x + i;
         r16_prefetch((const char *)b + R16_PF_BYTES, sizeof *b);
         const block_q8_K *y[R16_NC];
-        int32_t q8s[R16_NC][4]; /* (bsum of sub-block 2t, of 2t+1) as int16 pairs */
+        int32_t q8s[R16_NC][4];
+        r16_k8_cols(vy, i, NC, y, q8s);
         __m512i isum[R16_NC], msum[R16_NC];
-        for (int c = 0; c < NC; c++) {
-            y[c] = (const block_q8_K *)vy[c] + i;
-            const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums),
-                                             _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
-            _mm_storeu_si128((__m128i *)q8s[c], q);
-            isum[c] = msum[c] = _mm512_setzero_si512();
-        }
+        for (int c = 0; c < NC; c++) isum[c] = msum[c] = _mm512_setzero_si512();
         X86_UNROLL for (int t = 0; t < 4; t++) {
             const __m512i mp = r16_pair(r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, 2 * t)),
                                         r16_u8x16(r16_k4_get6(b->mins_l, b->mins_h, 2 * t + 1)));
