@@ -126,11 +126,8 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
 }
 
 AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 0); }
-AI void avx512vnni_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1, 0); }
 AI void avx512_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 1); }
-AI void avx512vnni_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1, 1); }
 AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 0); }
-AI void avx512vnni_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 1); }
 
 /* ---- decode: NR weight rows x 1 activation column (VNNI) ------------------
    The activation superblock is loaded once for NR rows; the rows come from
