@@ -132,9 +132,9 @@ AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *
 /* ---- decode: NR weight rows x 1 activation column (VNNI) ------------------
    The activation superblock is loaded once for NR rows; the rows come from
    NR separate slices (see DEC_ROWS), i.e. NR long sequential streams.
-   Vector accumulators and one reduction per row, as the row kernels above
-   (Q6_K: the same lanes, so bit-identical to vec_dot; Q4_K: other lanes,
-   equal within float rounding).
+   Integer lanes, summed exactly per row and superblock, then the panels'
+   float steps (one fma per sum): decode, vec_dot, 2-3 columns and the
+   prefill panels give the same bits.
    DEC_PF: software prefetch distance per row stream in bytes (0 = none).
    Decoding from the file mapping, the NR streams cross pages of the page
    cache, and a prefetch issued early takes each page walk off the
@@ -150,7 +150,7 @@ AI void dec_prefetch(const void *p) {
     _mm_prefetch((const char *)p + DEC_PF + 128, _MM_HINT_T0);
 }
 
-AI int32_t _mm256_reduce_add_epi32_(__m256i v) { return _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)); }
+AI int32_t x86_hsum256_epi32(__m256i v) { return _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)); }
 
 /* sub-block scale pairs for the 64-byte loads of q4_K_rows: lanes 0-1 take
    word a, lanes 2-3 word b */
@@ -194,7 +194,7 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
                per row and superblock on the exact integer sums, so that
                decode and the prefill panels agree bit for bit */
             const __m128 dd = _mm_mul_ps(k4_dd(x), yd);
-            const float S = (float)_mm512_reduce_add_epi32(sumi), M = (float)_mm256_reduce_add_epi32_(pm);
+            const float S = (float)_mm512_reduce_add_epi32(sumi), M = (float)x86_hsum256_epi32(pm);
             acc[r] = fmaf(_mm_cvtss_f32(dd), S, acc[r]);
             acc[r] = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(dd)), M, acc[r]);
         }
@@ -586,12 +586,9 @@ static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, con
                                           float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
-    if (nc < PANEL_MIN_NC) { /* the decode kernel per column (the same bits at any batch) */
-        for (int64_t c = 0; c < nc; c++) {
-            const void *ac = (const char *)a + c * as;
-            float *dc = dst + c * ds;
-            { const void *a = ac; float *dst = dc; DEC_ROWS(q6_K_rows); }
-        }
+    if (nc == 1) { DEC_ROWS(q6_K_rows); return; }
+    if (nc < PANEL_MIN_NC) { /* the decode kernel per column: the same bits as one column alone */
+        for (int64_t c = 0; c < nc; c++) avx512_vnni_gemm_q6_K_panel(n, nr, 1, w, ws, (const char *)a + c * as, as, dst + c * ds, ds);
         return;
     }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q6_K));
@@ -610,9 +607,10 @@ static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const
    here computes the same integers and float steps as this file's Q4_K /
    Q6_K kernels on the base rows, so a Q4_K_M_R16 model gives exactly the
    Q4_K_M model's logits on this backend:
-   - prefill (VNNI, >= PANEL_MIN_NC columns): panel_gemm, whose "packing" is
-     here only a nibble split of one contiguous stream;
-   - the rest (decode, 2-3 columns, no VNNI): "lane" kernels.  The row
+   - VNNI: panel_gemm (whose "packing" is here only a nibble split of one
+     contiguous stream) and, for Q4_K_R16 with 1-3 columns, the Q4_K_R16N
+     tile further down: the panels' numerics, as the VNNI row kernels;
+   - without VNNI: "lane" kernels.  The row
      kernels keep 16 int32 lanes per row and superblock, lane L = columns
      4(L&7)..+3 of 4 of the sub-blocks; here vector L holds lane L of the
      16 rows, each gets the row kernel's cvt + fma, and the final horizontal
