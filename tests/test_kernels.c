@@ -362,6 +362,87 @@ static const rn16_spec rn16_specs[] = {
     {PICOLM_TYPE_Q4_K_R16N, PICOLM_TYPE_Q8_K, {256, 512, 768, 2048, 4864, 8192}, q4rn16_random, q4rn16_extremes},
 };
 
+/* ---- plain Q5_0 with row numerics (avx512 VNNI) ----------------------------
+   The avx512 VNNI level runs plain Q5_0 rows with Q5_0_R16's numerics: per
+   row the exact integer sum of each block, then acc = fmaf(d_x * d_y, isum,
+   acc) in block order.  Its vec_dot and gemm must give exactly those bits,
+   at every shape its gemm treats differently: whole 16-row groups and rows
+   past them, row lengths over one unpacked chunk (32 blocks), columns in
+   tiles of 8, over one activation panel (4864 columns: 48 per panel), and
+   the 1-3 columns left after a panel. */
+static float q5_0_rownum_dot(int64_t n, const block_q5_0 *x, const block_q8_0 *y) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        int isum = 0;
+        for (int j = 0; j < QK5_0; j++) {
+            const int q = ((x[i].qs[j % 16] >> (j < 16 ? 0 : 4)) & 0xF) | (int)((qh >> j) & 1) << 4;
+            isum += (q - 16) * y[i].qs[j];
+        }
+        acc = fmaf(picolm_half_to_float(x[i].d) * picolm_half_to_float(y[i].d), (float)isum, acc);
+    }
+    return acc;
+}
+static void test_q5_0_rownum(const char *bname, const picolm_kernel *k) {
+    const picolm_format *fa = fmt_by_type[PICOLM_TYPE_Q8_0];
+    static const int64_t lens[] = {32, 896, 1056, 4864};
+    static const int64_t nrs[] = {16, 35, 64};
+    static const int64_t ncs[] = {1, 2, 3, 4, 5, 8, 9, 17, 50, 53, 64};
+    enum { MAXR = 64, MAXC = 64 };
+    int same = 1;
+    float *y = malloc(4864 * sizeof *y), *want = malloc(MAXR * MAXC * sizeof *want), *dst = malloc((MAXR + 3) * (MAXC + 1) * sizeof *dst);
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int64_t n = lens[li], nb = n / QK5_0;
+        const size_t ws = nb * sizeof(block_q5_0) + 2, as = nb * sizeof(block_q8_0) + 8; /* padded strides */
+        uint8_t *W = malloc(MAXR * ws), *A = malloc(MAXC * as);
+        for (size_t i = 0; i < MAXR * ws; i++) W[i] = (uint8_t)rnd_u32();
+        for (int r = 0; r < MAXR; r++)
+            for (int64_t b = 0; b < nb; b++) ((block_q5_0 *)(W + r * ws))[b].d = picolm_float_to_half(1e-3f * (0.1f + rnd_unit()));
+        for (int c = 0; c < MAXC; c++) {
+            block_q8_0 *q = (block_q8_0 *)(A + c * as);
+            if (c % 2 == 0) { fill(y, n); fa->quantize_row(y, q, n); }
+            else
+                for (int64_t b = 0; b < nb; b++) { /* random bytes: the -128 the quantizer never makes */
+                    q[b].d = picolm_float_to_half(0.05f * (0.1f + rnd_unit()));
+                    for (int j = 0; j < QK8_0; j++) q[b].qs[j] = (int8_t)rnd_u32();
+                }
+        }
+        for (int c = 0; c < MAXC; c++)
+            for (int r = 0; r < MAXR; r++) {
+                want[c * MAXR + r] = q5_0_rownum_dot(n, (const block_q5_0 *)(W + r * ws), (const block_q8_0 *)(A + c * as));
+                float got = -12345.0f;
+                if (r < 17 && c < 3) {
+                    k->vec_dot(n, &got, W + r * ws, A + c * as);
+                    if (memcmp(&got, &want[c * MAXR + r], sizeof got)) {
+                        if (same) printf("# %s Q5_0 vec_dot n=%lld row %d column %d: %.9g, row numerics %.9g\n", bname, (long long)n, r, c, got,
+                                         want[c * MAXR + r]);
+                        same = 0;
+                    }
+                }
+            }
+        for (size_t ri = 0; ri < sizeof nrs / sizeof *nrs; ri++)
+            for (size_t ci = 0; ci < sizeof ncs / sizeof *ncs; ci++) {
+                const int64_t nr = nrs[ri], nc = ncs[ci], ds = nr + 3;
+                for (int64_t i = 0; i < ds * (nc + 1); i++) dst[i] = -12345.0f;
+                k->gemm(n, nr, nc, W, ws, A, as, dst, ds);
+                for (int64_t c = 0; c <= nc; c++)
+                    for (int64_t r = 0; r < ds; r++) {
+                        const float got = dst[c * ds + r];
+                        const int inside = c < nc && r < nr;
+                        if (inside ? memcmp(&got, &want[c * MAXR + r], sizeof got) : got != -12345.0f) {
+                            if (same) printf("# %s Q5_0 gemm n=%lld %lldx%lld [%lld,%lld]: %.9g, row numerics %.9g\n", bname, (long long)n,
+                                             (long long)nr, (long long)nc, (long long)r, (long long)c, got, inside ? want[c * MAXR + r] : -12345.0f);
+                            same = 0;
+                        }
+                    }
+            }
+        free(W); free(A);
+    }
+    CHECK(same, "%s Q5_0 vec_dot and gemm == row numerics (Q5_0_R16's), bit for bit (n = 32..4864, 16..64 rows x 1..64 columns)", bname);
+    free(y); free(want); free(dst);
+}
+
 /* ---- K-quant extremes: the int16 sums of the avx2 tiles --------------------
    The avx2 K-quant tiles add two vpmaddubsw results of a sub-block pair in
    int16 before scaling (x86_avx2_ktile.h): 4 products of up to 63 * 128
@@ -548,6 +629,8 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
     if (want_same) CHECK(same, "%s %s gemm bit-identical to its vec_dot", bname, fw->name);
     for (size_t i = 0; i < sizeof rn16_specs / sizeof *rn16_specs; i++)
         if (k->type_id == rn16_specs[i].w) test_exact_rows16(bname, k, &rn16_specs[i]);
+    /* the level that gives plain Q5_0 Q5_0_R16's numerics */
+    if (k->type_id == PICOLM_TYPE_Q5_0 && !strcmp(bname, "avx512")) test_q5_0_rownum(bname, k);
     if (k->type_id == PICOLM_TYPE_Q4_K || k->type_id == PICOLM_TYPE_Q5_K || k->type_id == PICOLM_TYPE_Q6_K) test_kquant_extremes(bname, k);
 }
 
