@@ -345,21 +345,45 @@ AI __m512i q4_K_group(const uint8_t *qs, int g) {
     return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0xF));
 }
 
-AI void pack_q4_K(panel *P, const void *x0, size_t ws, int nrows, int64_t i, const int R) {
-    memset(P->sc, 0, sizeof P->sc);
-    memset(P->mp, 0, sizeof P->mp);
-    memset(P->d, 0, sizeof P->d);
-    memset(P->dmin, 0, sizeof P->dmin);
-    for (int r = 0; r < nrows; r++) {
-        const void *x = k4_blk((const char *)x0 + r * ws, i, R);
-        uint8_t sm[16];
-        _mm_storeu_si128((__m128i *)sm, k4_sm8(x, R));
-        const uint8_t *sc = sm, *mn = sm + 8;
-        for (int s = 0; s < 8; s++) P->sc[s][r] = sc[s];
-        for (int t = 0; t < 4; t++) P->mp[t][r] = (int32_t)((uint32_t)mn[2 * t] | ((uint32_t)mn[2 * t + 1] << 16));
-        P->d[r] = k4_d(x);
-        P->dmin[r] = k4_dmin(x);
+/* 16x16 byte transpose: in v[row], out v[byte j] (row r in byte r) */
+AI void tr16x16_u8(__m128i v[16]) {
+    __m128i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[i] = _mm_unpacklo_epi8(v[2 * i], v[2 * i + 1]);     /* bytes 0..7 of rows 2i, 2i+1 */
+        t[i + 8] = _mm_unpackhi_epi8(v[2 * i], v[2 * i + 1]); /* bytes 8..15 */
     }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) { /* u[4q + i]: bytes 4q..4q+3 of rows 4i..4i+3 */
+            u[8 * h + i] = _mm_unpacklo_epi16(t[8 * h + 2 * i], t[8 * h + 2 * i + 1]);
+            u[8 * h + 4 + i] = _mm_unpackhi_epi16(t[8 * h + 2 * i], t[8 * h + 2 * i + 1]);
+        }
+    for (int q = 0; q < 4; q++) {
+        const __m128i a0 = _mm_unpacklo_epi32(u[4 * q], u[4 * q + 1]), a1 = _mm_unpackhi_epi32(u[4 * q], u[4 * q + 1]);
+        const __m128i b0 = _mm_unpacklo_epi32(u[4 * q + 2], u[4 * q + 3]), b1 = _mm_unpackhi_epi32(u[4 * q + 2], u[4 * q + 3]);
+        v[4 * q] = _mm_unpacklo_epi64(a0, b0);
+        v[4 * q + 1] = _mm_unpackhi_epi64(a0, b0);
+        v[4 * q + 2] = _mm_unpacklo_epi64(a1, b1);
+        v[4 * q + 3] = _mm_unpackhi_epi64(a1, b1);
+    }
+}
+
+/* The scales as vectors (a byte transpose of the 16 rows' unpacked scales
+   and mins, one gather for d and dmin), not as scalar stores: the panel's
+   vector loads of them would wait for the stores, and the scalar work kept
+   few rows' weight loads in flight at once (docs/perf.md, session 15). */
+AI void pack_q4_K(panel *P, const void *x0, size_t ws, int nrows, int64_t i, const int R) {
+    __m128i sm[16];
+    for (int r = 0; r < 16; r++) sm[r] = r < nrows ? k4_sm8(k4_blk((const char *)x0 + r * ws, i, R), R) : _mm_setzero_si128();
+    tr16x16_u8(sm); /* sm[s]: scale s of the 16 rows, sm[8 + s]: min s */
+    for (int s = 0; s < 8; s++) _mm512_store_si512((void *)P->sc[s], _mm512_cvtepu8_epi32(sm[s]));
+    for (int t = 0; t < 4; t++)
+        _mm512_store_si512((void *)P->mp[t], _mm512_or_si512(_mm512_cvtepu8_epi32(sm[8 + 2 * t]),
+                                                             _mm512_slli_epi32(_mm512_cvtepu8_epi32(sm[9 + 2 * t]), 16)));
+    /* (d, dmin) of each row: the first dword of both layouts */
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)ws));
+    const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << nrows) - 1), vidx, k4_blk(x0, i, R), 1);
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_store_ps(P->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
     for (int g = 0; g < 4; g++) {
         __m512i v[16];
         for (int r = 0; r < 16; r++)
@@ -384,17 +408,21 @@ AI __m512i q6_K_group(const block_q6_K *x, int g) {
     return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh), m30));
 }
 
+/* as pack_q4_K: the 16 rows' scales by a byte transpose, d by a gather */
 static void pack_q6_K(panel *P, const block_q6_K *x0, size_t ws, int nrows, int64_t i) {
-    memset(P->sc, 0, sizeof P->sc);
-    memset(P->mp, 0, sizeof P->mp);
-    memset(P->d, 0, sizeof P->d);
-    for (int r = 0; r < nrows; r++) {
-        const block_q6_K *x = (const block_q6_K *)((const char *)x0 + r * ws) + i;
-        for (int s = 0; s < 16; s++) P->sc[s][r] = x->scales[s];
-        for (int t = 0; t < 8; t++)
-            P->mp[t][r] = (int32_t)((uint32_t)(uint16_t)x->scales[2 * t] | ((uint32_t)(uint16_t)x->scales[2 * t + 1] << 16));
-        P->d[r] = x86_h2f(x->d);
-    }
+    __m128i sc[16];
+    for (int r = 0; r < 16; r++)
+        sc[r] = r < nrows ? _mm_loadu_si128((const __m128i *)((const block_q6_K *)((const char *)x0 + r * ws) + i)->scales) : _mm_setzero_si128();
+    tr16x16_u8(sc);
+    for (int s = 0; s < 16; s++) _mm512_store_si512((void *)P->sc[s], _mm512_cvtepi8_epi32(sc[s]));
+    for (int t = 0; t < 8; t++) /* int16 pairs (scale 2t, scale 2t + 1) */
+        _mm512_store_si512((void *)P->mp[t], _mm512_or_si512(_mm512_and_si512(_mm512_cvtepi8_epi32(sc[2 * t]), _mm512_set1_epi32(0xFFFF)),
+                                                             _mm512_slli_epi32(_mm512_cvtepi8_epi32(sc[2 * t + 1]), 16)));
+    /* d: the high half of the dword that ends the block (scales 14-15, d) */
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)ws));
+    const __m512i dw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << nrows) - 1), vidx,
+                                                   (const char *)(x0 + i) + offsetof(block_q6_K, d) - 2, 1);
+    _mm512_store_ps(P->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dw, 16))));
     for (int g = 0; g < 4; g++) {
         __m512i v[16];
         for (int r = 0; r < 16; r++)
@@ -495,13 +523,15 @@ static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, 
     const __mmask16 m = (__mmask16)((1u << nr) - 1);
     for (int64_t i0 = 0; i0 < nb; i0 += PANEL_SB) {
         const int nsb = (int)(nb - i0 < PANEL_SB ? nb - i0 : PANEL_SB);
-        if (i0 + PANEL_SB < nb) {
-            const int64_t e = i0 + 2 * PANEL_SB < nb ? i0 + 2 * PANEL_SB : nb;
-            prefetch_rows(w, ws, streams, (size_t)(i0 + PANEL_SB) * bsz, (size_t)e * bsz);
-        } else if (next_rows) {
-            prefetch_rows((const char *)w + PANEL_ROWS * ws, ws, next_rows, 0, (size_t)(nb < PANEL_SB ? nb : PANEL_SB) * bsz);
+        /* the next chunk (or the next group's first), a superblock per
+           pack: a whole chunk's lines at once are more misses than the
+           core keeps in flight, and the rest are dropped */
+        for (int b = 0; b < nsb; b++) {
+            const int64_t ib = i0 + b + PANEL_SB;
+            if (ib < nb) prefetch_rows(w, ws, streams, (size_t)ib * bsz, (size_t)(ib + 1) * bsz);
+            else if (next_rows && ib - nb < nb) prefetch_rows((const char *)w + PANEL_ROWS * ws, ws, next_rows, (size_t)(ib - nb) * bsz, (size_t)(ib - nb + 1) * bsz);
+            pack(&P[b], w, ws, nr, i0 + b);
         }
-        for (int b = 0; b < nsb; b++) pack(&P[b], w, ws, nr, i0 + b);
         for (int64_t c = 0; c < nc; c += PANEL_NC) {
             const int k = (int)(nc - c < PANEL_NC ? nc - c : PANEL_NC);
             const block_q8_K *y[PANEL_NC];
