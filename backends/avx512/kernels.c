@@ -152,6 +152,18 @@ AI void dec_prefetch(const void *p) {
 
 AI int32_t x86_hsum256_epi32(__m256i v) { return _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)); }
 
+/* The row kernels' exact integer sums, 4 rows at a time: each row's vector
+   folded to 4 lanes, then (sum a, sum b, sum c, sum d) by hadds; their float
+   steps then run in the 4 lanes of one vector, the same operations per row
+   as scalar ones (fma, fnmadd = fma of the negated product), at a quarter
+   of the reductions' cost. */
+AI __m128i fold512_epi32(__m512i v) {
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+AI __m128i fold256_epi32(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
+AI __m128i hsum4x128_epi32(const __m128i v[4]) { return _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3])); }
+
 /* sub-block scale pairs for the 64-byte loads of q4_K_rows: lanes 0-1 take
    word a, lanes 2-3 word b */
 static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), C4(1, 3), C4(4, 6), C4(5, 7) };
@@ -162,8 +174,7 @@ static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), 
 AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR, const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    float acc[4];
-    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+    __m128 acc = _mm_setzero_ps(); /* lane r: row r */
     for (int64_t i = 0; i < nb; i++) {
         __m512i q8[4]; /* [2k]: elements 128k + 0..31 | 64..95, [2k+1]: 32..63 | 96..127 */
         for (int k = 0; k < 2; k++)
@@ -172,6 +183,8 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
                                                    _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 64 + 32 * h)), 1);
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         const __m128 yd = _mm_set1_ps(y[i].d);
+        __m128i S4[4] = { _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128() }, M4[4] = { S4[0], S4[0], S4[0], S4[0] };
+        __m128 dd[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
         for (int r = 0; r < NR; r++) {
             const void *x = k4_blk((const char *)vx + r * ws, i, R);
             dec_prefetch(x);
@@ -188,18 +201,21 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
                 sumi = _mm512_dpwssd_epi32(sumi, slo, _mm512_maddubs_epi16(lo, q8[2 * k]));
                 sumi = _mm512_dpwssd_epi32(sumi, shi, _mm512_maddubs_epi16(hi, q8[2 * k + 1]));
             }
-            const __m256i pm = _mm256_madd_epi16(mins, bs);
-            /* d and dmin converted together, times y's d (the same float
-               products); then the panel's float steps (panel_q4_K_cols), one
-               per row and superblock on the exact integer sums, so that
-               decode and the prefill panels agree bit for bit */
-            const __m128 dd = _mm_mul_ps(k4_dd(x), yd);
-            const float S = (float)_mm512_reduce_add_epi32(sumi), M = (float)x86_hsum256_epi32(pm);
-            acc[r] = fmaf(_mm_cvtss_f32(dd), S, acc[r]);
-            acc[r] = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(dd)), M, acc[r]);
+            S4[r] = fold512_epi32(sumi);
+            M4[r] = fold256_epi32(_mm256_madd_epi16(mins, bs));
+            /* d and dmin converted together, times y's d (the same float products) */
+            dd[r] = _mm_mul_ps(k4_dd(x), yd);
         }
+        /* the panel's float steps (panel_q4_K_cols), one per row and
+           superblock on the exact integer sums, so that decode and the
+           prefill panels agree bit for bit */
+        const __m128 a = _mm_unpacklo_ps(dd[0], dd[1]), b = _mm_unpacklo_ps(dd[2], dd[3]); /* (d0 d1 m0 m1), (d2 d3 m2 m3) */
+        acc = _mm_fmadd_ps(_mm_movelh_ps(a, b), _mm_cvtepi32_ps(hsum4x128_epi32(S4)), acc);
+        acc = _mm_fnmadd_ps(_mm_movehl_ps(b, a), _mm_cvtepi32_ps(hsum4x128_epi32(M4)), acc);
     }
-    for (int r = 0; r < NR; r++) out[r] = acc[r];
+    float o[4];
+    _mm_storeu_ps(o, acc);
+    for (int r = 0; r < NR; r++) out[r] = o[r];
 }
 AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 0); }
 AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 1); }
@@ -210,12 +226,13 @@ AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
     const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
     const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
     const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
-    float acc[4];
-    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+    __m128 acc = _mm_setzero_ps(); /* lane r: row r (as q4_K_rows_t) */
     for (int64_t i = 0; i < nb; i++) {
         __m512i q8[4];
         for (int j = 0; j < 4; j++) q8[j] = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        __m128i S4[4] = { _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128() };
+        __m128 d4[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
         for (int r = 0; r < NR; r++) {
             const block_q6_K *x = (const block_q6_K *)((const char *)vx + r * ws) + i;
             dec_prefetch(x);
@@ -234,11 +251,16 @@ AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
                 sumi = _mm512_dpwssd_epi32(sumi, s0, _mm512_maddubs_epi16(w0, q8[2 * h]));
                 sumi = _mm512_dpwssd_epi32(sumi, s1, _mm512_maddubs_epi16(w1, q8[2 * h + 1]));
             }
-            /* the panel's step (panel_q6_K_cols): one fma on the exact sum */
-            acc[r] = fmaf(x86_h2f(x->d) * y[i].d, (float)_mm512_reduce_add_epi32(sumi), acc[r]);
+            S4[r] = fold512_epi32(sumi);
+            d4[r] = _mm_set_ss(x86_h2f(x->d) * y[i].d);
         }
+        /* the panel's step (panel_q6_K_cols): one fma on the exact sum */
+        const __m128 D = _mm_movelh_ps(_mm_unpacklo_ps(d4[0], d4[1]), _mm_unpacklo_ps(d4[2], d4[3]));
+        acc = _mm_fmadd_ps(D, _mm_cvtepi32_ps(hsum4x128_epi32(S4)), acc);
     }
-    for (int r = 0; r < NR; r++) out[r] = acc[r];
+    float o[4];
+    _mm_storeu_ps(o, acc);
+    for (int r = 0; r < NR; r++) out[r] = o[r];
 }
 
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
