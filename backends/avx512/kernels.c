@@ -324,6 +324,9 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
    BLAS, not a copy of the model.  Used when the tile has enough columns. */
 #define PANEL_ROWS 16
 #define PANEL_SB 4        /* superblocks per panel chunk: ~21 KB, L1-resident */
+#ifndef PANEL_PF
+#define PANEL_PF 4        /* superblocks the packs prefetch ahead */
+#endif
 #define PANEL_MIN_NC 4    /* fewer columns: the per-row kernels */
 #define PANEL_NC 8        /* activation columns per register tile (docs/perf.md) */
 
@@ -549,7 +552,7 @@ static void panel_gemm(int64_t n, int nr, int64_t nc, const void *w, size_t ws, 
            pack: a whole chunk's lines at once are more misses than the
            core keeps in flight, and the rest are dropped */
         for (int b = 0; b < nsb; b++) {
-            const int64_t ib = i0 + b + PANEL_SB;
+            const int64_t ib = i0 + b + PANEL_PF;
             if (ib < nb) prefetch_rows(w, ws, streams, (size_t)ib * bsz, (size_t)(ib + 1) * bsz);
             else if (next_rows && ib - nb < nb) prefetch_rows((const char *)w + PANEL_ROWS * ws, ws, next_rows, (size_t)(ib - nb) * bsz, (size_t)(ib - nb + 1) * bsz);
             pack(&P[b], w, ws, nr, i0 + b);
