@@ -129,12 +129,12 @@ AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *
 AI void avx512_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 1); }
 AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 0); }
 
-/* ---- decode: NR weight rows x 1 activation column (VNNI) ------------------
-   The activation superblock is loaded once for NR rows; the rows come from
-   NR separate slices (see DEC_ROWS), i.e. NR long sequential streams.
-   Integer lanes, summed exactly per row and superblock, then the panels'
-   float steps (one fma per sum): decode, vec_dot, 2-3 columns and the
-   prefill panels give the same bits.
+/* ---- decode: NR weight rows x NC activation columns (VNNI) ----------------
+   The activation superblocks are loaded once for NR rows; the rows come
+   from NR separate slices (see dec_rows_nc), i.e. NR long sequential
+   streams.  Integer lanes, summed exactly per row and superblock, then the
+   panels' float steps (one fma per sum): decode, vec_dot, small batches and
+   the prefill panels give the same bits.
    DEC_PF: software prefetch distance per row stream in bytes (0 = none).
    Decoding from the file mapping, the NR streams cross pages of the page
    cache, and a prefetch issued early takes each page walk off the
@@ -171,75 +171,110 @@ static const uint8_t k4_ctrl2[4][64] __attribute__((aligned(64))) = { C4(0, 2), 
 /* 64 weight bytes at a time: bytes 0-31 are elements 128k + 0..31 (low
    nibbles) / 32..63 (high), bytes 32-63 elements 128k + 64..95 / 96..127.
    The activations are arranged to match once per superblock for NR rows. */
-AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR, const int R) {
+/* NR (<= 4) rows x NC (<= DEC_NC) activation columns y[c], out[c * os + r]:
+   a row's weights are unpacked once for the NC columns; each column gets
+   exactly the integer sums and float steps it would get alone (NC = 1 is
+   vec_dot and decode), so every batch size gives the same bits. */
+#define DEC_NC 4
+AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NR, const int NC,
+                    const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m128 acc = _mm_setzero_ps(); /* lane r: row r */
+    __m128 acc[DEC_NC]; /* lane r: row r */
+    for (int c = 0; c < NC; c++) acc[c] = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        __m512i q8[4]; /* [2k]: elements 128k + 0..31 | 64..95, [2k+1]: 32..63 | 96..127 */
-        for (int k = 0; k < 2; k++)
-            for (int h = 0; h < 2; h++)
-                q8[2 * k + h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 32 * h))),
-                                                   _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * k + 64 + 32 * h)), 1);
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        const __m128 yd = _mm_set1_ps(y[i].d);
-        __m128i S4[4] = { _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128() }, M4[4] = { S4[0], S4[0], S4[0], S4[0] };
+        /* [c][2k]: elements 128k + 0..31 | 64..95, [c][2k+1]: 32..63 | 96..127 */
+        __m512i q8[DEC_NC][4];
+        __m256i bs[DEC_NC];
+        for (int c = 0; c < NC; c++) {
+            const block_q8_K *yi = y[c] + i;
+            for (int k = 0; k < 2; k++)
+                for (int h = 0; h < 2; h++)
+                    q8[c][2 * k + h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(yi->qs + 128 * k + 32 * h))),
+                                                          _mm256_loadu_si256((const __m256i *)(yi->qs + 128 * k + 64 + 32 * h)), 1);
+            bs[c] = _mm256_loadu_si256((const __m256i *)yi->bsums);
+        }
+        __m128i S4[DEC_NC][4], M4[DEC_NC][4];
         __m128 dd[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
+        for (int c = 0; c < NC; c++)
+            for (int r = NR; r < 4; r++) S4[c][r] = M4[c][r] = _mm_setzero_si128();
         for (int r = 0; r < NR; r++) {
             const void *x = k4_blk((const char *)vx + r * ws, i, R);
             dec_prefetch(x);
             const __m128i sm8 = k4_sm8(x, R);
             const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
             const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
-            __m512i sumi = _mm512_setzero_si512();
+            __m512i sumi[DEC_NC];
+            for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int k = 0; k < 2; k++) {
                 const __m512i L = _mm512_loadu_si512((const void *)(k4_qs(x, R) + 64 * k));
                 const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
                 const __m512i slo = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl2[2 * k]));
                 const __m512i shi = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl2[2 * k + 1]));
-                sumi = _mm512_dpwssd_epi32(sumi, slo, _mm512_maddubs_epi16(lo, q8[2 * k]));
-                sumi = _mm512_dpwssd_epi32(sumi, shi, _mm512_maddubs_epi16(hi, q8[2 * k + 1]));
+                X86_UNROLL for (int c = 0; c < NC; c++) {
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], slo, _mm512_maddubs_epi16(lo, q8[c][2 * k]));
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], shi, _mm512_maddubs_epi16(hi, q8[c][2 * k + 1]));
+                }
             }
-            S4[r] = fold512_epi32(sumi);
-            M4[r] = fold256_epi32(_mm256_madd_epi16(mins, bs));
-            /* d and dmin converted together, times y's d (the same float products) */
-            dd[r] = _mm_mul_ps(k4_dd(x), yd);
+            X86_UNROLL for (int c = 0; c < NC; c++) {
+                S4[c][r] = fold512_epi32(sumi[c]);
+                M4[c][r] = fold256_epi32(_mm256_madd_epi16(mins, bs[c]));
+            }
+            dd[r] = k4_dd(x); /* d and dmin converted together */
         }
         /* the panel's float steps (panel_q4_K_cols), one per row and
            superblock on the exact integer sums, so that decode and the
            prefill panels agree bit for bit */
         const __m128 a = _mm_unpacklo_ps(dd[0], dd[1]), b = _mm_unpacklo_ps(dd[2], dd[3]); /* (d0 d1 m0 m1), (d2 d3 m2 m3) */
-        acc = _mm_fmadd_ps(_mm_movelh_ps(a, b), _mm_cvtepi32_ps(hsum4x128_epi32(S4)), acc);
-        acc = _mm_fnmadd_ps(_mm_movehl_ps(b, a), _mm_cvtepi32_ps(hsum4x128_epi32(M4)), acc);
+        const __m128 D = _mm_movelh_ps(a, b), DM = _mm_movehl_ps(b, a);
+        X86_UNROLL for (int c = 0; c < NC; c++) {
+            const __m128 yd = _mm_set1_ps(y[c][i].d); /* times y's d: the same float products */
+            acc[c] = _mm_fmadd_ps(_mm_mul_ps(D, yd), _mm_cvtepi32_ps(hsum4x128_epi32(S4[c])), acc[c]);
+            acc[c] = _mm_fnmadd_ps(_mm_mul_ps(DM, yd), _mm_cvtepi32_ps(hsum4x128_epi32(M4[c])), acc[c]);
+        }
     }
-    float o[4];
-    _mm_storeu_ps(o, acc);
-    for (int r = 0; r < NR; r++) out[r] = o[r];
+    for (int c = 0; c < NC; c++) {
+        float o[4];
+        _mm_storeu_ps(o, acc[c]);
+        for (int r = 0; r < NR; r++) out[c * os + r] = o[r];
+    }
 }
-AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 0); }
-AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, y, out, NR, 1); }
+/* one column (vec_dot, decode) */
+AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, &y, out, 0, NR, 1, 0); }
+AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, &y, out, 0, NR, 1, 1); }
 
-AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) {
+/* as q4_K_rows_t: NR rows x NC columns, each column's bits its own */
+AI void q6_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NR, const int NC) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
     const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
     const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
     const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
-    __m128 acc = _mm_setzero_ps(); /* lane r: row r (as q4_K_rows_t) */
+    __m128 acc[DEC_NC]; /* lane r: row r */
+    for (int c = 0; c < NC; c++) acc[c] = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        __m512i q8[4];
-        for (int j = 0; j < 4; j++) q8[j] = _mm512_loadu_si512((const void *)(y[i].qs + 64 * j));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        __m128i S4[4] = { _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128() };
+        __m512i q8[DEC_NC][4];
+        __m256i bs[DEC_NC];
+        for (int c = 0; c < NC; c++) {
+            for (int j = 0; j < 4; j++) q8[c][j] = _mm512_loadu_si512((const void *)(y[c][i].qs + 64 * j));
+            bs[c] = _mm256_loadu_si256((const __m256i *)y[c][i].bsums);
+        }
+        __m128i S4[DEC_NC][4];
         __m128 d4[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() };
+        for (int c = 0; c < NC; c++)
+            for (int r = NR; r < 4; r++) S4[c][r] = _mm_setzero_si128();
         for (int r = 0; r < NR; r++) {
             const block_q6_K *x = (const block_q6_K *)((const char *)vx + r * ws) + i;
             dec_prefetch(x);
             const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
             const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
-            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 5);
-            __m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), off));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+            __m512i sumi[DEC_NC];
+            X86_UNROLL for (int c = 0; c < NC; c++) {
+                const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs[c]), 5);
+                sumi[c] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), off));
+            }
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const __m512i L = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
@@ -248,20 +283,26 @@ AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
                 const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh_hi), m30));
                 const __m512i s0 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h])));
                 const __m512i s1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h + 1])));
-                sumi = _mm512_dpwssd_epi32(sumi, s0, _mm512_maddubs_epi16(w0, q8[2 * h]));
-                sumi = _mm512_dpwssd_epi32(sumi, s1, _mm512_maddubs_epi16(w1, q8[2 * h + 1]));
+                X86_UNROLL for (int c = 0; c < NC; c++) {
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], s0, _mm512_maddubs_epi16(w0, q8[c][2 * h]));
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], s1, _mm512_maddubs_epi16(w1, q8[c][2 * h + 1]));
+                }
             }
-            S4[r] = fold512_epi32(sumi);
-            d4[r] = _mm_set_ss(x86_h2f(x->d) * y[i].d);
+            X86_UNROLL for (int c = 0; c < NC; c++) S4[c][r] = fold512_epi32(sumi[c]);
+            d4[r] = _mm_set_ss(x86_h2f(x->d));
         }
         /* the panel's step (panel_q6_K_cols): one fma on the exact sum */
         const __m128 D = _mm_movelh_ps(_mm_unpacklo_ps(d4[0], d4[1]), _mm_unpacklo_ps(d4[2], d4[3]));
-        acc = _mm_fmadd_ps(D, _mm_cvtepi32_ps(hsum4x128_epi32(S4)), acc);
+        X86_UNROLL for (int c = 0; c < NC; c++)
+            acc[c] = _mm_fmadd_ps(_mm_mul_ps(D, _mm_set1_ps(y[c][i].d)), _mm_cvtepi32_ps(hsum4x128_epi32(S4[c])), acc[c]);
     }
-    float o[4];
-    _mm_storeu_ps(o, acc);
-    for (int r = 0; r < NR; r++) out[r] = o[r];
+    for (int c = 0; c < NC; c++) {
+        float o[4];
+        _mm_storeu_ps(o, acc[c]);
+        for (int r = 0; r < NR; r++) out[c * os + r] = o[r];
+    }
 }
+AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q6_K_rows_t(n, vx, ws, &y, out, 0, NR, 1); }
 
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
 AI __m512i ld2x32(const int8_t *a, const int8_t *b) {
@@ -327,7 +368,9 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #ifndef PANEL_PF
 #define PANEL_PF 4        /* superblocks the packs prefetch ahead */
 #endif
-#define PANEL_MIN_NC 4    /* fewer columns: the per-row kernels */
+#ifndef PANEL_MIN_NC
+#define PANEL_MIN_NC 8    /* fewer columns: the row kernels, DEC_NC columns at a time (faster up to 6-7 on Zen 5) */
+#endif
 #define PANEL_NC 8        /* activation columns per register tile (docs/perf.md) */
 
 typedef struct panel {
@@ -592,39 +635,56 @@ X86_WRAP(avx512, q8_0, avx512_q8_0_nc)
 X86_WRAP(avx512_vnni, q8_0, avx512vnni_q8_0_nc)
 X86_WRAP(avx512, q4_K_r, avx512_q4_K_r_nc)
 
-/* One activation column (decode): DEC_NR rows per call, taken from DEC_NR
-   equal contiguous slices of the range (rows r, r + m, r + 2m, ...), so
-   that each is one long sequential stream.  Adjacent rows would restart
-   the hardware prefetcher at every group (docs/perf.md). */
+/* Decode: DEC_NR rows per call, taken from DEC_NR equal contiguous slices
+   of the range (rows r, r + m, r + 2m, ...), so that each is one long
+   sequential stream.  Adjacent rows would restart the hardware prefetcher
+   at every group (docs/perf.md).  dec_rows_nc below. */
 #ifndef DEC_NR
 #define DEC_NR 4
 #endif
-#define DEC_ROWS(fn)                                                                               \
-    do {                                                                                           \
-        const int64_t m = nr / DEC_NR;                                                             \
-        float o[DEC_NR];                                                                           \
-        for (int64_t r = 0; r < m; r++) {                                                          \
-            fn(n, (const char *)w + r * ws, ws * (size_t)m, a, o, DEC_NR);                         \
-            for (int k = 0; k < DEC_NR; k++) dst[k * m + r] = o[k];                                \
-        }                                                                                          \
-        for (int64_t r = m * DEC_NR; r < nr; r++) fn(n, (const char *)w + r * ws, ws, a, dst + r, 1); \
-    } while (0)
-
 /* VNNI vec_dot: the decode row kernel, whose float steps are the panels' */
 static void avx512_vnni_vec_dot_q4_K(int64_t n, float *s, const void *x, const void *y) { q4_K_rows(n, x, 0, y, s, 1); }
 static void avx512_vnni_vec_dot_q4_K_r(int64_t n, float *s, const void *x, const void *y) { q4_K_r_rows(n, x, 0, y, s, 1); }
 static void avx512_vnni_vec_dot_q6_K(int64_t n, float *s, const void *x, const void *y) { q6_K_rows(n, x, 0, y, s, 1); }
 
+/* Fewer columns than PANEL_MIN_NC (decode, small batches): the row kernels,
+   DEC_NC columns at a time, DEC_NR rows per call from DEC_NR slices.
+   FMT 0: Q4_K, 1: Q4_K_R, 2: Q6_K. */
+AI void dec_rows_nc(int64_t n, int64_t nr, const void *w, size_t ws, const block_q8_K *const *ys, float *dst, size_t ds, const int NC,
+                    const int FMT) {
+    const int64_t m = nr / DEC_NR;
+    float o[DEC_NC * DEC_NR];
+    for (int64_t r = 0; r < m; r++) {
+        const char *x = (const char *)w + r * ws;
+        if (FMT == 2) q6_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC);
+        else q4_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC, FMT);
+        for (int c = 0; c < NC; c++)
+            for (int k = 0; k < DEC_NR; k++) dst[c * ds + k * m + r] = o[c * DEC_NR + k];
+    }
+    for (int64_t r = m * DEC_NR; r < nr; r++) {
+        const char *x = (const char *)w + r * ws;
+        if (FMT == 2) q6_K_rows_t(n, x, ws, ys, dst + r, ds, 1, NC);
+        else q4_K_rows_t(n, x, ws, ys, dst + r, ds, 1, NC, FMT);
+    }
+}
+AI void dec_cols(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as, float *dst, size_t ds, const int FMT) {
+    for (int64_t c0 = 0; c0 < nc; c0 += DEC_NC) {
+        const int m = nc - c0 < DEC_NC ? (int)(nc - c0) : DEC_NC;
+        const block_q8_K *ys[DEC_NC];
+        for (int c = 0; c < m; c++) ys[c] = (const block_q8_K *)((const char *)a + (c0 + c) * as);
+        float *o = dst + c0 * ds;
+        if (m == 1) dec_rows_nc(n, nr, w, ws, ys, o, ds, 1, FMT);
+        else if (m == 2) dec_rows_nc(n, nr, w, ws, ys, o, ds, 2, FMT);
+        else if (m == 3) dec_rows_nc(n, nr, w, ws, ys, o, ds, 3, FMT);
+        else dec_rows_nc(n, nr, w, ws, ys, o, ds, 4, FMT);
+    }
+}
+
 /* VNNI gemm: panels of 16 rows when there are enough columns */
 AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                           float *dst, size_t ds, const int R) {
-    if (nc == 1) {
-        if (R) DEC_ROWS(q4_K_r_rows);
-        else DEC_ROWS(q4_K_rows);
-        return;
-    }
-    if (nc < PANEL_MIN_NC) { /* the decode kernel per column: the same bits as one column alone */
-        for (int64_t c = 0; c < nc; c++) gemm_q4_K_panel_t(n, nr, 1, w, ws, (const char *)a + c * as, as, dst + c * ds, ds, R);
+    if (nc < PANEL_MIN_NC) { /* the same bits as each column alone */
+        dec_cols(n, nr, nc, w, ws, a, as, dst, ds, R);
         return;
     }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * K4_BSZ(R));
@@ -641,9 +701,8 @@ static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, con
                                           float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
-    if (nc == 1) { DEC_ROWS(q6_K_rows); return; }
-    if (nc < PANEL_MIN_NC) { /* the decode kernel per column: the same bits as one column alone */
-        for (int64_t c = 0; c < nc; c++) avx512_vnni_gemm_q6_K_panel(n, nr, 1, w, ws, (const char *)a + c * as, as, dst + c * ds, ds);
+    if (nc < PANEL_MIN_NC) { /* the same bits as each column alone */
+        dec_cols(n, nr, nc, w, ws, a, as, dst, ds, 2);
         return;
     }
     prefetch_rows(w, ws, nr < PANEL_ROWS ? (int)nr : PANEL_ROWS, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(block_q6_K));
