@@ -8,6 +8,8 @@
  * tests/test_kernels.c).  The plugin nevertheless requires VNNI: see
  * plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
  */
+#include <cpuid.h>
+
 #include "../avx2/x86_avx2.h"
 #include "../avx2/x86_avx2_r16.h"
 #define Q5R_NO_AVX2
@@ -368,8 +370,28 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #ifndef PANEL_PF
 #define PANEL_PF 4        /* superblocks the packs prefetch ahead */
 #endif
-#ifndef PANEL_MIN_NC
+#ifdef PANEL_MIN_NC
+#define PANEL_MIN_NC_FIXED /* from the command line: for every CPU */
+#else
 #define PANEL_MIN_NC 8    /* fewer columns: the row kernels, DEC_NC columns at a time (faster up to 6-7 on Zen 5) */
+#endif
+/* The plain Q4_K/Q4_K_R/Q6_K gemms' crossover, per CPU: on Intel's AVX-512
+   cores the 512-bit integer multiplies issue on one port, and the row
+   kernels' per-row reductions cost more than the panels' packing from 5
+   columns on (TinyLlama batches of 5/6/7, 2 threads, on a Xeon: +7% / +5-20%
+   / +10-25% through the panels, rows still 10% faster at 4); Zen 5's four
+   512-bit pipes keep the rows ahead up to 7 (docs/perf.md, sessions 15-16).
+   Either path gives the same bits.  Set once when the plugin loads;
+   -DPANEL_MIN_NC=N fixes it for every CPU. */
+#ifdef PANEL_MIN_NC_FIXED
+static const int panel_min_nc = PANEL_MIN_NC;
+#else
+static int panel_min_nc = PANEL_MIN_NC;
+__attribute__((constructor)) static void panel_min_nc_init(void) {
+    unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu) /* "GenuineIntel" */
+        panel_min_nc = 5;
+}
 #endif
 #define PANEL_NC 8        /* activation columns per register tile (docs/perf.md) */
 
@@ -683,7 +705,7 @@ AI void dec_cols(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, co
 /* VNNI gemm: panels of 16 rows when there are enough columns */
 AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                           float *dst, size_t ds, const int R) {
-    if (nc < PANEL_MIN_NC) { /* the same bits as each column alone */
+    if (nc < panel_min_nc) { /* the same bits as each column alone */
         dec_cols(n, nr, nc, w, ws, a, as, dst, ds, R);
         return;
     }
@@ -701,7 +723,7 @@ static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, con
                                           float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
-    if (nc < PANEL_MIN_NC) { /* the same bits as each column alone */
+    if (nc < panel_min_nc) { /* the same bits as each column alone */
         dec_cols(n, nr, nc, w, ws, a, as, dst, ds, 2);
         return;
     }
