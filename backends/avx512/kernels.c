@@ -29,12 +29,11 @@ static const uint8_t k4_ctrl[4][64] __attribute__((aligned(64))) = {
 /* mins byte k -> int16 pairs (m0 m0 m1 m1 ...), to madd against the 16 bsums */
 static const uint8_t k4_mins_ctrl[16] __attribute__((aligned(16))) = { 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15 };
 
-/* VNNI: vpdpwssd fuses the scale madd and the accumulate */
-AI __m512i madd_acc(__m512i acc, __m512i s, __m512i p, const int VNNI) {
-    return VNNI ? _mm512_dpwssd_epi32(acc, s, p) : _mm512_add_epi32(acc, _mm512_madd_epi16(s, p));
-}
+/* acc + the scale madd, as two instructions: these are the kernels of the
+   level without VNNI (the VNNI level's fuse them: vpdpwssd) */
+AI __m512i madd_acc(__m512i acc, __m512i s, __m512i p) { return _mm512_add_epi32(acc, _mm512_madd_epi16(s, p)); }
 
-AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI, const int R) {
+AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int R) {
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
@@ -56,7 +55,7 @@ AI void q4_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
             for (int c = 0; c < NC; c++) {
                 const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
                 const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)q8));
-                sumi[c] = madd_acc(sumi[c], s, p, VNNI);
+                sumi[c] = madd_acc(sumi[c], s, p);
             }
         }
         for (int c = 0; c < NC; c++) {
@@ -78,7 +77,7 @@ static const uint8_t k6_ctrl[4][32] __attribute__((aligned(32))) = {
     { B8(8), B8(9), B8(10), B8(11) }, { B8(12), B8(13), B8(14), B8(15) },
 };
 
-AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC, const int VNNI) {
+AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
     const block_q6_K *x = vx;
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
@@ -115,7 +114,7 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
                 for (int c = 0; c < NC; c++) {
                     const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 64 * t;
                     const __m512i p = _mm512_maddubs_epi16(w[t], _mm512_loadu_si512((const void *)q8));
-                    sumi[c] = madd_acc(sumi[c], s, p, VNNI);
+                    sumi[c] = madd_acc(sumi[c], s, p);
                 }
             }
         }
@@ -127,9 +126,9 @@ AI void q6_K_512(int64_t n, const void *vx, const void *const *vy, float *out, c
     for (int c = 0; c < NC; c++) out[c] = x86_hsum512(acc[c]);
 }
 
-AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 0); }
-AI void avx512_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0, 1); }
-AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC, 0); }
+AI void avx512_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 0); }
+AI void avx512_q4_K_r_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q4_K_512(n, vx, vy, out, NC, 1); }
+AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) { q6_K_512(n, vx, vy, out, NC); }
 
 /* ---- decode: NR weight rows x NC activation columns (VNNI) ----------------
    The activation superblocks are loaded once for NR rows; the rows come
@@ -774,15 +773,12 @@ AI __m512 r16_hsum16(const __m512 *a) {
 #define R16_PF_BYTES 8192
 #endif
 
-/* Sub-block j (0..3) of lane half hh (lanes 8hh..8hh+7) in the Q4_K row
-   kernels: q4_K_rows (decode) pairs sub-blocks 4k, 4k+1 | 4k+2, 4k+3 in a
-   64-byte load, q4_K_512 (vec_dot, 2-3 columns, no VNNI) 2j | 2j+1. */
-enum { MAP_ROWS, MAP_512 };
-AI int r16_k4_sub(const int MAP, int hh, int j) { return MAP == MAP_ROWS ? (j & 1) + 4 * (j >> 1) + 2 * hh : 2 * j + hh; }
+/* The sub-block of step j (0..3) in lane half hh (lanes 8hh..8hh+7), in
+   q4_K_512's order (its 64-byte loads pair sub-blocks 2j | 2j+1) */
+AI int r16_k4_sub(int hh, int j) { return 2 * j + hh; }
 
 /* out[c * os + r] for the 16 rows of the group at vx, columns c < NC */
-AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC, const int MAP,
-                       const int VNNI) {
+AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
     const block_q4_K_r16 *x = vx;
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -815,7 +811,7 @@ AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
         for (int hh = 0; hh < 2; hh++) {
             __m512i sc[4];
             for (int j = 0; j < 4; j++) {
-                const __m512i v = r16_u8x16(r16_k4_get6(b->scales_l, b->scales_h, r16_k4_sub(MAP, hh, j)));
+                const __m512i v = r16_u8x16(r16_k4_get6(b->scales_l, b->scales_h, r16_k4_sub(hh, j)));
                 sc[j] = r16_pair(v, v);
             }
             /* lane p: low nibbles of qs[4s + p] (p < 4), high of qs[4s + p - 4] */
@@ -825,11 +821,11 @@ AI void r16_q4_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
                 for (int c = 0; c < NC; c++) sumi[c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const int s = r16_k4_sub(MAP, hh, j);
+                    const int s = r16_k4_sub(hh, j);
                     const __m512i q = _mm512_loadu_si512((const void *)b->qs[4 * s + (p & 3)]);
                     const __m512i w = _mm512_and_si512(p < 4 ? q : _mm512_srli_epi16(q, 4), m4);
                     for (int c = 0; c < NC; c++)
-                        sumi[c] = madd_acc(sumi[c], sc[j], _mm512_maddubs_epi16(w, bcast32(y[c]->qs + 32 * s + 4 * p)), VNNI);
+                        sumi[c] = madd_acc(sumi[c], sc[j], _mm512_maddubs_epi16(w, bcast32(y[c]->qs + 32 * s + 4 * p)));
                 }
                 for (int c = 0; c < NC; c++) acc[c][8 * hh + p] = _mm512_fmadd_ps(dy[c], _mm512_cvtepi32_ps(sumi[c]), acc[c][8 * hh + p]);
             }
@@ -852,7 +848,7 @@ AI void r16_q6_K_groups(const block_q6_K_r16 *b, int u, __m512i q[4]) {
 
 /* q6_K_rows / q6_K_512 lane L: groups L + 16k (scales 4k + L/4), starting
    from -32 * (sc[2L] bsums[2L] + sc[2L+1] bsums[2L+1]) for L < 8 */
-AI void r16_q6_K_lanes(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC, const int VNNI) {
+AI void r16_q6_K_lanes(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
     const block_q6_K_r16 *x = vx;
     const int64_t nb = n / QK_K;
     __m512 acc[R16_NC][16];
@@ -889,7 +885,7 @@ AI void r16_q6_K_lanes(int64_t n, const void *vx, const void *const *vy, float *
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++)
                     for (int c = 0; c < NC; c++)
-                        sumi[c] = madd_acc(sumi[c], sc[k], _mm512_maddubs_epi16(q[k], bcast32(y[c]->qs + 4 * (L + 16 * k))), VNNI);
+                        sumi[c] = madd_acc(sumi[c], sc[k], _mm512_maddubs_epi16(q[k], bcast32(y[c]->qs + 4 * (L + 16 * k))));
                 for (int c = 0; c < NC; c++) acc[c][L] = _mm512_fmadd_ps(dy[c], _mm512_cvtepi32_ps(sumi[c]), acc[c][L]);
             }
         }
@@ -932,10 +928,10 @@ static void pack_q6_K_r16(panel *P, const void *x0, size_t ws, int nrows, int64_
    any column count.  (With VNNI the R16 layouts use the panels' numerics:
    further down.) */
 AI void avx512_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
-    r16_q4_K_lanes(n, vx, vy, out, os, NC, MAP_512, 0);
+    r16_q4_K_lanes(n, vx, vy, out, os, NC);
 }
 AI void avx512_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
-    r16_q6_K_lanes(n, vx, vy, out, os, NC, 0);
+    r16_q6_K_lanes(n, vx, vy, out, os, NC);
 }
 R16_WRAP(avx512, q4_K_r16, avx512_q4_K_r16_t)
 R16_WRAP(avx512, q6_K_r16, avx512_q6_K_r16_t)
