@@ -245,6 +245,132 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *cons
 AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, &y, out, 0, NR, 1, 0); }
 AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, &y, out, 0, NR, 1, 1); }
 
+/* ---- 4 rows x NC columns, reduced together ---------------------------------
+   Folding each row x column's 16 integer lanes on its own cost more than the
+   products at 4 columns (extracts, hadds: port 5).  Here the items (row,
+   column) of one superblock are reduced as a tree: each step halves the
+   lanes of two vectors' items into one vector, with one shuffle, one blend
+   and one add, so 16 items take 15 steps and end in the 16 lanes of one
+   vector, where their float steps run together.  The integer sums are the
+   same exact ones, so are the bits. */
+/* items of 16 lanes -> 8: x's in lanes 0-7, y's in 8-15 */
+AI __m512i red1(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_mask_blend_epi32(0xFF00, x, y), _mm512_shuffle_i64x2(x, y, 0x4E)); }
+/* items of 8 lanes (x: a, b; y: c, d) -> 4: 128-bit lanes a, c, b, d */
+AI __m512i red2(__m512i x, __m512i y) {
+    return _mm512_add_epi32(_mm512_mask_blend_epi64(0xCC, x, y), _mm512_permutex2var_epi64(x, _mm512_setr_epi64(2, 3, 8, 9, 6, 7, 12, 13), y));
+}
+/* items of 4 lanes -> 2: 128-bit lane k holds x's item k, then y's */
+AI __m512i red3(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_mask_blend_epi64(0xAA, x, y), _mm512_alignr_epi8(y, x, 8)); }
+/* items of 2 lanes -> 1: lane 4k + (0, 1, 2, 3) = x's first, y's first, x's second, y's second of 128-bit lane k */
+AI __m512i red4(__m512i x, __m512i y) {
+    return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, x, y),
+                            _mm512_permutex2var_epi32(x, _mm512_setr_epi32(1, 16, 3, 18, 5, 20, 7, 22, 9, 24, 11, 26, 13, 28, 15, 30), y));
+}
+
+/* which (row, column) each lane of the reduced vectors holds, per tree
+   width (1, 2, 4 columns); -1: no item (its float steps are never stored) */
+static const int8_t rows4_row[3][16] = {
+    { 0, -1, -1, -1, 2, -1, -1, -1, 1, -1, -1, -1, 3, -1, -1, -1 },
+    { 0, -1, 2, -1, 1, -1, 3, -1, 0, -1, 2, -1, 1, -1, 3, -1 },
+    { 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3 },
+};
+static const int8_t rows4_col[3][16] = {
+    { 0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1 },
+    { 0, -1, 0, -1, 0, -1, 0, -1, 1, -1, 1, -1, 1, -1, 1, -1 },
+    { 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3 },
+};
+
+/* as q4_K_rows_t with NR = 4: out[c * os + r].  Weights by 32 bytes (low
+   nibbles = sub-block 2j, high = 2j + 1, as q4_K_512), so that each
+   column's activations are one contiguous 64-byte operand. */
+AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC, const int R) {
+    const int64_t nb = n / QK_K;
+    const int W = NC == 3 ? 4 : NC; /* tree width: 3 columns as 4, the fourth zero */
+    const int T = W == 4 ? 2 : W - 1;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512i ir = _mm512_setzero_si512(), ic = _mm512_setzero_si512();
+    {
+        int32_t a[16], b[16];
+        for (int j = 0; j < 16; j++) a[j] = rows4_row[T][j] < 0 ? 0 : rows4_row[T][j], b[j] = rows4_col[T][j] < 0 ? 0 : rows4_col[T][j];
+        ir = _mm512_loadu_si512((const void *)a);
+        ic = _mm512_loadu_si512((const void *)b);
+    }
+    const __m512i id = _mm512_add_epi32(ir, ir), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1));
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        /* the columns' 16 bsums, by pairs of columns (one column: twice) */
+        __m512i bsp0, bsp1 = _mm512_setzero_si512();
+        {
+            const __m256i b0 = _mm256_loadu_si256((const __m256i *)y[0][i].bsums);
+            const __m256i b1 = W == 1 ? b0 : _mm256_loadu_si256((const __m256i *)y[1][i].bsums);
+            bsp0 = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
+            if (W == 4)
+                bsp1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[2][i].bsums)),
+                                          NC == 4 ? _mm256_loadu_si256((const __m256i *)y[3][i].bsums) : _mm256_setzero_si256(), 1);
+        }
+        __m512i VS[4], VM[4];
+        __m256i mins1[4];
+        uint32_t ddw[4];
+        for (int r = 0; r < 4; r++) {
+            const void *x = k4_blk((const char *)vx + r * ws, i, R);
+            dec_prefetch(x);
+            const __m128i sm8 = k4_sm8(x, R);
+            const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm8));
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
+            const uint8_t *qs = k4_qs(x, R);
+            __m512i s[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512() };
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)));
+                v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
+                const __m512i sj = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl[j]));
+                X86_UNROLL for (int c = 0; c < NC; c++)
+                    s[c] = _mm512_dpwssd_epi32(s[c], sj, _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[c][i].qs + 64 * j))));
+            }
+            if (W == 1) {
+                VS[r] = s[0];
+                mins1[r] = mins;
+            } else {
+                const __m512i bm = _mm512_broadcast_i64x4(mins);
+                if (W == 2) {
+                    VS[r] = red1(s[0], s[1]);
+                    VM[r] = _mm512_madd_epi16(bm, bsp0);
+                } else {
+                    VS[r] = red2(red1(s[0], s[1]), red1(s[2], s[3]));
+                    VM[r] = red2(_mm512_madd_epi16(bm, bsp0), _mm512_madd_epi16(bm, bsp1));
+                }
+            }
+            memcpy(&ddw[r], x, 4); /* d, dmin: fp16 */
+        }
+        __m512i S, M;
+        if (W == 1) {
+            const __m512i ms01 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(mins1[0]), mins1[1], 1), bsp0);
+            const __m512i ms23 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(mins1[2]), mins1[3], 1), bsp0);
+            const __m512i X = red3(red2(red1(VS[0], VS[1]), red1(VS[2], VS[3])), red2(ms01, ms23));
+            S = _mm512_add_epi32(X, _mm512_shuffle_epi32(X, (_MM_PERM_ENUM)0xB1)); /* S S M M per 128-bit lane */
+            M = _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0x4E);
+        } else if (W == 2) {
+            const __m512i F = red4(red3(red2(VS[0], VS[1]), red2(VS[2], VS[3])), red3(red2(VM[0], VM[1]), red2(VM[2], VM[3])));
+            S = F;
+            M = _mm512_shuffle_epi32(F, (_MM_PERM_ENUM)0xB1);
+        } else {
+            S = red4(red3(VS[0], VS[1]), red3(VS[2], VS[3]));
+            M = red4(red3(VM[0], VM[1]), red3(VM[2], VM[3]));
+        }
+        /* the panel's float steps per lane: d * y.d, dmin * y.d, as in q4_K_rows_t */
+        const __m512 dd = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ddw))); /* d0 m0 d1 m1 ... */
+        float yd[4] = { 0, 0, 0, 0 };
+        for (int c = 0; c < NC; c++) yd[c] = y[c][i].d;
+        const __m512 Y = _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(_mm_loadu_ps(yd)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(id, dd), Y), _mm512_cvtepi32_ps(S), acc);
+        acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idm, dd), Y), _mm512_cvtepi32_ps(M), acc);
+    }
+    float o[16];
+    _mm512_storeu_ps(o, acc);
+    for (int j = 0; j < 16; j++)
+        if (rows4_row[T][j] >= 0 && rows4_col[T][j] < NC) out[rows4_col[T][j] * os + rows4_row[T][j]] = o[j];
+}
+
 /* as q4_K_rows_t: NR rows x NC columns, each column's bits its own */
 AI void q6_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NR, const int NC) {
     const int64_t nb = n / QK_K;
@@ -678,6 +804,7 @@ AI void dec_rows_nc(int64_t n, int64_t nr, const void *w, size_t ws, const block
     for (int64_t r = 0; r < m; r++) {
         const char *x = (const char *)w + r * ws;
         if (FMT == 2) q6_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC);
+        else if (DEC_NR == 4) q4_K_rows4_t(n, x, ws * (size_t)m, ys, o, DEC_NR, NC, FMT);
         else q4_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC, FMT);
         for (int c = 0; c < NC; c++)
             for (int k = 0; k < DEC_NR; k++) dst[c * ds + k * m + r] = o[c * DEC_NR + k];
