@@ -280,6 +280,37 @@ static const int8_t rows4_col[3][16] = {
     { 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3 },
 };
 
+/* the lane maps as permutation indices (no item: row 0, column 0) */
+AI void rows4_maps(const int T, __m512i *ir, __m512i *ic) {
+    int32_t a[16], b[16];
+    for (int j = 0; j < 16; j++) a[j] = rows4_row[T][j] < 0 ? 0 : rows4_row[T][j], b[j] = rows4_col[T][j] < 0 ? 0 : rows4_col[T][j];
+    *ir = _mm512_loadu_si512((const void *)a);
+    *ic = _mm512_loadu_si512((const void *)b);
+}
+/* superblock i's 16 bsums of the columns by pairs (c0 | c1), (c2 | c3); one column: twice */
+AI void rows4_bsums(const block_q8_K *const *y, int64_t i, const int NC, __m512i *p0, __m512i *p1) {
+    const int W = NC == 3 ? 4 : NC;
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)y[0][i].bsums);
+    const __m256i b1 = W == 1 ? b0 : _mm256_loadu_si256((const __m256i *)y[1][i].bsums);
+    *p0 = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
+    *p1 = _mm512_setzero_si512();
+    if (W == 4)
+        *p1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[2][i].bsums)),
+                                 NC == 4 ? _mm256_loadu_si256((const __m256i *)y[3][i].bsums) : _mm256_setzero_si256(), 1);
+}
+/* each lane's column's y.d */
+AI __m512 rows4_yd(const block_q8_K *const *y, int64_t i, const int NC, __m512i ic) {
+    float yd[4] = { 0, 0, 0, 0 };
+    for (int c = 0; c < NC; c++) yd[c] = y[c][i].d;
+    return _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(_mm_loadu_ps(yd)));
+}
+AI void rows4_store(__m512 acc, const int T, const int NC, float *out, size_t os) {
+    float o[16];
+    _mm512_storeu_ps(o, acc);
+    for (int j = 0; j < 16; j++)
+        if (rows4_row[T][j] >= 0 && rows4_col[T][j] < NC) out[rows4_col[T][j] * os + rows4_row[T][j]] = o[j];
+}
+
 /* as q4_K_rows_t with NR = 4: out[c * os + r].  Weights by 32 bytes (low
    nibbles = sub-block 2j, high = 2j + 1, as q4_K_512), so that each
    column's activations are one contiguous 64-byte operand. */
@@ -288,26 +319,13 @@ AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
     const int W = NC == 3 ? 4 : NC; /* tree width: 3 columns as 4, the fourth zero */
     const int T = W == 4 ? 2 : W - 1;
     const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512i ir = _mm512_setzero_si512(), ic = _mm512_setzero_si512();
-    {
-        int32_t a[16], b[16];
-        for (int j = 0; j < 16; j++) a[j] = rows4_row[T][j] < 0 ? 0 : rows4_row[T][j], b[j] = rows4_col[T][j] < 0 ? 0 : rows4_col[T][j];
-        ir = _mm512_loadu_si512((const void *)a);
-        ic = _mm512_loadu_si512((const void *)b);
-    }
+    __m512i ir, ic;
+    rows4_maps(T, &ir, &ic);
     const __m512i id = _mm512_add_epi32(ir, ir), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        /* the columns' 16 bsums, by pairs of columns (one column: twice) */
-        __m512i bsp0, bsp1 = _mm512_setzero_si512();
-        {
-            const __m256i b0 = _mm256_loadu_si256((const __m256i *)y[0][i].bsums);
-            const __m256i b1 = W == 1 ? b0 : _mm256_loadu_si256((const __m256i *)y[1][i].bsums);
-            bsp0 = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
-            if (W == 4)
-                bsp1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[2][i].bsums)),
-                                          NC == 4 ? _mm256_loadu_si256((const __m256i *)y[3][i].bsums) : _mm256_setzero_si256(), 1);
-        }
+        __m512i bsp0, bsp1;
+        rows4_bsums(y, i, NC, &bsp0, &bsp1);
         __m512i VS[4], VM[4];
         __m256i mins1[4];
         uint32_t ddw[4];
@@ -359,16 +377,11 @@ AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
         }
         /* the panel's float steps per lane: d * y.d, dmin * y.d, as in q4_K_rows_t */
         const __m512 dd = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ddw))); /* d0 m0 d1 m1 ... */
-        float yd[4] = { 0, 0, 0, 0 };
-        for (int c = 0; c < NC; c++) yd[c] = y[c][i].d;
-        const __m512 Y = _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(_mm_loadu_ps(yd)));
+        const __m512 Y = rows4_yd(y, i, NC, ic);
         acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(id, dd), Y), _mm512_cvtepi32_ps(S), acc);
         acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idm, dd), Y), _mm512_cvtepi32_ps(M), acc);
     }
-    float o[16];
-    _mm512_storeu_ps(o, acc);
-    for (int j = 0; j < 16; j++)
-        if (rows4_row[T][j] >= 0 && rows4_col[T][j] < NC) out[rows4_col[T][j] * os + rows4_row[T][j]] = o[j];
+    rows4_store(acc, T, NC, out, os);
 }
 
 /* as q4_K_rows_t: NR rows x NC columns, each column's bits its own */
@@ -430,6 +443,80 @@ AI void q6_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *cons
     }
 }
 AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q6_K_rows_t(n, vx, ws, &y, out, 0, NR, 1); }
+
+/* as q4_K_rows4_t for Q6_K: the -32 offset's sums (scales x bsums) reduced
+   as a second tree and taken off once per superblock, 16 items at a time */
+AI void q6_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC) {
+    const int64_t nb = n / QK_K;
+    const int W = NC == 3 ? 4 : NC;
+    const int T = W == 4 ? 2 : W - 1;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
+    const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
+    const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
+    __m512i ir, ic;
+    rows4_maps(T, &ir, &ic);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i bsp0, bsp1;
+        rows4_bsums(y, i, NC, &bsp0, &bsp1);
+        __m512i VS[4], VO[4];
+        __m256i sc1[4];
+        uint16_t dh[8] = { 0 };
+        for (int r = 0; r < 4; r++) {
+            const block_q6_K *x = (const block_q6_K *)((const char *)vx + r * ws) + i;
+            dec_prefetch(x);
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
+            const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+            __m512i s[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512() };
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i L = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
+                const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+                const __m512i w0 = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, sh_lo), m30));
+                const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh_hi), m30));
+                const __m512i s0 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h])));
+                const __m512i s1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h + 1])));
+                X86_UNROLL for (int c = 0; c < NC; c++) {
+                    s[c] = _mm512_dpwssd_epi32(s[c], s0, _mm512_maddubs_epi16(w0, _mm512_loadu_si512((const void *)(y[c][i].qs + 128 * h))));
+                    s[c] = _mm512_dpwssd_epi32(s[c], s1, _mm512_maddubs_epi16(w1, _mm512_loadu_si512((const void *)(y[c][i].qs + 128 * h + 64))));
+                }
+            }
+            if (W == 1) {
+                VS[r] = s[0];
+                sc1[r] = sc16;
+            } else {
+                const __m512i bsc = _mm512_broadcast_i64x4(sc16);
+                if (W == 2) {
+                    VS[r] = red1(s[0], s[1]);
+                    VO[r] = _mm512_madd_epi16(bsc, bsp0);
+                } else {
+                    VS[r] = red2(red1(s[0], s[1]), red1(s[2], s[3]));
+                    VO[r] = red2(_mm512_madd_epi16(bsc, bsp0), _mm512_madd_epi16(bsc, bsp1));
+                }
+            }
+            memcpy(&dh[r], &x->d, 2);
+        }
+        /* the sums less 32 x the offsets' */
+        __m512i tot;
+        if (W == 1) {
+            const __m512i o01 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(sc1[0]), sc1[1], 1), bsp0);
+            const __m512i o23 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(sc1[2]), sc1[3], 1), bsp0);
+            const __m512i X = red3(red2(red1(VS[0], VS[1]), red1(VS[2], VS[3])), red2(o01, o23));
+            const __m512i P = _mm512_add_epi32(X, _mm512_shuffle_epi32(X, (_MM_PERM_ENUM)0xB1)); /* S S O O */
+            tot = _mm512_sub_epi32(P, _mm512_slli_epi32(_mm512_shuffle_epi32(P, (_MM_PERM_ENUM)0x4E), 5));
+        } else if (W == 2) {
+            const __m512i F = red4(red3(red2(VS[0], VS[1]), red2(VS[2], VS[3])), red3(red2(VO[0], VO[1]), red2(VO[2], VO[3])));
+            tot = _mm512_sub_epi32(F, _mm512_slli_epi32(_mm512_shuffle_epi32(F, (_MM_PERM_ENUM)0xB1), 5));
+        } else
+            tot = _mm512_sub_epi32(red4(red3(VS[0], VS[1]), red3(VS[2], VS[3])), _mm512_slli_epi32(red4(red3(VO[0], VO[1]), red3(VO[2], VO[3])), 5));
+        /* the panel's step (panel_q6_K_cols): one fma on the exact sum */
+        const __m512 D = _mm512_permutexvar_ps(ir, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh))));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(D, rows4_yd(y, i, NC, ic)), _mm512_cvtepi32_ps(tot), acc);
+    }
+    rows4_store(acc, T, NC, out, os);
+}
 
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
 AI __m512i ld2x32(const int8_t *a, const int8_t *b) {
@@ -803,7 +890,8 @@ AI void dec_rows_nc(int64_t n, int64_t nr, const void *w, size_t ws, const block
     float o[DEC_NC * DEC_NR];
     for (int64_t r = 0; r < m; r++) {
         const char *x = (const char *)w + r * ws;
-        if (FMT == 2) q6_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC);
+        if (FMT == 2 && DEC_NR == 4) q6_K_rows4_t(n, x, ws * (size_t)m, ys, o, DEC_NR, NC);
+        else if (FMT == 2) q6_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC);
         else if (DEC_NR == 4) q4_K_rows4_t(n, x, ws * (size_t)m, ys, o, DEC_NR, NC, FMT);
         else q4_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC, FMT);
         for (int c = 0; c < NC; c++)
