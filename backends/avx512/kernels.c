@@ -253,6 +253,35 @@ AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, f
    and one add, so 16 items take 15 steps and end in the 16 lanes of one
    vector, where their float steps run together.  The integer sums are the
    same exact ones, so are the bits. */
+/* Q4_K group g (elements 64g..64g+63): low nibbles of qs[32g..], then high */
+AI __m512i q4_K_group(const uint8_t *qs, int g) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0xF));
+}
+
+/* The products: vpdpbusd sums 4 u8 x s8 products per dword lane, whose
+   magnitude stays below 2^15 (4 x 63 x 128 at most, Q6_K), so two such
+   vectors pack exactly into int16 words (vpackssdw, port 5), and one
+   vpdpwssd applies the sub-block scales to both: 3 port-0 multiplies per
+   128 products instead of 4 (vpmaddubsw + vpdpwssd twice).  The scale
+   words follow vpackssdw's order: per 128-bit lane 4 words of the first
+   vector, then 4 of the second. */
+#define W4(a) 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1
+#define LN(a, b) W4(a), W4(b)
+/* Q4_K, 32-byte groups 2p and 2p + 1 (sub-blocks 4p, 4p + 1 and 4p + 2, 4p + 3) */
+static const uint8_t k4_pk_ctrl[2][64] __attribute__((aligned(64))) = {
+    { LN(0, 2), LN(0, 2), LN(1, 3), LN(1, 3) }, { LN(4, 6), LN(4, 6), LN(5, 7), LN(5, 7) },
+};
+/* Q6_K, a 128-element half's 8 scale words: 128-bit lane L holds sub-blocks L and L + 4 */
+static const uint8_t k6_pk_ctrl[64] __attribute__((aligned(64))) = { LN(0, 4), LN(1, 5), LN(2, 6), LN(3, 7) };
+#undef LN
+#undef W4
+AI __m512i dot_pk(__m512i acc, __m512i s, __m512i w0, const int8_t *y0, __m512i w1, const int8_t *y1) {
+    const __m512i z = _mm512_setzero_si512();
+    return _mm512_dpwssd_epi32(acc, s, _mm512_packs_epi32(_mm512_dpbusd_epi32(z, w0, _mm512_loadu_si512((const void *)y0)),
+                                                         _mm512_dpbusd_epi32(z, w1, _mm512_loadu_si512((const void *)y1))));
+}
+
 /* items of 16 lanes -> 8: x's in lanes 0-7, y's in 8-15 */
 AI __m512i red1(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_mask_blend_epi32(0xFF00, x, y), _mm512_shuffle_i64x2(x, y, 0x4E)); }
 /* items of 8 lanes (x: a, b; y: c, d) -> 4: 128-bit lanes a, c, b, d */
@@ -311,14 +340,13 @@ AI void rows4_store(__m512 acc, const int T, const int NC, float *out, size_t os
         if (rows4_row[T][j] >= 0 && rows4_col[T][j] < NC) out[rows4_col[T][j] * os + rows4_row[T][j]] = o[j];
 }
 
-/* as q4_K_rows_t with NR = 4: out[c * os + r].  Weights by 32 bytes (low
-   nibbles = sub-block 2j, high = 2j + 1, as q4_K_512), so that each
+/* as q4_K_rows_t with NR = 4: out[c * os + r].  Weights by 32-byte groups
+   (q4_K_group: low nibbles = sub-block 2g, high = 2g + 1), so that each
    column's activations are one contiguous 64-byte operand. */
 AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC, const int R) {
     const int64_t nb = n / QK_K;
     const int W = NC == 3 ? 4 : NC; /* tree width: 3 columns as 4, the fourth zero */
     const int T = W == 4 ? 2 : W - 1;
-    const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512i ir, ic;
     rows4_maps(T, &ir, &ic);
     const __m512i id = _mm512_add_epi32(ir, ir), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1));
@@ -337,13 +365,11 @@ AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
             const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, _mm_load_si128((const __m128i *)k4_mins_ctrl)));
             const uint8_t *qs = k4_qs(x, R);
             __m512i s[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512() };
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * j)));
-                v = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
-                const __m512i sj = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_ctrl[j]));
-                X86_UNROLL for (int c = 0; c < NC; c++)
-                    s[c] = _mm512_dpwssd_epi32(s[c], sj, _mm512_maddubs_epi16(v, _mm512_loadu_si512((const void *)(y[c][i].qs + 64 * j))));
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                const __m512i v0 = q4_K_group(qs, 2 * p), v1 = q4_K_group(qs, 2 * p + 1);
+                const __m512i sp = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_pk_ctrl[p]));
+                X86_UNROLL for (int c = 0; c < NC; c++) s[c] = dot_pk(s[c], sp, v0, y[c][i].qs + 128 * p, v1, y[c][i].qs + 128 * p + 64);
             }
             if (W == 1) {
                 VS[r] = s[0];
@@ -467,7 +493,6 @@ AI void q6_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
             const block_q6_K *x = (const block_q6_K *)((const char *)vx + r * ws) + i;
             dec_prefetch(x);
             const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
-            const __m256i sc8x2 = _mm256_broadcastsi128_si256(sc8);
             const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
             __m512i s[4] = { _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512() };
 #pragma GCC unroll 2
@@ -476,12 +501,9 @@ AI void q6_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
                 const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
                 const __m512i w0 = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, sh_lo), m30));
                 const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, sh_hi), m30));
-                const __m512i s0 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h])));
-                const __m512i s1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(sc8x2, _mm256_load_si256((const __m256i *)k6_ctrl[2 * h + 1])));
-                X86_UNROLL for (int c = 0; c < NC; c++) {
-                    s[c] = _mm512_dpwssd_epi32(s[c], s0, _mm512_maddubs_epi16(w0, _mm512_loadu_si512((const void *)(y[c][i].qs + 128 * h))));
-                    s[c] = _mm512_dpwssd_epi32(s[c], s1, _mm512_maddubs_epi16(w1, _mm512_loadu_si512((const void *)(y[c][i].qs + 128 * h + 64))));
-                }
+                const __m512i sp = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16)),
+                                                       _mm512_load_si512((const void *)k6_pk_ctrl));
+                X86_UNROLL for (int c = 0; c < NC; c++) s[c] = dot_pk(s[c], sp, w0, y[c][i].qs + 128 * h, w1, y[c][i].qs + 128 * h + 64);
             }
             if (W == 1) {
                 VS[r] = s[0];
@@ -641,11 +663,6 @@ AI void tr16x16(__m512i r[16]) {
     }
 }
 
-/* Q4_K group g (elements 64g..64g+63): low nibbles of qs[32g..], then high */
-AI __m512i q4_K_group(const uint8_t *qs, int g) {
-    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
-    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0xF));
-}
 
 /* 16x16 byte transpose: in v[row], out v[byte j] (row r in byte r) */
 AI void tr16x16_u8(__m128i v[16]) {
