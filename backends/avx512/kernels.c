@@ -607,24 +607,26 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #ifdef PANEL_MIN_NC
 #define PANEL_MIN_NC_FIXED /* from the command line: for every CPU */
 #else
-#define PANEL_MIN_NC 8    /* fewer columns: the row kernels, DEC_NC columns at a time (faster up to 6-7 on Zen 5) */
+#define PANEL_MIN_NC 8    /* fewer columns: the row kernels, DEC_NC columns at a time (see below) */
 #endif
-/* The plain Q4_K/Q4_K_R/Q6_K gemms' crossover, per CPU: on Intel's AVX-512
-   cores the 512-bit integer multiplies issue on one port, and the row
-   kernels' per-row reductions cost more than the panels' packing from 5
-   columns on (TinyLlama batches of 5/6/7, 2 threads, on a Xeon: +7% / +5-20%
-   / +10-25% through the panels, rows still 10% faster at 4); Zen 5's four
-   512-bit pipes keep the rows ahead up to 7 (docs/perf.md, sessions 15-16).
-   Either path gives the same bits.  Set once when the plugin loads;
-   -DPANEL_MIN_NC=N fixes it for every CPU. */
+/* The plain Q4_K/Q4_K_R and Q6_K gemms' crossovers, per CPU.  Since the
+   4-row kernels reduce rows and columns together (q4_K_rows4_t), the rows
+   stay ahead of the panels' packing longer: on a Xeon (picolm-bench
+   --micro, fastest pass, one thread, 8 MiB matrix) Q4_K's rows cost 0.051
+   / 0.066 / 0.100 per unit at 1 / 2 / 4 columns and the panels 0.112 +
+   0.0103 per column, so the rows win up to 6 columns; Q6_K's rows (0.041 /
+   0.049 / 0.075) against 0.102 + 0.008 per column win up to 8.  Zen 5's
+   rows were ahead up to 7 before (docs/perf.md, sessions 15-17): 8 for
+   both there, as before.  Either path gives the same bits.  Set once when
+   the plugin loads; -DPANEL_MIN_NC=N fixes both for every CPU. */
 #ifdef PANEL_MIN_NC_FIXED
-static const int panel_min_nc = PANEL_MIN_NC;
+static const int panel_min_nc = PANEL_MIN_NC, panel_min_nc_q6 = PANEL_MIN_NC;
 #else
-static int panel_min_nc = PANEL_MIN_NC;
+static int panel_min_nc = PANEL_MIN_NC, panel_min_nc_q6 = PANEL_MIN_NC;
 __attribute__((constructor)) static void panel_min_nc_init(void) {
     unsigned a, b, c, d;
     if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu) /* "GenuineIntel" */
-        panel_min_nc = 5;
+        panel_min_nc = 7, panel_min_nc_q6 = 9;
 }
 #endif
 #define PANEL_NC 8        /* activation columns per register tile (docs/perf.md) */
@@ -954,7 +956,7 @@ static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, con
                                           float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
-    if (nc < panel_min_nc) { /* the same bits as each column alone */
+    if (nc < panel_min_nc_q6) { /* the same bits as each column alone */
         dec_cols(n, nr, nc, w, ws, a, as, dst, ds, 2);
         return;
     }
