@@ -310,7 +310,10 @@ static const int8_t rows4_col[3][16] = {
 };
 
 /* the lane maps as permutation indices (no item: row 0, column 0) */
-AI void rows4_maps(const int T, __m512i *ir, __m512i *ic) {
+AI int rows4_w(const int NC) { return NC == 3 ? 4 : NC; } /* tree width: 3 columns as 4, the fourth zero */
+AI int rows4_t(const int NC) { return NC >= 3 ? 2 : NC - 1; } /* its row of rows4_row / rows4_col */
+AI void rows4_maps(const int NC, __m512i *ir, __m512i *ic) {
+    const int T = rows4_t(NC);
     int32_t a[16], b[16];
     for (int j = 0; j < 16; j++) a[j] = rows4_row[T][j] < 0 ? 0 : rows4_row[T][j], b[j] = rows4_col[T][j] < 0 ? 0 : rows4_col[T][j];
     *ir = _mm512_loadu_si512((const void *)a);
@@ -318,7 +321,7 @@ AI void rows4_maps(const int T, __m512i *ir, __m512i *ic) {
 }
 /* superblock i's 16 bsums of the columns by pairs (c0 | c1), (c2 | c3); one column: twice */
 AI void rows4_bsums(const block_q8_K *const *y, int64_t i, const int NC, __m512i *p0, __m512i *p1) {
-    const int W = NC == 3 ? 4 : NC;
+    const int W = rows4_w(NC);
     const __m256i b0 = _mm256_loadu_si256((const __m256i *)y[0][i].bsums);
     const __m256i b1 = W == 1 ? b0 : _mm256_loadu_si256((const __m256i *)y[1][i].bsums);
     *p0 = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
@@ -333,11 +336,48 @@ AI __m512 rows4_yd(const block_q8_K *const *y, int64_t i, const int NC, __m512i 
     for (int c = 0; c < NC; c++) yd[c] = y[c][i].d;
     return _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(_mm_loadu_ps(yd)));
 }
-AI void rows4_store(__m512 acc, const int T, const int NC, float *out, size_t os) {
+AI void rows4_store(__m512 acc, const int NC, float *out, size_t os) {
+    const int T = rows4_t(NC);
     float o[16];
     _mm512_storeu_ps(o, acc);
     for (int j = 0; j < 16; j++)
         if (rows4_row[T][j] >= 0 && rows4_col[T][j] < NC) out[rows4_col[T][j] * os + rows4_row[T][j]] = o[j];
+}
+
+/* one row's items: its column sums s[c] into the scale tree (vs), and the
+   second tree's (Q4_K mins, Q6_K offsets: the int16 vector w16 against the
+   columns' bsums) into vw; one column: w16 kept (w1) for a pair of rows */
+AI void rows4_row_items(const __m512i *s, __m256i w16, __m512i bsp0, __m512i bsp1, const int W, __m512i *vs, __m512i *vw, __m256i *w1) {
+    if (W == 1) {
+        *vs = s[0];
+        *w1 = w16;
+        return;
+    }
+    const __m512i b = _mm512_broadcast_i64x4(w16);
+    if (W == 2) {
+        *vs = red1(s[0], s[1]);
+        *vw = _mm512_madd_epi16(b, bsp0);
+    } else {
+        *vs = red2(red1(s[0], s[1]), red1(s[2], s[3]));
+        *vw = red2(_mm512_madd_epi16(b, bsp0), _mm512_madd_epi16(b, bsp1));
+    }
+}
+/* the 4 rows' items reduced: S (scale sums) and M (second sums) in the
+   lanes of rows4_row / rows4_col */
+AI void rows4_reduce(const __m512i *VS, const __m512i *VW, const __m256i *w1, __m512i bsp0, const int W, __m512i *S, __m512i *M) {
+    if (W == 1) {
+        const __m512i m01 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(w1[0]), w1[1], 1), bsp0);
+        const __m512i m23 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(w1[2]), w1[3], 1), bsp0);
+        const __m512i X = red3(red2(red1(VS[0], VS[1]), red1(VS[2], VS[3])), red2(m01, m23));
+        *S = _mm512_add_epi32(X, _mm512_shuffle_epi32(X, (_MM_PERM_ENUM)0xB1)); /* S S M M per 128-bit lane */
+        *M = _mm512_shuffle_epi32(*S, (_MM_PERM_ENUM)0x4E);
+    } else if (W == 2) {
+        *S = red4(red3(red2(VS[0], VS[1]), red2(VS[2], VS[3])), red3(red2(VW[0], VW[1]), red2(VW[2], VW[3])));
+        *M = _mm512_shuffle_epi32(*S, (_MM_PERM_ENUM)0xB1);
+    } else {
+        *S = red4(red3(VS[0], VS[1]), red3(VS[2], VS[3]));
+        *M = red4(red3(VW[0], VW[1]), red3(VW[2], VW[3]));
+    }
 }
 
 /* as q4_K_rows_t with NR = 4: out[c * os + r].  Weights by 32-byte groups
@@ -345,10 +385,9 @@ AI void rows4_store(__m512 acc, const int T, const int NC, float *out, size_t os
    column's activations are one contiguous 64-byte operand. */
 AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC, const int R) {
     const int64_t nb = n / QK_K;
-    const int W = NC == 3 ? 4 : NC; /* tree width: 3 columns as 4, the fourth zero */
-    const int T = W == 4 ? 2 : W - 1;
+    const int W = rows4_w(NC);
     __m512i ir, ic;
-    rows4_maps(T, &ir, &ic);
+    rows4_maps(NC, &ir, &ic);
     const __m512i id = _mm512_add_epi32(ir, ir), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
@@ -371,43 +410,18 @@ AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
                 const __m512i sp = _mm512_shuffle_epi8(sc, _mm512_load_si512((const void *)k4_pk_ctrl[p]));
                 X86_UNROLL for (int c = 0; c < NC; c++) s[c] = dot_pk(s[c], sp, v0, y[c][i].qs + 128 * p, v1, y[c][i].qs + 128 * p + 64);
             }
-            if (W == 1) {
-                VS[r] = s[0];
-                mins1[r] = mins;
-            } else {
-                const __m512i bm = _mm512_broadcast_i64x4(mins);
-                if (W == 2) {
-                    VS[r] = red1(s[0], s[1]);
-                    VM[r] = _mm512_madd_epi16(bm, bsp0);
-                } else {
-                    VS[r] = red2(red1(s[0], s[1]), red1(s[2], s[3]));
-                    VM[r] = red2(_mm512_madd_epi16(bm, bsp0), _mm512_madd_epi16(bm, bsp1));
-                }
-            }
+            rows4_row_items(s, mins, bsp0, bsp1, W, &VS[r], &VM[r], &mins1[r]);
             memcpy(&ddw[r], x, 4); /* d, dmin: fp16 */
         }
         __m512i S, M;
-        if (W == 1) {
-            const __m512i ms01 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(mins1[0]), mins1[1], 1), bsp0);
-            const __m512i ms23 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(mins1[2]), mins1[3], 1), bsp0);
-            const __m512i X = red3(red2(red1(VS[0], VS[1]), red1(VS[2], VS[3])), red2(ms01, ms23));
-            S = _mm512_add_epi32(X, _mm512_shuffle_epi32(X, (_MM_PERM_ENUM)0xB1)); /* S S M M per 128-bit lane */
-            M = _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0x4E);
-        } else if (W == 2) {
-            const __m512i F = red4(red3(red2(VS[0], VS[1]), red2(VS[2], VS[3])), red3(red2(VM[0], VM[1]), red2(VM[2], VM[3])));
-            S = F;
-            M = _mm512_shuffle_epi32(F, (_MM_PERM_ENUM)0xB1);
-        } else {
-            S = red4(red3(VS[0], VS[1]), red3(VS[2], VS[3]));
-            M = red4(red3(VM[0], VM[1]), red3(VM[2], VM[3]));
-        }
+        rows4_reduce(VS, VM, mins1, bsp0, W, &S, &M);
         /* the panel's float steps per lane: d * y.d, dmin * y.d, as in q4_K_rows_t */
         const __m512 dd = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ddw))); /* d0 m0 d1 m1 ... */
         const __m512 Y = rows4_yd(y, i, NC, ic);
         acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(id, dd), Y), _mm512_cvtepi32_ps(S), acc);
         acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idm, dd), Y), _mm512_cvtepi32_ps(M), acc);
     }
-    rows4_store(acc, T, NC, out, os);
+    rows4_store(acc, NC, out, os);
 }
 
 /* as q4_K_rows_t: NR rows x NC columns, each column's bits its own */
@@ -474,14 +488,13 @@ AI void q6_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, flo
    as a second tree and taken off once per superblock, 16 items at a time */
 AI void q6_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC) {
     const int64_t nb = n / QK_K;
-    const int W = NC == 3 ? 4 : NC;
-    const int T = W == 4 ? 2 : W - 1;
+    const int W = rows4_w(NC);
     const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
     const long long w2 = 0x0002000200020002ll, w4 = 0x0004000400040004ll;
     const __m512i sh_lo = _mm512_set_epi64(w2, w2, w2, w2, w4, w4, w4, w4);
     const __m512i sh_hi = _mm512_set_epi64(w2, w2, w2, w2, 0, 0, 0, 0);
     __m512i ir, ic;
-    rows4_maps(T, &ir, &ic);
+    rows4_maps(NC, &ir, &ic);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         __m512i bsp0, bsp1;
@@ -505,39 +518,18 @@ AI void q6_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
                                                        _mm512_load_si512((const void *)k6_pk_ctrl));
                 X86_UNROLL for (int c = 0; c < NC; c++) s[c] = dot_pk(s[c], sp, w0, y[c][i].qs + 128 * h, w1, y[c][i].qs + 128 * h + 64);
             }
-            if (W == 1) {
-                VS[r] = s[0];
-                sc1[r] = sc16;
-            } else {
-                const __m512i bsc = _mm512_broadcast_i64x4(sc16);
-                if (W == 2) {
-                    VS[r] = red1(s[0], s[1]);
-                    VO[r] = _mm512_madd_epi16(bsc, bsp0);
-                } else {
-                    VS[r] = red2(red1(s[0], s[1]), red1(s[2], s[3]));
-                    VO[r] = red2(_mm512_madd_epi16(bsc, bsp0), _mm512_madd_epi16(bsc, bsp1));
-                }
-            }
+            rows4_row_items(s, sc16, bsp0, bsp1, W, &VS[r], &VO[r], &sc1[r]);
             memcpy(&dh[r], &x->d, 2);
         }
         /* the sums less 32 x the offsets' */
-        __m512i tot;
-        if (W == 1) {
-            const __m512i o01 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(sc1[0]), sc1[1], 1), bsp0);
-            const __m512i o23 = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(sc1[2]), sc1[3], 1), bsp0);
-            const __m512i X = red3(red2(red1(VS[0], VS[1]), red1(VS[2], VS[3])), red2(o01, o23));
-            const __m512i P = _mm512_add_epi32(X, _mm512_shuffle_epi32(X, (_MM_PERM_ENUM)0xB1)); /* S S O O */
-            tot = _mm512_sub_epi32(P, _mm512_slli_epi32(_mm512_shuffle_epi32(P, (_MM_PERM_ENUM)0x4E), 5));
-        } else if (W == 2) {
-            const __m512i F = red4(red3(red2(VS[0], VS[1]), red2(VS[2], VS[3])), red3(red2(VO[0], VO[1]), red2(VO[2], VO[3])));
-            tot = _mm512_sub_epi32(F, _mm512_slli_epi32(_mm512_shuffle_epi32(F, (_MM_PERM_ENUM)0xB1), 5));
-        } else
-            tot = _mm512_sub_epi32(red4(red3(VS[0], VS[1]), red3(VS[2], VS[3])), _mm512_slli_epi32(red4(red3(VO[0], VO[1]), red3(VO[2], VO[3])), 5));
+        __m512i S, O;
+        rows4_reduce(VS, VO, sc1, bsp0, W, &S, &O);
+        const __m512i tot = _mm512_sub_epi32(S, _mm512_slli_epi32(O, 5));
         /* the panel's step (panel_q6_K_cols): one fma on the exact sum */
         const __m512 D = _mm512_permutexvar_ps(ir, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh))));
         acc = _mm512_fmadd_ps(_mm512_mul_ps(D, rows4_yd(y, i, NC, ic)), _mm512_cvtepi32_ps(tot), acc);
     }
-    rows4_store(acc, T, NC, out, os);
+    rows4_store(acc, NC, out, os);
 }
 
 /* ---- Q8_0 x Q8_0, two blocks per 512-bit vector ------------------------------ */
