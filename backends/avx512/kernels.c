@@ -245,14 +245,7 @@ AI void q4_K_rows_t(int64_t n, const void *vx, size_t ws, const block_q8_K *cons
 AI void q4_K_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, &y, out, 0, NR, 1, 0); }
 AI void q4_K_r_rows(int64_t n, const void *vx, size_t ws, const block_q8_K *y, float *out, const int NR) { q4_K_rows_t(n, vx, ws, &y, out, 0, NR, 1, 1); }
 
-/* ---- 4 rows x NC columns, reduced together ---------------------------------
-   Folding each row x column's 16 integer lanes on its own cost more than the
-   products at 4 columns (extracts, hadds: port 5).  Here the items (row,
-   column) of one superblock are reduced as a tree: each step halves the
-   lanes of two vectors' items into one vector, with one shuffle, one blend
-   and one add, so 16 items take 15 steps and end in the 16 lanes of one
-   vector, where their float steps run together.  The integer sums are the
-   same exact ones, so are the bits. */
+/* ---- the 4-row kernels' pieces (q4_K_rows4_t, q6_K_rows4_t) -------------- */
 /* Q4_K group g (elements 64g..64g+63): low nibbles of qs[32g..], then high */
 AI __m512i q4_K_group(const uint8_t *qs, int g) {
     const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
@@ -282,6 +275,14 @@ AI __m512i dot_pk(__m512i acc, __m512i s, __m512i w0, const int8_t *y0, __m512i 
                                                          _mm512_dpbusd_epi32(z, w1, _mm512_loadu_si512((const void *)y1))));
 }
 
+/* ---- 4 rows x NC columns, reduced together ---------------------------------
+   Folding each row x column's 16 integer lanes on its own cost more than the
+   products at 4 columns (extracts, hadds: port 5).  Here the items (row,
+   column) of one superblock are reduced as a tree: each step halves the
+   lanes of two vectors' items into one vector, with one shuffle, one blend
+   and one add, so 16 items take 15 steps and end in the 16 lanes of one
+   vector, where their float steps run together.  The integer sums are the
+   same exact ones, so are the bits. */
 /* items of 16 lanes -> 8: x's in lanes 0-7, y's in 8-15 */
 AI __m512i red1(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_mask_blend_epi32(0xFF00, x, y), _mm512_shuffle_i64x2(x, y, 0x4E)); }
 /* items of 8 lanes (x: a, b; y: c, d) -> 4: 128-bit lanes a, c, b, d */
@@ -309,9 +310,9 @@ static const int8_t rows4_col[3][16] = {
     { 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3 },
 };
 
-/* the lane maps as permutation indices (no item: row 0, column 0) */
 AI int rows4_w(const int NC) { return NC == 3 ? 4 : NC; } /* tree width: 3 columns as 4, the fourth zero */
 AI int rows4_t(const int NC) { return NC >= 3 ? 2 : NC - 1; } /* its row of rows4_row / rows4_col */
+/* the lane maps as permutation indices (no item: row 0, column 0) */
 AI void rows4_maps(const int NC, __m512i *ir, __m512i *ic) {
     const int T = rows4_t(NC);
     int32_t a[16], b[16];
