@@ -299,27 +299,29 @@ AI __m512i red4(__m512i x, __m512i y) {
 
 /* which (row, column) each lane of the reduced vectors holds, per tree
    width (1, 2, 4 columns); -1: no item (its float steps are never stored) */
-static const int8_t rows4_row[3][16] = {
+static const int8_t rows4_row[4][16] = {
     { 0, -1, -1, -1, 2, -1, -1, -1, 1, -1, -1, -1, 3, -1, -1, -1 },
     { 0, -1, 2, -1, 1, -1, 3, -1, 0, -1, 2, -1, 1, -1, 3, -1 },
     { 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3 },
+    { 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3 },
 };
-static const int8_t rows4_col[3][16] = {
+static const int8_t rows4_col[4][16] = {
     { 0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1, 0, -1, -1, -1 },
     { 0, -1, 0, -1, 0, -1, 0, -1, 1, -1, 1, -1, 1, -1, 1, -1 },
     { 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3 },
+    { 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3 },
 };
 
 AI int rows4_w(const int NC) { return NC == 3 ? 4 : NC; } /* tree width: 3 columns as 4, the fourth zero */
 AI int rows4_t(const int NC) { return NC >= 3 ? 2 : NC - 1; } /* its row of rows4_row / rows4_col */
 /* the lane maps as permutation indices (no item: row 0, column 0) */
-AI void rows4_maps(const int NC, __m512i *ir, __m512i *ic) {
-    const int T = rows4_t(NC);
+AI void rows4_maps_t(const int T, __m512i *ir, __m512i *ic) {
     int32_t a[16], b[16];
     for (int j = 0; j < 16; j++) a[j] = rows4_row[T][j] < 0 ? 0 : rows4_row[T][j], b[j] = rows4_col[T][j] < 0 ? 0 : rows4_col[T][j];
     *ir = _mm512_loadu_si512((const void *)a);
     *ic = _mm512_loadu_si512((const void *)b);
 }
+AI void rows4_maps(const int NC, __m512i *ir, __m512i *ic) { rows4_maps_t(rows4_t(NC), ir, ic); }
 /* superblock i's 16 bsums of the columns by pairs (c0 | c1), (c2 | c3); one column: twice */
 AI void rows4_bsums(const block_q8_K *const *y, int64_t i, const int NC, __m512i *p0, __m512i *p1) {
     const int W = rows4_w(NC);
@@ -333,17 +335,17 @@ AI void rows4_bsums(const block_q8_K *const *y, int64_t i, const int NC, __m512i
 }
 /* each lane's column's y.d */
 AI __m512 rows4_yd(const block_q8_K *const *y, int64_t i, const int NC, __m512i ic) {
-    float yd[4] = { 0, 0, 0, 0 };
-    for (int c = 0; c < NC; c++) yd[c] = y[c][i].d;
-    return _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(_mm_loadu_ps(yd)));
+    /* (set, not a float[4] through memory: 4 stores into one load stall) */
+    const __m128 yd = _mm_setr_ps(y[0][i].d, NC > 1 ? y[1][i].d : 0.0f, NC > 2 ? y[2][i].d : 0.0f, NC > 3 ? y[3][i].d : 0.0f);
+    return _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(yd));
 }
-AI void rows4_store(__m512 acc, const int NC, float *out, size_t os) {
-    const int T = rows4_t(NC);
+AI void rows4_store_t(const int T, __m512 acc, const int NC, float *out, size_t os) {
     float o[16];
     _mm512_storeu_ps(o, acc);
     for (int j = 0; j < 16; j++)
         if (rows4_row[T][j] >= 0 && rows4_col[T][j] < NC) out[rows4_col[T][j] * os + rows4_row[T][j]] = o[j];
 }
+AI void rows4_store(__m512 acc, const int NC, float *out, size_t os) { rows4_store_t(rows4_t(NC), acc, NC, out, os); }
 
 /* one row's items: its column sums s[c] into the scale tree (vs), and the
    second tree's (Q4_K mins, Q6_K offsets: the int16 vector w16 against the
@@ -423,6 +425,107 @@ AI void q4_K_rows4_t(int64_t n, const void *vx, size_t ws, const block_q8_K *con
         acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idm, dd), Y), _mm512_cvtepi32_ps(M), acc);
     }
     rows4_store(acc, NC, out, os);
+}
+
+/* ---- 4 rows x 3-4 columns: the columns paired by the products' pack ------
+   vpackssdw can pair two columns' vpdpbusd sums (one weight vector) as well
+   as two weight vectors of one column: then the scale step (vpdpwssd) also
+   adds within each column, and a row's two pair vectors are 4 items of 4
+   lanes after one tree step; 7 steps for the 16 items instead of 15.  The
+   4 rows' scales and mins are unpacked together (one 128-bit lane each):
+   the scale words of a group come by one vpermw, and the mins against the
+   columns' bsums (sub-block pairs) are a 4x4x8 product of 4 vpdpwssd in the
+   final lanes, with no tree.  Same integer sums, same float steps, so the
+   same bits as q4_K_rows4_t.  Lanes (rows4_row / rows4_col, T = 3): 128-bit
+   lane L is row (0 2 1 3)[L], dword k column (0 2 1 3)[k]. */
+/* vpshufb controls on a row's 8 scale words: sub-block 2g's word in 128-bit
+   lanes 0-1, 2g + 1's in lanes 2-3 (one vpermw per group instead was a
+   quarter slower: a p5 pair of uops) */
+#define SG8(w) 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1
+#define SG(g) SG8(2 * (g)), SG8(2 * (g)), SG8(2 * (g)), SG8(2 * (g)), SG8(2 * (g) + 1), SG8(2 * (g) + 1), SG8(2 * (g) + 1), SG8(2 * (g) + 1)
+static const uint8_t k4c_sg[4][64] __attribute__((aligned(64))) = { { SG(0) }, { SG(1) }, { SG(2) }, { SG(3) } };
+#undef SG
+#undef SG8
+/* the 4x4x8 mins product: lane j takes dword k (mins 2k, 2k + 1) of its
+   row's mins (rows by 128-bit lane) and of its column's sub-block sums
+   (after vpackssdw of (c0 | c1) and (c2 | c3): dword 4 (2 (c & 1) + k / 2)
+   + 2 (c / 2) + k % 2) */
+#define MA(k) 0 + k, 0 + k, 0 + k, 0 + k, 8 + k, 8 + k, 8 + k, 8 + k, 4 + k, 4 + k, 4 + k, 4 + k, 12 + k, 12 + k, 12 + k, 12 + k
+#define BI(c, k) (4 * (2 * ((c) & 1) + (k) / 2) + 2 * ((c) / 2) + (k) % 2)
+#define MB(k) BI(0, k), BI(2, k), BI(1, k), BI(3, k)
+static const int32_t k4c_ma[4][16] __attribute__((aligned(64))) = { { MA(0) }, { MA(1) }, { MA(2) }, { MA(3) } };
+static const int32_t k4c_mb[4][16] __attribute__((aligned(64))) = { { MB(0), MB(0), MB(0), MB(0) }, { MB(1), MB(1), MB(1), MB(1) },
+                                                                    { MB(2), MB(2), MB(2), MB(2) }, { MB(3), MB(3), MB(3), MB(3) } };
+#undef MA
+#undef MB
+#undef BI
+/* k4_unpack_sm on 4 rows, one per 128-bit lane, whose bytes 4-15 are the
+   12 packed bytes (a block's first 16: d and dmin lead) */
+AI __m512i k4_unpack_sm_x4(__m512i b) {
+    const __m512i lo = _mm512_and_si512(_mm512_shuffle_epi8(b, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, -1, -1, -1, -1))),
+                                        _mm512_broadcast_i32x4(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)));
+    const __m512i lo2 = _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srli_epi16(b, 4), _mm512_set1_epi8(0x0F)),
+                                            _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 12, 13, 14, 15)));
+    const __m512i hi = _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srli_epi16(b, 2), _mm512_set1_epi8(0x30)),
+                                           _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+    return _mm512_ternarylogic_epi32(lo, lo2, hi, 0xFE);
+}
+/* the first 16 bytes of 4 blocks (at byte offset o), one per 128-bit lane */
+AI __m512i ld4x16(const void *const *x, size_t o) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)((const char *)x[0] + o)));
+    for (int r = 1; r < 4; r++) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)((const char *)x[r] + o)), r);
+    return v;
+}
+AI void q4_K_rows4c_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC, const int R) {
+    const int64_t nb = n / QK_K;
+    __m512i ir, ic;
+    rows4_maps_t(3, &ir, &ic);
+    const __m512i id = _mm512_add_epi32(ir, ir), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1)), z = _mm512_setzero_si512();
+    const __m512i lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i lane4 = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const void *x[4];
+        for (int r = 0; r < 4; r++) x[r] = k4_blk((const char *)vx + r * ws, i, R);
+        /* the 4 rows' d, dmin and scales and mins (Q4_K: the 12 packed bytes,
+           read as 16 with d and dmin; Q4_K_R: unpacked), row r in 128-bit lane r */
+        const __m512i head = ld4x16(x, 0);
+        const __m512 dd = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, head)))); /* d0 m0 d1 m1 ... */
+        const __m512i sm = R ? ld4x16(x, offsetof(block_q4_K_r, sc)) : k4_unpack_sm_x4(head);
+        const __m512i sc = _mm512_unpacklo_epi8(sm, z), mn = _mm512_unpackhi_epi8(sm, z);
+        const int8_t *q0 = y[0][i].qs, *q1 = y[1][i].qs, *q2 = y[2][i].qs, *q3 = NC == 4 ? y[3][i].qs : NULL;
+        __m512i V[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            dec_prefetch(x[r]);
+            const uint8_t *qs = k4_qs(x[r], R);
+            const __m512i scr = _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_set1_epi32(4 * r), lane4), sc); /* row r's, in every 128-bit lane */
+            __m512i a01 = z, a23 = z;
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                const __m512i v = q4_K_group(qs, g), sg = _mm512_shuffle_epi8(scr, _mm512_load_si512((const void *)k4c_sg[g]));
+                a01 = _mm512_dpwssd_epi32(a01, sg, _mm512_packs_epi32(_mm512_dpbusd_epi32(z, v, _mm512_loadu_si512((const void *)(q0 + 64 * g))),
+                                                                      _mm512_dpbusd_epi32(z, v, _mm512_loadu_si512((const void *)(q1 + 64 * g)))));
+                a23 = _mm512_dpwssd_epi32(a23, sg, _mm512_packs_epi32(_mm512_dpbusd_epi32(z, v, _mm512_loadu_si512((const void *)(q2 + 64 * g))),
+                                                                      NC == 4 ? _mm512_dpbusd_epi32(z, v, _mm512_loadu_si512((const void *)(q3 + 64 * g))) : z));
+            }
+            V[r] = red4(a01, a23); /* per 128-bit lane: columns 0 2 1 3 */
+        }
+        const __m512i S = red2(red1(V[0], V[1]), red1(V[2], V[3]));
+        /* the columns' sub-block sums (pairs of bsums) as words */
+        __m512i bsp0, bsp1;
+        rows4_bsums(y, i, NC, &bsp0, &bsp1);
+        const __m512i one = _mm512_set1_epi16(1), bp = _mm512_packs_epi32(_mm512_madd_epi16(bsp0, one), _mm512_madd_epi16(bsp1, one));
+        __m512i M = z;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            M = _mm512_dpwssd_epi32(M, _mm512_permutexvar_epi32(_mm512_load_si512((const void *)k4c_ma[k]), mn),
+                                    _mm512_permutexvar_epi32(_mm512_load_si512((const void *)k4c_mb[k]), bp));
+        const __m512 Y = rows4_yd(y, i, NC, ic);
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(id, dd), Y), _mm512_cvtepi32_ps(S), acc);
+        acc = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idm, dd), Y), _mm512_cvtepi32_ps(M), acc);
+    }
+    rows4_store_t(3, acc, NC, out, os);
 }
 
 /* as q4_K_rows_t: NR rows x NC columns, each column's bits its own */
@@ -904,6 +1007,7 @@ AI void dec_rows_nc(int64_t n, int64_t nr, const void *w, size_t ws, const block
         const char *x = (const char *)w + r * ws;
         if (FMT == 2 && DEC_NR == 4) q6_K_rows4_t(n, x, ws * (size_t)m, ys, o, DEC_NR, NC);
         else if (FMT == 2) q6_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC);
+        else if (DEC_NR == 4 && NC >= 3) q4_K_rows4c_t(n, x, ws * (size_t)m, ys, o, DEC_NR, NC, FMT);
         else if (DEC_NR == 4) q4_K_rows4_t(n, x, ws * (size_t)m, ys, o, DEC_NR, NC, FMT);
         else q4_K_rows_t(n, x, ws * (size_t)m, ys, o, DEC_NR, DEC_NR, NC, FMT);
         for (int c = 0; c < NC; c++)
