@@ -315,13 +315,13 @@ static const int8_t rows4_col[4][16] = {
 AI int rows4_w(const int NC) { return NC == 3 ? 4 : NC; } /* tree width: 3 columns as 4, the fourth zero */
 AI int rows4_t(const int NC) { return NC >= 3 ? 2 : NC - 1; } /* its row of rows4_row / rows4_col */
 /* the lane maps as permutation indices (no item: row 0, column 0) */
-AI void rows4_maps_t(const int T, __m512i *ir, __m512i *ic) {
+AI void rows4_maps(const int NC, __m512i *ir, __m512i *ic) {
+    const int T = rows4_t(NC);
     int32_t a[16], b[16];
     for (int j = 0; j < 16; j++) a[j] = rows4_row[T][j] < 0 ? 0 : rows4_row[T][j], b[j] = rows4_col[T][j] < 0 ? 0 : rows4_col[T][j];
     *ir = _mm512_loadu_si512((const void *)a);
     *ic = _mm512_loadu_si512((const void *)b);
 }
-AI void rows4_maps(const int NC, __m512i *ir, __m512i *ic) { rows4_maps_t(rows4_t(NC), ir, ic); }
 /* superblock i's 16 bsums of the columns by pairs (c0 | c1), (c2 | c3); one column: twice */
 AI void rows4_bsums(const block_q8_K *const *y, int64_t i, const int NC, __m512i *p0, __m512i *p1) {
     const int W = rows4_w(NC);
@@ -340,6 +340,10 @@ AI __m512 rows4_yd(const block_q8_K *const *y, int64_t i, const int NC, __m512i 
     return _mm512_permutexvar_ps(ic, _mm512_castps128_ps512(yd));
 }
 AI void rows4_store_t(const int T, __m512 acc, const int NC, float *out, size_t os) {
+    if (T == 3 && NC == 4 && os == 4) { /* dec_rows_nc's 4 x 4 block: out[4c + r] is lane 4 (0 2 1 3)[r] + (0 2 1 3)[c] */
+        _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15), acc));
+        return;
+    }
     float o[16];
     _mm512_storeu_ps(o, acc);
     for (int j = 0; j < 16; j++)
@@ -478,9 +482,10 @@ AI __m512i ld4x16(const void *const *x, size_t o) {
 }
 AI void q4_K_rows4c_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC, const int R) {
     const int64_t nb = n / QK_K;
-    __m512i ir, ic;
-    rows4_maps_t(3, &ir, &ic);
-    const __m512i id = _mm512_add_epi32(ir, ir), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1)), z = _mm512_setzero_si512();
+    /* the lanes' columns, and rows x 2 (d, dmin pairs) */
+    const __m512i ic = _mm512_setr_epi32(0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3, 0, 2, 1, 3);
+    const __m512i id = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 2, 2, 2, 2, 6, 6, 6, 6), idm = _mm512_add_epi32(id, _mm512_set1_epi32(1));
+    const __m512i z = _mm512_setzero_si512();
     const __m512i lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i lane4 = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
     __m512 acc = _mm512_setzero_ps();
