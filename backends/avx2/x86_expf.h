@@ -49,14 +49,16 @@ static const uint64_t x86_expf_tab[32] __attribute__((aligned(64))) = {
 #define X86_EXPF_OFLOW 0x1.62e42ep6f    /* above: +inf */
 
 /* Value i (< X86_EXPF_NPROBE) of the run-time comparison with libm: the
-   boundaries of glibc's special cases and their neighbours, every 65521st
-   bit pattern with the sign set (all exponents, -inf and NaNs), then
-   uniform in [-104, 0], where attention's arguments fall. */
+   boundaries of glibc's special cases and their neighbours; -0x1.f8cbb2p+5,
+   the one x <= -0 where glibc's variant without FMA (the same code unfused)
+   rounds otherwise; every 65521st bit pattern with the sign set (all
+   exponents, -inf and NaNs); then uniform in [-104, 0], where attention's
+   arguments fall. */
 #define X86_EXPF_NPROBE (1u << 16)
 static inline float x86_expf_probe(uint32_t i) {
     static const uint32_t hard[] = {0x80000000u, 0x80000001u, 0xff800000u, 0xffc00000u, 0xc2cff1b3u, 0xc2cff1b4u, 0xc2cff1b5u,
                                     0xc2ce8eceu, 0xc2ce8ecfu, 0xc2ce8ed0u, 0xc2afffffu, 0xc2b00000u, 0xc2b00001u, 0xc2aeac4fu,
-                                    0xc2aeac50u, 0xc2aeac51u, 0x3f800000u, 0x00000000u};
+                                    0xc2aeac50u, 0xc2aeac51u, 0x3f800000u, 0x00000000u, 0xc27c65d9u};
     const uint32_t nh = sizeof hard / sizeof hard[0];
     uint32_t b;
     if (i < nh) b = hard[i];
