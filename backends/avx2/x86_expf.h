@@ -8,8 +8,9 @@
  *   s  = 2^(k/N): table entry k % N plus k << 47 in the exponent field
  *   y  = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * s, rounded to float
  * and its special cases: -inf and x < log(2^-150) give +0, x below
- * log(2^-149) the smallest subnormal, x > log(0x1p128) +inf, NaN x + x;
- * everything else (subnormal results included) takes the main path.
+ * log(2^-149) the smallest subnormal, NaN x + x; everything else
+ * (subnormal results included) takes the main path.  Not x > log(0x1p128),
+ * +inf in glibc: attention's x is <= 0.
  * Another libm (musl, an older glibc, glibc without the FMA variant) rounds
  * some results otherwise: x86_expf8_<isa>_matches_libm() tells, at run
  * time, on a sample.  tests/test_expf.c compares all x <= 0 and [0, 1].
@@ -46,7 +47,6 @@ static const uint64_t x86_expf_tab[32] __attribute__((aligned(64))) = {
 #define X86_EXPF_C2 0x1.62e42ff0c52d6p-6
 #define X86_EXPF_UFLOW -0x1.9fe368p6f   /* below: +0 */
 #define X86_EXPF_MAYUFLOW -0x1.9d1d9ep6f /* below: 0x1p-149f */
-#define X86_EXPF_OFLOW 0x1.62e42ep6f    /* above: +inf */
 
 /* Value i (< X86_EXPF_NPROBE) of the run-time comparison with libm: the
    boundaries of glibc's special cases and their neighbours; -0x1.f8cbb2p+5,
@@ -94,7 +94,6 @@ static inline float x86_expf_probe(uint32_t i) {
 X86_EXPF_AI __m256 x86_expf_special(__m256 x, __m256 y) {
     y = _mm256_blendv_ps(y, _mm256_set1_ps(0x1p-149f), _mm256_cmp_ps(x, _mm256_set1_ps(X86_EXPF_MAYUFLOW), _CMP_LT_OQ));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(X86_EXPF_UFLOW), _CMP_LT_OQ));
-    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(X86_EXPF_OFLOW), _CMP_GT_OQ));
     return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 X86_EXPF_AI __m128 x86_expf4_main(__m128 xf) {
@@ -135,7 +134,6 @@ X86_EXPF_AI __m256 x86_expf8_avx512(__m256 xf) {
     __m256 o = _mm256_mask_blend_ps(_mm256_cmp_ps_mask(xf, _mm256_set1_ps(X86_EXPF_MAYUFLOW), _CMP_LT_OQ), yf,
                                     _mm256_set1_ps(0x1p-149f));
     o = _mm256_maskz_mov_ps(_mm256_cmp_ps_mask(xf, _mm256_set1_ps(X86_EXPF_UFLOW), _CMP_NLT_UQ), o);
-    o = _mm256_mask_blend_ps(_mm256_cmp_ps_mask(xf, _mm256_set1_ps(X86_EXPF_OFLOW), _CMP_GT_OQ), o, _mm256_set1_ps(INFINITY));
     return _mm256_mask_add_ps(o, _mm256_cmp_ps_mask(xf, xf, _CMP_UNORD_Q), xf, xf);
 }
 X86_EXPF_MATCHES_LIBM(x86_expf8_avx512)
