@@ -186,6 +186,15 @@ endef
 $(foreach l,$(notdir $(wildcard backends/*)),$(if $(wildcard backends/$(l)/*.c),$(eval $(call LEVEL_RULES,$(l)))))
 $(foreach b,$(BACKENDS),$(eval $(call BACKEND_RULES,$(b))))
 
+# test_expf: the vector expf of each x86 level as its plugin builds it
+# (tests/expf_level.c with the level's flags, -DLEVEL=<level>)
+ifneq (,$(findstring x86_64,$(MACHINE)))
+$(BUILD)/tests/test_expf: $(BUILD)/obj/tests/expf_avx2.o $(BUILD)/obj/tests/expf_avx512.o
+$(BUILD)/obj/tests/expf_%.o: tests/expf_level.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(call isa_flags,$(ISA_$*)) -DLEVEL=$* -c $< -o $@
+endif
+
 test: all
 	@PICOLM_BUILD=$(BUILD) sh tests/run.sh
 

@@ -469,6 +469,7 @@ AI __m256 x86_expf(__m256 x) {
 /* attn_f16: the y update on 8 lanes */
 typedef __m256 attn_vec;
 #define ATTN_FN avx2_attn_f16
+#define ATTN_EXPF8 x86_expf8_avx2
 #define ATTN_W 8
 AI attn_vec attn_ld(const float *p) { return _mm256_loadu_ps(p); }
 AI void attn_st(float *p, attn_vec x) { _mm256_storeu_ps(p, x); }

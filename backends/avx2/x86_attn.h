@@ -4,22 +4,144 @@
  *   ATTN_FN        the function's name
  *   attn_vec, ATTN_W, attn_ld, attn_st, attn_set1, attn_ld16,
  *   attn_round16, attn_fma, attn_mul   the y update's vector type and ops
+ *   ATTN_EXPF8     the level's vector expf (x86_expf.h: x86_expf8_avx2 or
+ *                  x86_expf8_avx512; its _matches_libm the run-time check)
  * nq query heads sharing one KV head, through the model's loop arithmetic
  * bit for bit (same dot chains and horizontal sum as x86_dot_f32_f16, same
- * f16 roundings as x86_scale_axpy_f16, libm expf).  Each K and V row is
+ * f16 roundings as x86_scale_axpy_f16, libm's expf values).  Each K and V row is
  * converted once for all the queries, and their y updates are independent
  * chains: the f16 round trips of one query's chain no longer bound the time
  * per position.  The y update is elementwise, so any width gives the same
- * values.
+ * values.  Up to 8 queries' scores, maxima and sums are lanes of one vector:
+ * their horizontal sums are done together (x86_hsum8_ps) and their softmax
+ * steps with one vector expf, where it is libm's bit for bit (ATTN_G);
+ * elsewhere libm's expf per query, one position at a time (ATTN_GL).
  */
 #ifndef ATTN_FN
 #error "define ATTN_FN and the attn_* vector ops before including x86_attn.h"
 #endif
+#include <stdatomic.h>
+#include "x86_expf.h"
 #define ATTN_CAT2(a, b) a##b
 #define ATTN_CAT(a, b) ATTN_CAT2(a, b)
 #define ATTN_G ATTN_CAT(ATTN_FN, _g)
+#define ATTN_GL ATTN_CAT(ATTN_FN, _gl)
+#define ATTN_VEXP ATTN_CAT(ATTN_FN, _vexp)
+#define ATTN_Y ATTN_CAT(ATTN_FN, _y)
+#ifndef PICOLM_X86_HSUM8_PS
+#define PICOLM_X86_HSUM8_PS
+/* x86_hsum_ps of 8 vectors d[0..7] into lanes 0..7, with its adds and
+   operand order ((0+4) + (2+6)) + ((1+5) + (3+7)), so each lane has its
+   bits; in two steps, so that the 8 need not be live at once:
+   x86_hsum8_halves(d[j], d[j + 4]) for j = 0..3, then x86_hsum8_ps. */
+AI __m256 x86_hsum8_halves(__m256 a, __m256 b) { /* a's halves added, then b's */
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+AI __m256 x86_hsum8_ps(const __m256 u[4]) {
+    __m256 w[2]; /* per 128-bit lane: (0+2, 1+3) of u[2i], then of u[2i + 1] */
+    for (int i = 0; i < 2; i++) {
+        const __m256d a = _mm256_castps_pd(u[2 * i]), b = _mm256_castps_pd(u[2 * i + 1]);
+        w[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], 0x88), _mm256_shuffle_ps(w[0], w[1], 0xdd));
+}
+#endif
+/* query j's dot vector against the converted K row (x86_dot_f32_f16's
+   chains; 0 past the nq queries) */
+AI __m256 ATTN_CAT(ATTN_FN, _dot)(const float *q, size_t q_stride, int j, int nq, const __m256 *kf, const int hd) {
+    if (j >= nq) return _mm256_setzero_ps();
+    const float *qj = q + (size_t)j * q_stride;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    _Pragma("GCC unroll 16") for (int i = 0; i < hd / 8; i += 2) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * i), kf[i], s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * i + 8), kf[i + 1], s1);
+    }
+    return _mm256_add_ps(s0, s1);
+}
+/* attn_softmax_step on 8 lanes, ATTN_EXPF8 for libm's expf */
+AI void ATTN_CAT(ATTN_FN, _softmax8)(__m256 sc, __m256 *m, __m256 *sum, float *ws, float *w) {
+    const __m256 gt = _mm256_cmp_ps(sc, *m, _CMP_GT_OQ), one = _mm256_set1_ps(1.0f);
+    const __m256 e = ATTN_EXPF8(_mm256_blendv_ps(_mm256_sub_ps(sc, *m), _mm256_sub_ps(*m, sc), gt));
+    const __m256 vws = _mm256_blendv_ps(one, e, gt), vw = _mm256_blendv_ps(e, one, gt);
+    *m = _mm256_blendv_ps(*m, sc, gt);
+    *sum = _mm256_add_ps(_mm256_mul_ps(*sum, vws), vw);
+    _mm256_storeu_ps(ws, vws);
+    _mm256_storeu_ps(w, vw);
+}
+/* 1 once ATTN_EXPF8 matched libm's expf on the check's sample, 0 once it
+   did not (another libm: musl, an older glibc, one without the FMA
+   variant rounds some values otherwise), -1 before the check.  Checked on
+   first use rather than at load: a constructor would run this level's
+   instructions on any CPU. */
+static _Atomic int ATTN_VEXP = -1;
+/* y rows of nqg queries (j0.. of the block's weights), nv vectors each, in
+   registers over the block's nb positions: the axpy steps of
+   x86_scale_axpy_f16 in position order, V rows from vb (converted) */
+AI void ATTN_Y(float *y, size_t y_stride, int j0, const int nqg, const int nv, const float (*ws)[8], const float (*w)[8],
+               const float *vb, const int hd, int nb) {
+    attn_vec acc[8];
+    _Pragma("GCC unroll 8") for (int g = 0; g < nqg; g++)
+        _Pragma("GCC unroll 8") for (int i = 0; i < nv; i++) acc[g * nv + i] = attn_ld(y + (size_t)g * y_stride + ATTN_W * i);
+    for (int t = 0; t < nb; t++)
+        _Pragma("GCC unroll 8") for (int g = 0; g < nqg; g++) {
+            const float a = w[t][j0 + g], sc = ws[t][j0 + g];
+            const attn_vec va = attn_set1(a);
+            if (sc != 1.0f) {
+                const attn_vec vs = attn_set1(sc);
+                _Pragma("GCC unroll 8") for (int i = 0; i < nv; i++) acc[g * nv + i] = attn_round16(attn_mul(acc[g * nv + i], vs));
+            }
+            _Pragma("GCC unroll 8") for (int i = 0; i < nv; i++)
+                acc[g * nv + i] = attn_round16(attn_fma(va, attn_ld(vb + (size_t)t * hd + ATTN_W * i), acc[g * nv + i]));
+        }
+    _Pragma("GCC unroll 8") for (int g = 0; g < nqg; g++)
+        _Pragma("GCC unroll 8") for (int i = 0; i < nv; i++) attn_st(y + (size_t)g * y_stride + ATTN_W * i, acc[g * nv + i]);
+}
+/* Positions in blocks of ATTN_B: first each position's scores and softmax
+   step (a short chain through the maxima and sums, so that the expf
+   latencies overlap), then the y updates, with y in registers across the
+   block, 8 vectors at a time (enough independent f16 round trips to fill
+   the pipeline).  2 positions measured best: longer blocks keep the scores
+   from overlapping with the avx2 level's y updates, bound by the f16
+   conversions; 1 reloads y for each. */
+#define ATTN_B 2
 AI void ATTN_G(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
                    const int hd, float scale, float *y, size_t y_stride, float *mx, float *sum) {
+    float m_[8] = {0}, s_[8] = {0}, w_[ATTN_B][8], ws_[ATTN_B][8];
+    float vb[ATTN_B * 128] __attribute__((aligned(64))); /* the block's V rows, converted */
+    for (int j = 0; j < nq; j++) m_[j] = mx[j], s_[j] = sum[j];
+    __m256 vm = _mm256_loadu_ps(m_), vsum = _mm256_loadu_ps(s_);
+    const __m256 vscale = _mm256_set1_ps(scale);
+    const int nv = hd / ATTN_W; /* vectors per y row */
+    for (int t0 = 0; t0 < n; t0 += ATTN_B) {
+        const int nb = n - t0 < ATTN_B ? n - t0 : ATTN_B;
+        for (int t = 0; t < nb; t++) {
+            const uint16_t *kr = k + (size_t)(t0 + t) * kv_stride, *vr = v + (size_t)(t0 + t) * kv_stride;
+            __m256 kf[16];
+            _Pragma("GCC unroll 16") for (int i = 0; i < hd / 8; i++) kf[i] = x86_load_f16(kr, 8 * i);
+            __m256 u[4];
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                u[j] = x86_hsum8_halves(ATTN_CAT(ATTN_FN, _dot)(q, q_stride, j, nq, kf, hd), ATTN_CAT(ATTN_FN, _dot)(q, q_stride, j + 4, nq, kf, hd));
+            ATTN_CAT(ATTN_FN, _softmax8)(_mm256_mul_ps(x86_hsum8_ps(u), vscale), &vm, &vsum, ws_[t], w_[t]);
+            _Pragma("GCC unroll 16") for (int i = 0; i < nv; i++) attn_st(vb + t * hd + ATTN_W * i, attn_ld16(vr + ATTN_W * i));
+        }
+        if (nv >= 8) /* one query, 8 vectors of its row at a time */
+            for (int j = 0; j < nq; j++)
+                for (int i = 0; i < nv; i += 8)
+                    ATTN_Y(y + (size_t)j * y_stride + ATTN_W * i, y_stride, j, 1, 8, ws_, w_, vb + ATTN_W * i, hd, nb);
+        else { /* 8 / nv queries at a time */
+            int j = 0;
+            for (; j + 8 / nv <= nq; j += 8 / nv) ATTN_Y(y + (size_t)j * y_stride, y_stride, j, 8 / nv, nv, ws_, w_, vb, hd, nb);
+            for (; j < nq; j++) ATTN_Y(y + (size_t)j * y_stride, y_stride, j, 1, nv, ws_, w_, vb, hd, nb);
+        }
+    }
+    _mm256_storeu_ps(m_, vm);
+    _mm256_storeu_ps(s_, vsum);
+    for (int j = 0; j < nq; j++) mx[j] = m_[j], sum[j] = s_[j];
+}
+/* Where ATTN_EXPF8 is not libm's expf: one position at a time, libm's expf
+   query by query (the template before the vector expf) */
+AI void ATTN_GL(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
+                    const int hd, float scale, float *y, size_t y_stride, float *mx, float *sum) {
     float m_[8], s_[8], sc[8], w_[8], ws_[8];
     for (int j = 0; j < nq; j++) m_[j] = mx[j], s_[j] = sum[j];
     for (int t = 0; t < n; t++) {
@@ -56,12 +178,16 @@ AI void ATTN_G(const float *q, size_t q_stride, int nq, const uint16_t *k, const
 static void ATTN_FN(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v,
                                                   size_t kv_stride, int n, int hd, float scale, float *y, size_t y_stride, float *mx,
                                                   float *sum) {
+    int vexp = atomic_load_explicit(&ATTN_VEXP, memory_order_relaxed);
+    if (vexp < 0) atomic_store_explicit(&ATTN_VEXP, vexp = ATTN_CAT(ATTN_EXPF8, _matches_libm)(), memory_order_relaxed);
     for (int j0 = 0; j0 < nq; j0 += 8) {
         const int c = nq - j0 < 8 ? nq - j0 : 8;
         const float *qc = q + (size_t)j0 * q_stride;
         float *yc = y + (size_t)j0 * y_stride;
-        if (hd == 64) ATTN_G(qc, q_stride, c, k, v, kv_stride, n, 64, scale, yc, y_stride, mx + j0, sum + j0);
-        else if (hd == 128) ATTN_G(qc, q_stride, c, k, v, kv_stride, n, 128, scale, yc, y_stride, mx + j0, sum + j0);
+        if (hd == 64 && vexp) ATTN_G(qc, q_stride, c, k, v, kv_stride, n, 64, scale, yc, y_stride, mx + j0, sum + j0);
+        else if (hd == 128 && vexp) ATTN_G(qc, q_stride, c, k, v, kv_stride, n, 128, scale, yc, y_stride, mx + j0, sum + j0);
+        else if (hd == 64) ATTN_GL(qc, q_stride, c, k, v, kv_stride, n, 64, scale, yc, y_stride, mx + j0, sum + j0);
+        else if (hd == 128) ATTN_GL(qc, q_stride, c, k, v, kv_stride, n, 128, scale, yc, y_stride, mx + j0, sum + j0);
         else /* other head sizes: the two primitives, as the model's own loop */
             for (int j = j0; j < j0 + c; j++)
                 for (int t = 0; t < n; t++) {
@@ -73,3 +199,7 @@ static void ATTN_FN(const float *q, size_t q_stride, int nq, const uint16_t *k, 
     }
 }
 #undef ATTN_G
+#undef ATTN_GL
+#undef ATTN_VEXP
+#undef ATTN_Y
+#undef ATTN_B

@@ -1619,6 +1619,7 @@ static void avx512_vnni_vec_dot_q6_K_r16(int64_t n, float *s, const void *x, con
    f16 conversions) on 16 lanes; same values */
 typedef __m512 attn_vec;
 #define ATTN_FN avx512_attn_f16
+#define ATTN_EXPF8 x86_expf8_avx512
 #define ATTN_W 16
 AI attn_vec attn_ld(const float *p) { return _mm512_loadu_ps(p); }
 AI void attn_st(float *p, attn_vec x) { _mm512_storeu_ps(p, x); }
