@@ -476,9 +476,10 @@ AI __m512i k4_unpack_sm_x4(__m512i b) {
 }
 /* the first 16 bytes of 4 blocks (at byte offset o), one per 128-bit lane */
 AI __m512i ld4x16(const void *const *x, size_t o) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)((const char *)x[0] + o)));
-    for (int r = 1; r < 4; r++) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)((const char *)x[r] + o)), r);
-    return v;
+#define LD16(r) _mm_loadu_si128((const __m128i *)((const char *)x[r] + o))
+    /* (written out: the lane must be a constant, also at -O1) */
+    return _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(LD16(0)), LD16(1), 1), LD16(2), 2), LD16(3), 3);
+#undef LD16
 }
 AI void q4_K_rows4c_t(int64_t n, const void *vx, size_t ws, const block_q8_K *const *y, float *out, size_t os, const int NC, const int R) {
     const int64_t nb = n / QK_K;
