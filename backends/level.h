@@ -23,7 +23,7 @@
  *                           &pk_tab.vt, pk_init, NULL);
  *
  * PK_CPU is the plugin's cpu_required, passed by the Makefile from the same
- * list as the level's compiler flags (mk/isa.mk).  The init only copies
+ * list as the level's compiler flags (Makefile: ISA_<level>).  The init only copies
  * pointers, so it is safe on any CPU.
  */
 #ifndef PICOLM_BACKEND_LEVEL_H

@@ -139,9 +139,8 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
    KV heads), and it reads and converts that head's K/V rows once for its
    queries: about one query's worth of work per task.  So the group is
    halved only where that shortens the busiest thread's work, tasks per
-   thread x (queries per task + 1); ties keep the larger share.  Splitting
-   TinyLlama's groups of 8 for 2 threads (8 tasks, not 4: the same balance)
-   cost 3-9% of decode at a short context and 11-12% at 1024 tokens. */
+   thread x (queries per task + 1); ties keep the larger share (a split
+   that does not shorten it only repeats the K/V conversion: docs/perf.md). */
 static int att_queries_per_task(int n_tok, int n_head, int group, int nthr) {
     int best = group;
     int64_t best_cost = INT64_MAX;

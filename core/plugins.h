@@ -61,7 +61,7 @@ typedef struct pl_ops {
     void (*scale_axpy_f16)(float *y, float scale, float a, const uint16_t *v, int n);
     void (*swiglu)(float *g, const float *u, int n);
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
-    /* NULL unless the backend has it: model.c then loops over the two
+    /* NULL unless the backend has it: attention.c then loops over the two
        primitives above (the same arithmetic) */
     void (*attn_f16)(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v, size_t kv_stride, int n,
                      int hd, float scale, float *y, size_t y_stride, float *mx, float *sum);
@@ -80,7 +80,7 @@ typedef struct pl_type {
     /* A layout whose backend kernels are its base type's (the backend has
        none for the layout itself): vec_dot and gemm above are base_type's
        and take rows of it, which to_base makes from one group at a time
-       (model.c: mm_rows).  NULL when the kernels take this type directly. */
+       (matmul.c: mm_rows).  NULL when the kernels take this type directly. */
     void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n);
     uint32_t base_type;
 } pl_type;

@@ -182,9 +182,7 @@ threadpool *threadpool_create(int n_threads) {
        1 ms, or 0 when we have more threads than CPUs: spinners would then
        take the core from the very thread they wait for (as libgomp throttles
        its spin count when oversubscribed).  1 ms covers the gaps between
-       the ~200 parallel regions of a decoded token: with 100 us, sleep/wake
-       was ~7% of decode time (measured 2-thread TinyLlama decode, paired
-       runs: 100 us 82-88% of the read bandwidth, 1-2 ms 89-94%). */
+       the ~200 parallel regions of a decoded token (docs/perf.md). */
     p->spin_ns = n_threads > cpu_count_online() ? 0 : 1000000;
     const char *s = getenv("PICOLM_SPIN_US");
     if (s && *s) {

@@ -5,7 +5,7 @@
 # whose only global symbol is its entry, renamed picolm_builtin_<kind>_<name>
 # (so the plugins' identical entry names and internal symbols never meet);
 # a generated table lists the entries, and the core registers them through
-# the same checks as a loaded plugin (core/plugins.c: check_entry).
+# the same checks as a loaded plugin (core/plugins.c: registry_add_builtin).
 # Plugins in plugin_dir / $PICOLM_PLUGIN_DIR still load (where the C library
 # allows dlopen from a static program) and shadow built-ins of their name.
 STATIC_CC_aarch64 = aarch64-linux-gnu-gcc

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/bench-serve.mjs (issue 16's benchmark) end to end on the bundled demo
+# tools/bench-serve.mjs (the server benchmark) end to end on the bundled demo
 # model: the JSON rows for 1 and 2 streams, every token counted, a decode rate
 # for each level, no request served from the prefix cache beyond the prompts'
 # common first words (each has a prompt of its own, so none can skip its

@@ -29,7 +29,7 @@ plain=$(cnt "$tmp/ep"); chat=$(cnt "$tmp/ea")
 [ $rc -eq 0 ] && [ "$(cnt "$tmp/ec")" != "$chat" ] && ! grep -q "using chatml" "$tmp/ec"
 ok "--chat-template gemma is used as asked ($(cnt "$tmp/ec") tokens)"
 
-# --system and --chat-template ask for chat mode (issue 13 item 13)
+# --system and --chat-template ask for chat mode
 "$BIN" "$MODEL" -j 1 --chat --system "You are Hamlet." -t 0 -n 8 -p "ROMEO: speak" >"$tmp/s1" 2>/dev/null
 "$BIN" "$MODEL" -j 1 --system "You are Hamlet." -t 0 -n 8 -p "ROMEO: speak" >"$tmp/s2" 2>"$tmp/es2"; rc=$?
 [ $rc -eq 0 ] && grep -q "using chatml" "$tmp/es2" && cmp -s "$tmp/s1" "$tmp/s2"
@@ -44,7 +44,7 @@ printf '[generate]\nsystem = You are Hamlet.\n' >"$tmp/sys.ini"
 LONG="ROMEO: but soft, what light through yonder window breaks? It is the east, and Juliet is the sun. Arise, fair sun, and kill the envious moon."
 "$BIN" "$MODEL" -j 1 --chat --truncate -c 32 -t 0 -n 4 -p "$LONG" >"$tmp/o" 2>"$tmp/e"; rc=$?
 [ $rc -eq 0 ] && [ -s "$tmp/o" ] && grep -q "truncated from [0-9]* to its last 16 tokens (--truncate)" "$tmp/e"
-ok "--chat --truncate keeps the last tokens of a message too long for the context (issue 13 item 7): $(grep truncated "$tmp/e")"
+ok "--chat --truncate keeps the last tokens of a message too long for the context: $(grep truncated "$tmp/e")"
 
 # --- picolm-tokenize --render-chat against llama.cpp's renders ---------------
 TOK=$BUILD/bin/picolm-tokenize

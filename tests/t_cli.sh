@@ -141,7 +141,7 @@ run --list-plugins
 [ $rc -eq 0 ] && grep -q '^backends:' "$tmp/out" && grep -q '^formats:' "$tmp/out" && grep -qi 'sampler' "$tmp/out" && grep -q CHOSEN "$tmp/out"
 ok "--list-plugins lists backends, formats and samplers"
 
-# --- issue 13: what a new user trips over -------------------------------------
+# --- what a new user trips over ------------------------------------------------
 # write errors: a message and exit 1; a closed pipe ends quietly
 "$BIN" "$MODEL" -j 1 -p ROMEO: -n 20 >/dev/full 2>"$tmp/err" </dev/null; rc=$?
 [ $rc -eq 1 ] && grep -q "cannot write the output: No space left" "$tmp/err"; ok "writing to a full disk: exit 1 with a message (rc $rc: $(brief "$tmp/err"))"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Plugin files run no code before they are checked (issue 13, item 5).  A
+# Plugin files run no code before they are checked.  A
 # plugin directory holds: a .so whose ELF constructor writes a file (no
 # picolm note), the same with a valid note for a CPU no machine has, one
 # whose note says another ABI, a text file named foo.so and a copy of a real

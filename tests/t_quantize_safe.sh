@@ -1,6 +1,6 @@
 #!/bin/sh
 # picolm-quantize never destroys its input and never leaves a half-written
-# output (issue 13, item 1): IN and OUT naming the same file (same path, other
+# output: IN and OUT naming the same file (same path, other
 # spelling, symlink, hard link) is refused with IN untouched; a write error
 # (file size limit) and SIGINT/SIGTERM in the middle leave no OUT (or the old
 # OUT intact) and no temporary file; a new OUT's mode follows the umask.

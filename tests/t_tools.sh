@@ -1,9 +1,8 @@
 #!/bin/sh
-# The picolm-* tools as a new user meets them (issue 13 polish, issue 12's
-# tool items): picolm-logits --last and the context limit, picolm-perplexity
-# -c past the model's context, picolm-tokenize -p and control-token names,
-# picolm-gguf saying what is wrong, picolm-bench's header, picolm-quantize's
-# log.
+# The picolm-* tools as a new user meets them: picolm-logits --last and the
+# context limit, picolm-perplexity -c past the model's context,
+# picolm-tokenize -p and control-token names, picolm-gguf saying what is
+# wrong, picolm-bench's header, picolm-quantize's log.
 BUILD=${PICOLM_BUILD:-build}
 SHARED=${PICOLM_SHARED:-../shared}
 B=$BUILD/bin

@@ -346,7 +346,7 @@ static void session_tests(const char *shared) {
     r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     CHECK(r == 0 && s.st.n_prompt == p1, "after a reset the conversation starts over (%d prompt tokens)", s.st.n_prompt);
 
-    /* --truncate: the oldest exchanges make room (issue 13 item 7) */
+    /* --truncate: the oldest exchanges make room */
     s.cfg->truncate = 1;
     int ok = 1, most = 0;
     for (int i = 0; i < 12 && ok; i++) {

@@ -486,7 +486,7 @@ static void test_bounds(void) {
 }
 
 /* The options every tool shares (config_common_arg), where values came from,
-   -vv, -f, and the help's environment and backend names (issue 13). */
+   -vv, -f, and the help's environment and backend names. */
 static void test_shared_options(void) {
     const char *ok[] = {"-vv", NULL};
     config_defaults(&cfg);

@@ -20,7 +20,7 @@
 #include "gguf_write.h"
 #include "testlib.h"
 
-/* The figures of /work/shared/tools/cmp_logits.py, in C. */
+/* The figures of ../shared/tools/cmp_logits.py, in C. */
 static int cmp_logits(const char *ours, const char *ref, int nv, double max_nrmse, double max_kl) {
     size_t na, nb;
     float *a = tl_slurp(ours, &na), *b = tl_slurp(ref, &nb);

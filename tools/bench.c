@@ -150,11 +150,9 @@ typedef struct bw_job {
 
 /* The read loop must not be the bottleneck: vector adds, four per 64-byte
    line, 64-byte loads where the CPU has AVX-512.  Passes alternate with and
-   without a software prefetch 4 KB ahead, and the best counts: measured on
-   a 2-core EPYC VM (1 Dec), on 2 MB pages 2 threads read 63-73 GB/s without
-   the prefetch and 55-60 with it; on 4 KB pages the prefetch helped (30 Nov:
-   29.6 vs 21.6 GB/s on one thread).  A scalar 8-word loop was compute-bound
-   (17-20 GB/s per thread). */
+   without a software prefetch 4 KB ahead, and the best counts: on 2 MB
+   pages the prefetch slows the loop, on 4 KB pages it speeds it up
+   (docs/perf.md).  A scalar 8-word loop is compute-bound. */
 typedef uint64_t bw_v2 __attribute__((vector_size(16)));
 #define BW_PF_BYTES 4096
 /* one read loop per vector width V (target: the instruction set it may use) */

@@ -711,16 +711,13 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #else
 #define PANEL_MIN_NC 8    /* fewer columns: the row kernels, DEC_NC columns at a time (see below) */
 #endif
-/* The plain Q4_K/Q4_K_R and Q6_K gemms' crossovers, per CPU.  Since the
-   4-row kernels reduce rows and columns together (q4_K_rows4_t), the rows
-   stay ahead of the panels' packing longer: on a Xeon (picolm-bench
-   --micro, fastest pass, one thread, 8 MiB matrix) Q4_K's rows cost 0.051
-   / 0.066 / 0.100 per unit at 1 / 2 / 4 columns and the panels 0.112 +
-   0.0103 per column, so the rows win up to 6 columns; Q6_K's rows (0.041 /
-   0.049 / 0.075) against 0.102 + 0.008 per column win up to 8.  Zen 5's
-   rows were ahead up to 7 before (docs/perf.md, sessions 15-17): 8 for
-   both there, as before.  Either path gives the same bits.  Set once when
-   the plugin loads; -DPANEL_MIN_NC=N fixes both for every CPU. */
+/* The plain Q4_K/Q4_K_R and Q6_K gemms' crossovers, per CPU: below them
+   the 4-row kernels (q4_K_rows4_t), which reduce rows and columns
+   together, beat the panels' packing.  Intel: the rows win up to 6 columns
+   for Q4_K and 8 for Q6_K; AMD Zen: up to 7 for both (docs/perf.md, "Tuning
+   constants", has the per-column costs).  Either path gives the same bits.
+   Set once when the plugin loads; -DPANEL_MIN_NC=N fixes both for every
+   CPU. */
 #ifdef PANEL_MIN_NC_FIXED
 static const int panel_min_nc = PANEL_MIN_NC, panel_min_nc_q6 = PANEL_MIN_NC;
 #else
@@ -793,7 +790,7 @@ AI void tr16x16_u8(__m128i v[16]) {
 /* The scales as vectors (a byte transpose of the 16 rows' unpacked scales
    and mins, one gather for d and dmin), not as scalar stores: the panel's
    vector loads of them would wait for the stores, and the scalar work kept
-   few rows' weight loads in flight at once (docs/perf.md, session 15). */
+   few rows' weight loads in flight at once. */
 AI void pack_q4_K(panel *P, const void *x0, size_t ws, int nrows, int64_t i, const int R) {
     __m128i sm[16];
     for (int r = 0; r < 16; r++) sm[r] = r < nrows ? k4_sm8(k4_blk((const char *)x0 + r * ws, i, R), R) : _mm_setzero_si128();
