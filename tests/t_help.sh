@@ -79,3 +79,11 @@ for t in "picolm $MODEL -p hi -n 1" "picolm-logits $MODEL $tmp/tok.i32 $tmp/out.
          "picolm-quantize $MODEL $tmp/q.gguf Q8_0" "picolm-perplexity $MODEL $tmp/text.txt" "picolm-bench $MODEL -p 1 -n 1 -r 1"; do
     PICOLM_CPU_MASK=bogus expect 2 $t
 done
+# picolm --help names every architecture of docs/architectures.md's table
+archs=$(sed -n 's/^| `\([a-z0-9]*\)` (.*/\1/p' docs/architectures.md)
+help=$("$BUILD/bin/picolm" --help 2>/dev/null)
+for a in $archs; do
+    if echo "$help" | grep -qw "$a"; then echo "PASS: picolm --help names the $a architecture"
+    else echo "FAIL: picolm --help does not name the $a architecture (docs/architectures.md has it)"; fi
+done
+[ -n "$archs" ] || echo "FAIL: no architecture rows found in docs/architectures.md"

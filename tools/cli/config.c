@@ -833,9 +833,10 @@ void config_usage(const char *argv0, void *FILE_stream) {
     fprintf(f,
             "usage: %s MODEL.gguf [-p PROMPT | -f FILE] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
             "       [--json] [--cache FILE] [options]\n"
-            "Generates text from a Llama-architecture GGUF model.  Settings come from the\n"
-            "built-in defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then\n"
-            "these flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",
+            "Generates text from a GGUF model of the llama (Llama 1-3, TinyLlama, SmolLM),\n"
+            "qwen2 (Qwen2, Qwen2.5) or qwen3 architecture.  Settings come from the built-in\n"
+            "defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then these\n"
+            "flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",
             argv0 ? argv0 : "picolm");
     for (size_t i = 0; i < N_KEYS; i++)
         if (keys[i].lng && !o_is_alias(&keys[i])) print_opt(f, &keys[i], &d);
