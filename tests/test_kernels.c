@@ -561,7 +561,7 @@ static void test_kernel(const char *bname, const picolm_kernel *k) {
        the 32768 elements an avx2 8-column tile panel holds (its fallback) */
     /* gemm and vec_dot of one backend give the same bits (prefill logits =
        decode's), except the avx512 VNNI level's 16-row panels, which round
-       per superblock in another order (docs/perf.md, "Batched prefill") */
+       per superblock in another order */
     /* gemm == vec_dot bit for bit (the batch then never changes a token's
        logits): every backend, the VNNI level of avx512 included; avx512
        without VNNI keeps other orders for its 2-3 column kernels */

@@ -26,8 +26,8 @@ X86_NC32(avx2, q5_1, 0)
 /* Prefetch of the weights KQ_PF bytes ahead (into the next rows near a
    row's end; past the matrix's end it is harmless, prefetches do not
    fault): the hardware prefetcher alone leaves a single-thread vec_dot and
-   the few-column tiles waiting on DRAM (docs/perf.md, "Scales one step
-   ahead, and prefetch") */
+   the few-column tiles waiting on DRAM (docs/perf.md, "Tuning
+   constants") */
 #ifndef KQ_PF
 #define KQ_PF 1024
 #endif

@@ -140,7 +140,7 @@ AI void avx512_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *
    Decoding from the file mapping, the NR streams cross pages of the page
    cache, and a prefetch issued early takes each page walk off the
    critical path; where the hardware prefetcher keeps up it costs nothing
-   (measurements: docs/perf.md, "Kernel tuning constants"). */
+   (measurements: docs/perf.md, "Tuning constants"). */
 #ifndef DEC_PF
 #define DEC_PF 2048
 #endif

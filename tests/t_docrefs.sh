@@ -1,0 +1,34 @@
+#!/bin/sh
+# What README.md, docs/ and the code comments name must exist, and they tell
+# no history (tests/docrefs.py says what it reads and checks).  First the
+# checker itself on a small tree whose doc names a missing file, a missing
+# function, a broken link and a date: it must report each.
+T=$(mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT
+if ! command -v python3 >/dev/null 2>&1; then echo "SKIP: t_docrefs: no python3"; exit 0; fi
+
+mkdir -p "$T/core" "$T/docs"
+printf 'int real_fn(void) { return 0; }\n' >"$T/core/a.c"
+printf '%s\n' '# Doc' 'See core/a.c and core/gone.c, `core/a.c: real_fn`, `core/a.c: lost_fn`,' \
+    '[link](docs/none.md), [anchor](#doc) [bad anchor](#nowhere), measured 3 Dec.' >"$T/README.md"
+PICOLM_SHARED=/nonexistent python3 tests/docrefs.py --root "$T" >"$T/out" 2>&1
+rc=$?
+for want in "core/gone.c, which does not exist" "lost_fn in core/a.c" "docs/none.md, which does not exist" \
+            "has no heading #nowhere" "history in the text"; do
+    if [ $rc -ne 0 ] && grep -qF "$want" "$T/out"; then echo "PASS: the checker reports: $want"
+    else echo "FAIL: the checker missed: $want (exit $rc)"; sed 's/^/    | /' "$T/out"; fi
+done
+if grep -qE 'real_fn|names core/a\.c,|#doc,' "$T/out"; then echo "FAIL: the checker reports what exists"; sed 's/^/    | /' "$T/out"
+else echo "PASS: the checker accepts what exists"; fi
+
+# The tree itself.
+python3 tests/docrefs.py >"$T/tree" 2>&1
+rc=$?
+n=$(grep -vc '^#' "$T/tree")
+if [ $rc -eq 0 ] && [ "$n" -eq 0 ]; then echo "PASS: every file, symbol and link the docs and comments name exists ($(sed -n 's/^# //p' "$T/tree"))"
+else echo "FAIL: $n references to fix (exit $rc):"; grep -v '^#' "$T/tree" | head -40 | sed 's/^/    /'; fi
+
+# The plain grep of the brief, over the prose and the code comments alike.
+if grep -rniE 'session [0-9]|[0-9]{1,2} (Nov|Dec) ' README.md docs/ core/ backends/ tools/ >"$T/grep"; then
+    echo "FAIL: dates or session numbers:"; head -20 "$T/grep" | sed 's/^/    /'
+else echo "PASS: no dates or session numbers in README.md, docs/, core/, backends/, tools/"; fi
