@@ -9,6 +9,15 @@
 
 #include "picolm/plugin.h"
 
+/* Rows a whole-model check takes: every row natively; every 8th under
+   emulation (PICOLM_TEST_WRAPPER, qemu-user), where the reference
+   quantizers run 50-100x slower: each tensor, format and block position is
+   still checked on the target's code. */
+static inline int64_t tl_row_step(void) {
+    const char *w = getenv("PICOLM_TEST_WRAPPER");
+    return w && *w ? 8 : 1;
+}
+
 /* The whole file in a malloc'd buffer (size in *n), or NULL. */
 static inline void *tl_slurp(const char *path, size_t *n) {
     *n = 0;
