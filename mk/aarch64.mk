@@ -19,14 +19,19 @@ AARCH64_CC      ?= aarch64-linux-gnu-gcc
 AARCH64_BUILD   ?= build-aarch64
 AARCH64_SYSROOT ?= /usr/aarch64-linux-gnu
 QEMU_AARCH64    ?= qemu-aarch64
-# Tests that run under emulation in reasonable time (t_aarch64 adds the
-# no-dotprod CPU runs and real inference with the neon backend).  Left out:
-# test_threadpool (spinning threads crawl under qemu: minutes), test_cpu
-# (qemu-user shows the HOST's /proc/cpuinfo), test_chat, test_kvcache and
-# test_logits (minutes each; t_aarch64 covers logits on 32 positions),
+# Tests that run under emulation in reasonable time: every kernel against
+# the portable reference (test_kernels; t_aarch64 again on CPUs without
+# dotprod, with logits and greedy text of a reduced model set: tests/lib.sh,
+# CROSS_MODELS), the format plugins' C on this target (test_formats,
+# test_kquants: every 8th row of the whole-model checks), the tokenizers
+# and the config.  Left out: test_threadpool (spinning threads crawl under
+# qemu: minutes), test_cpu (qemu-user shows the HOST's /proc/cpuinfo),
+# test_chat, test_kvcache and test_logits (minutes each; t_aarch64 covers
+# logits on 32 positions), test_samplers (the samplers' non-x86 C, the same
+# here as on armhf, where it runs: 8 minutes under qemu-aarch64),
 # test_plugin_loader and test_quantize (they build or spawn host programs),
 # and the other t_*.sh (they run the binaries without the wrapper).
-AARCH64_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_bpe test_config test_json test_samplers t_aarch64
+AARCH64_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_bpe test_config test_json t_aarch64
 
 # Builds `all` (core, tools, tests, formats, samplers) with the scalar and
 # neon backends (the ones that exist).

@@ -21,3 +21,13 @@ need_built() {
         esac || { echo "FAIL: $TEST_NAME: $f not built"; exit 1; }
     done
 }
+
+# The tiny-shakespeare models whose logits t_aarch64 and t_cross run under
+# emulation: one per activation type and kernel family (f16; q8_0, q4_0,
+# q5_0 with Q8_0 activations; q5_1 with Q8_1; iq4_xs's table lookups;
+# q4_k_m's Q4_K and Q6_K with Q8_K), each kernel of which test_kernels also
+# checks on random data on that target; every model's logits and greedy
+# text are checked natively (test_logits).  PICOLM_CROSS_MODELS=all: every
+# format.
+CROSS_MODELS=${PICOLM_CROSS_MODELS:-f16 q8_0 q4_0 q5_0 q5_1 iq4_xs q4_k_m}
+[ "$CROSS_MODELS" = all ] && CROSS_MODELS="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m"

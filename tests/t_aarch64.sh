@@ -3,13 +3,13 @@
 # (build-aarch64 under qemu-user) or natively on an ARM board:
 #  - test_kernels again on a CPU WITHOUT dotprod: qemu's Cortex-A53 model
 #    (any SDOT executed there is SIGILL) and PICOLM_CPU_MASK=dotprod;
-#  - picolm-logits --backend neon on every tiny-shakespeare format (first 32
-#    positions) against llama.cpp's logits (README tolerances), and the
+#  - picolm-logits --backend neon on a tiny-shakespeare model of each kernel
+#    family (first 32 positions; below) against llama.cpp's logits, and the
 #    plain-ASIMD kernels bit-identical to the SDOT ones on the same input;
 #  - greedy generation (picolm -t 0) equal to llama.cpp's greedy text.
 # Elsewhere (an x86 build) it prints one SKIP line.
-B=${PICOLM_BUILD:-build}
-S=${PICOLM_SHARED:-../shared}
+. "${0%/*}/lib.sh"
+B=$BUILD
 W=$PICOLM_TEST_WRAPPER
 if [ ! -f "$B/plugins/backend-neon.so" ] || [ ! -x "$B/bin/picolm-logits" ]; then
     echo "SKIP: t_aarch64: no NEON build in $B (run make test-aarch64)"
@@ -50,7 +50,7 @@ if [ -x "$B/tests/test_kernels" ]; then
     [ -n "$A53" ] && kt "cortex-a53" $A53 "$B/tests/test_kernels"
 fi
 
-# ---- logits of every format, both kernel sets ------------------------------
+# ---- logits, both kernel sets ----------------------------------------------
 # $1 label, $2 model, $3 out, rest: wrapper + env
 logits() {
     out=$1; model=$2; shift 2
@@ -60,7 +60,7 @@ logits() {
     [ $rc -eq 0 ] || cat "$T/err"
     return $rc
 }
-for f in f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m; do
+for f in $CROSS_MODELS; do
     m=$S/models/tiny-shakespeare-$f.gguf
     [ -f "$m" ] || { echo "SKIP: t_aarch64 $f: no model"; continue; }
     head -c $((NPOS * 4)) "$R/tiny-shakespeare-$f.tokens.i32" >"$T/tok.i32"

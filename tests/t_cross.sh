@@ -8,13 +8,14 @@
 #    neon must be refused, scalar runs); riscv64: V 1.0 at VLEN 128 and 256
 #    (every rvv kernel against the portable reference), and no V (rvv must
 #    be refused and never run);
-#  - picolm-logits on every tiny-shakespeare format (first 32 positions),
-#    with the backend picolm picks, against llama.cpp's logits;
+#  - picolm-logits on a tiny-shakespeare model of each kernel family (first
+#    32 positions; below), with the backend picolm picks, against
+#    llama.cpp's logits;
 #  - greedy generation of tiny-shakespeare-f32 (48 tokens) equal to
 #    llama.cpp's greedy text.
 # On a build without a cross target it prints one SKIP line.
-B=${PICOLM_BUILD:-build}
-S=${PICOLM_SHARED:-../shared}
+. "${0%/*}/lib.sh"
+B=$BUILD
 W=$PICOLM_TEST_WRAPPER
 case "$PICOLM_CROSS" in
     armhf) CPUS="cortex-a7:neon cortex-a9:scalar" ;;
@@ -66,9 +67,9 @@ for cb in $CPUS; do
     done
 done
 
-# ---- logits of every format, the backend picolm picks ------------------------
+# ---- logits, the backend picolm picks ------------------------------------------
 first=${CPUS%% *}
-for f in f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m; do
+for f in $CROSS_MODELS; do
     m=$S/models/tiny-shakespeare-$f.gguf
     [ -f "$m" ] || { echo "SKIP: t_cross $f: no model"; continue; }
     head -c $((NPOS * 4)) "$R/tiny-shakespeare-$f.tokens.i32" >"$T/tok.i32"
