@@ -11,8 +11,11 @@
 #   PICOLM_TEST_TIMEOUT=600     default limit in seconds (0 = none)
 #   PICOLM_TIMEOUT_<name>=N     limit for one test, e.g. PICOLM_TIMEOUT_t_valgrind=3000
 # Tests known to run long get a larger default below (slow_tests).
+#   PICOLM_BENCH=1              test_kernels also prints its kernel throughput
+#                               (INFO lines; off by default: figures, not checks)
 BUILD=${PICOLM_BUILD:-build}
 export PICOLM_BUILD="$BUILD"
+export PICOLM_BENCH="${PICOLM_BENCH:-0}"
 export PICOLM_SHARED="${PICOLM_SHARED:-../shared}"
 if [ ! -d "$PICOLM_SHARED/models" ]; then
     echo "!!! PICOLM_SHARED=$PICOLM_SHARED has no models/: tests that need shared data will be SKIPPED !!!"

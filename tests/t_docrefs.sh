@@ -32,3 +32,16 @@ else echo "FAIL: $n references to fix (exit $rc):"; grep -v '^#' "$T/tree" | hea
 if grep -rniE 'session [0-9]|[0-9]{1,2} (Nov|Dec) ' README.md docs/ core/ backends/ tools/ >"$T/grep"; then
     echo "FAIL: dates or session numbers:"; head -20 "$T/grep" | sed 's/^/    /'
 else echo "PASS: no dates or session numbers in README.md, docs/, core/, backends/, tools/"; fi
+
+# The README's size of the stripped picolm binary is today's (within 15%).
+B=${PICOLM_BUILD:-build}
+said=$(sed -n 's/.*stripped `picolm` binary is about \([0-9]*\) KB.*/\1/p' README.md)
+if [ -z "$said" ]; then echo "FAIL: README.md no longer says the stripped picolm binary's size (this test reads it)"
+elif [ ! -x "$B/bin/picolm" ] || ! command -v strip >/dev/null 2>&1; then echo "SKIP: t_docrefs: no $B/bin/picolm or no strip: size not checked"
+elif [ -n "$PICOLM_SANITIZER" ] || [ -n "$PICOLM_TEST_WRAPPER" ]; then echo "SKIP: t_docrefs: a sanitizer or cross build: size not checked"
+elif strip -o "$T/picolm" "$B/bin/picolm" 2>/dev/null; then
+    kb=$(( $(wc -c <"$T/picolm") / 1000 ))
+    if [ $((kb * 100)) -ge $((said * 85)) ] && [ $((kb * 100)) -le $((said * 115)) ]; then
+        echo "PASS: README.md's stripped picolm size (about $said KB) is today's ($kb KB)"
+    else echo "FAIL: README.md says the stripped picolm is about $said KB; it is $kb KB"; fi
+else echo "SKIP: t_docrefs: strip failed on $B/bin/picolm (another architecture?)"; fi

@@ -16,8 +16,9 @@
  * - INFO lines: single-thread weight throughput (GB/s) per kernel, on a
  *   matrix larger than L2 (8 MiB) and one larger than a typical L3 (64 MiB),
  *   gemm with 4 and 64 activation columns (prefill);
- *   Q4_K/Q6_K/Q8_0 only.  PICOLM_BENCH=0 skips them, PICOLM_BENCH=2 times
- *   every format, longer.  Informational: the machine may be shared.
+ *   Q4_K/Q6_K/Q8_0 only.  PICOLM_BENCH=0 skips them (tests/run.sh's
+ *   default), PICOLM_BENCH=2 times every format, longer.  Informational:
+ *   the machine may be shared.
  */
 #include "check.h"
 #include "cpu.h"
