@@ -45,6 +45,6 @@ fuzz: $(FUZZ_BINS)
 	done
 
 fuzz-smoke:
-	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
+	@$(MAKE) -j2 --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME)
 
 .PHONY: fuzz fuzz-smoke fuzz-build

@@ -17,7 +17,7 @@ SAN_ENV_ASAN = PICOLM_SANITIZER=asan CC=$(SAN_CC) OPT="-O1 -g $(ASAN_FLAGS)" LDF
 SAN_ENV_TSAN = PICOLM_SANITIZER=tsan CC=$(SAN_CC) OPT="-O1 -g $(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
 
 test-asan:
-	$(MAKE) --no-print-directory BUILD=build-asan CC=$(SAN_CC) OPT="-O1 -g $(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" all
+	$(MAKE) -j2 --no-print-directory BUILD=build-asan CC=$(SAN_CC) OPT="-O1 -g $(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" all
 	$(SAN_ENV_ASAN) PICOLM_BUILD=build-asan sh tests/run.sh
 
 TSAN_TESTS ?= test_threadpool
@@ -25,7 +25,7 @@ TSAN_MODEL ?= models/tiny-shakespeare-q8_0.gguf
 # The generations run next to a busy-loop process so that workers get
 # preempted mid-task (the schedules where races show).
 test-tsan:
-	$(MAKE) --no-print-directory BUILD=build-tsan CC=$(SAN_CC) OPT="-O1 -g $(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" all
+	$(MAKE) -j2 --no-print-directory BUILD=build-tsan CC=$(SAN_CC) OPT="-O1 -g $(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" all
 	$(SAN_ENV_TSAN) PICOLM_BUILD=build-tsan TESTS="$(TSAN_TESTS)" sh tests/run.sh
 	@set -e; yes >/dev/null & load=$$!; trap "kill $$load" EXIT; \
 	printf '\001\000\000\000\142\000\000\000\167\000\000\000\056\000\000\000\023\001\000\000\017\000\000\000' >build-tsan/tsan.i32; \
