@@ -48,6 +48,10 @@ static level lv[NL] = {
     {"avx2", PICOLM_CPU_AVX2 | PICOLM_CPU_FMA, expf_guard_avx2, expf_diffs_avx2, 0},
     {"avx512", PICOLM_CPU_AVX512F | PICOLM_CPU_AVX512VL, expf_guard_avx512, expf_diffs_avx512, 0},
 };
+/* Chunks taken: all; under a sanitizer every 16th (the kernels are vector
+   arithmetic that the sanitizers do not instrument: the plain build checks
+   every float, the sanitized one the code around them). */
+static uint64_t every = 1;
 typedef struct worker {
     pthread_t th;
     int id, n;
@@ -59,7 +63,7 @@ static void *work(void *arg) {
     worker *w = arg;
     static _Thread_local uint32_t x[CH], want[CH];
     for (int r = 0; r < 2; r++)
-        for (uint64_t b = lo[r] + (uint64_t)w->id * CH; b <= hi[r]; b += (uint64_t)w->n * CH) {
+        for (uint64_t b = lo[r] + (uint64_t)w->id * CH; b <= hi[r]; b += (uint64_t)w->n * CH * every) {
             const uint32_t m = (uint32_t)(hi[r] - b + 1 < CH ? hi[r] - b + 1 : CH);
             for (uint32_t i = 0; i < m; i++) {
                 x[i] = (uint32_t)(b + i);
@@ -85,6 +89,7 @@ int main(void) {
         else any = lv[l].on = 1;
     }
     if (!any) return CHECK_DONE();
+    if (getenv("PICOLM_SANITIZER")) every = 16;
     const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     const int nt = ncpu < 1 ? 1 : ncpu > MAXT ? MAXT : (int)ncpu;
     static worker ws[MAXT];
@@ -108,7 +113,7 @@ int main(void) {
             char why[96] = "";
             if (bad) snprintf(why, sizeof why, "; %llu differ, the first x %a: libm %a", (unsigned long long)bad, as_float(first),
                               expf(as_float(first)));
-            CHECK(!bad, "%s vector expf bit-identical to libm expf on all %s%s", lv[l].name,
+            CHECK(!bad, "%s vector expf bit-identical to libm expf on %s %s%s", lv[l].name, every > 1 ? "every 16th chunk of the" : "all",
                   r ? "floats in [0, 1]" : "2^31 floats with the sign set", why);
         }
     }
