@@ -46,6 +46,10 @@ same_dequant "$tmp/r.gguf" '== "Q4_K_R"' Q4_K_R
 tok=$R/tiny-shakespeare-q4_k_m.tokens.i32
 ref=$R/tiny-shakespeare-q4_k_m.logits.f32
 [ -f "$tok" ] || { echo "SKIP: logits: $tok absent"; exit 0; }
+# the bit-identity checks compare two files on the same tokens: the first 77
+# (a 64-token batch and a tail of 13, the whole prompt's tail) take every
+# kernel path the whole prompt does
+head -c 308 "$tok" >"$tmp/short.i32"
 # runs_within NAME FILE: the model's logits within the tolerances of llama.cpp's
 runs_within() {
     if "$BIN/picolm-logits" "$2" "$tok" "$tmp/x.f32" --batch 16 -j 2 2>"$tmp/log"; then
@@ -60,8 +64,8 @@ same_logits() {
     for be in $3; do
         for bt in 1 64; do
             k=$tmp/k-$be-$bt.f32
-            if { [ -s "$k" ] || "$BIN/picolm-logits" "$tmp/k.gguf" "$tok" "$k" --batch $bt --backend $be -j 2 2>"$tmp/log"; } &&
-                "$BIN/picolm-logits" "$2" "$tok" "$tmp/x.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
+            if { [ -s "$k" ] || "$BIN/picolm-logits" "$tmp/k.gguf" "$tmp/short.i32" "$k" --batch $bt --backend $be -j 2 2>"$tmp/log"; } &&
+                "$BIN/picolm-logits" "$2" "$tmp/short.i32" "$tmp/x.f32" --batch $bt --backend $be -j 2 2>>"$tmp/log"; then
                 cmp -s "$k" "$tmp/x.f32" && echo "PASS: $be, batch $bt: $1 logits identical to Q4_K_M's" ||
                     echo "FAIL: $be, batch $bt: $1 logits differ from Q4_K_M's ($("$BUILD/tests/test_quantize" --cmp-logits "$tmp/x.f32" "$k" 1024 0.10 1e-3))"
             else echo "FAIL: picolm-logits --backend $be: $(tail -1 "$tmp/log")"; fi
