@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ctx.h"
 #include "engine.h"
 #include "testlib.h"
 
