@@ -40,13 +40,15 @@ const llama_arch llama_archs[] = {
     /* SmolLM3: Llama with no RoPE in every 4th layer */
     {.name = "smollm3", .has = {[ARCH_T_OUTPUT] = OPT}, .nope_period = 4, .output_norm = "output_norm.weight"},
     /* Gemma 3: GeGLU, norms after attention and FFN too, q/k head norms,
-       embeddings times sqrt(dim), q scaled before attention; 5 of every 6
-       layers attend to a sliding window, with RoPE base 10000 */
+       embeddings times sqrt(dim), q scaled before attention; with a
+       sliding window, 5 of every 6 layers attend to it, with their own
+       RoPE base (10000 unless rope.freq_base_swa says) */
     {.name = "gemma3", .has = {[ARCH_T_OUTPUT] = OPT, [ARCH_T_QK_NORM] = REQ, [ARCH_T_POST_NORM] = REQ}, .rope_neox = 1,
-     .ffn_act = FFN_GELU, .embd_scale = 1, .q_scale = 1, .kinds = KINDS_SWA_PERIOD, .period = 6, .swa_rope_base = 10000.0f,
+     .ffn_act = FFN_GELU, .embd_scale = 1, .q_scale = 1, .kinds = KINDS_SWA_PERIOD, .period = 6, .swa_rope = 1,
      .output_norm = "output_norm.weight"},
     /* LFM2: gated short convolutions in the layers whose head_count_kv is 0,
-       attention with q/k head norms in the others; the final norm is
+       attention with q/k head norms in the others (over a sliding window
+       when the model has one, with the same RoPE); the final norm is
        token_embd_norm */
     {.name = "lfm2", .has = {[ARCH_T_OUTPUT] = OPT, [ARCH_T_QK_NORM] = REQ}, .rope_neox = 1, .kinds = KINDS_KV_HEADS,
      .output_norm = "token_embd_norm.weight"},
@@ -66,26 +68,28 @@ typedef struct tensor_spec {
     size_t off;          /* offsetof the qmat or const float * */
     int is_mat, cols, rows, group;
     unsigned kinds;      /* bit (1 << LAYER_*) of the layers that have it */
+    int qkv_part;        /* 1..3: q, k or v, which a fused attn_qkv tensor holds instead */
 } tensor_spec;
 
 #define K_ALL ((1u << N_LAYER_KINDS) - 1)
 #define K_ATT ((1u << LAYER_FULL) | (1u << LAYER_SWA))
 #define K_CONV (1u << LAYER_CONV)
-#define LMAT(n, f, c, r, k) {n, offsetof(llama_layer, f), 1, c, r, -1, k}
-#define LVEC(n, f, c, g, k) {n, offsetof(llama_layer, f), 0, c, D_1, g, k}
+#define LMAT(n, f, c, r, k) {n, offsetof(llama_layer, f), 1, c, r, -1, k, 0}
+#define LVEC(n, f, c, g, k) {n, offsetof(llama_layer, f), 0, c, D_1, g, k, 0}
+#define LQKV(n, f, is_mat, c, r, g, part) {n, offsetof(llama_layer, f), is_mat, c, r, g, K_ATT, part}
 static const tensor_spec layer_tensors[] = {
     LVEC("attn_norm.weight", attn_norm, D_EMBD, -1, K_ALL),
-    LMAT("attn_q.weight", wq, D_EMBD, D_Q, K_ATT),
-    LMAT("attn_k.weight", wk, D_EMBD, D_KV, K_ATT),
-    LMAT("attn_v.weight", wv, D_EMBD, D_KV, K_ATT),
-    LVEC("attn_q.bias", bq, D_Q, ARCH_T_QKV_BIAS, K_ATT),
-    LVEC("attn_k.bias", bk, D_KV, ARCH_T_QKV_BIAS, K_ATT),
-    LVEC("attn_v.bias", bv, D_KV, ARCH_T_QKV_BIAS, K_ATT),
+    LQKV("attn_q.weight", wq, 1, D_EMBD, D_Q, -1, 1),
+    LQKV("attn_k.weight", wk, 1, D_EMBD, D_KV, -1, 2),
+    LQKV("attn_v.weight", wv, 1, D_EMBD, D_KV, -1, 3),
+    LQKV("attn_q.bias", bq, 0, D_Q, D_1, ARCH_T_QKV_BIAS, 1),
+    LQKV("attn_k.bias", bk, 0, D_KV, D_1, ARCH_T_QKV_BIAS, 2),
+    LQKV("attn_v.bias", bv, 0, D_KV, D_1, ARCH_T_QKV_BIAS, 3),
     LVEC("attn_q_norm.weight", q_norm, D_HEAD, ARCH_T_QK_NORM, K_ATT),
     LVEC("attn_k_norm.weight", k_norm, D_HEAD, ARCH_T_QK_NORM, K_ATT),
     LMAT("attn_output.weight", wo, D_Q, D_EMBD, K_ATT),
     LMAT("shortconv.in_proj.weight", conv_in, D_EMBD, D_CONV_IN, K_CONV),
-    {"shortconv.conv.weight", offsetof(llama_layer, conv_w), 0, D_CONV_LEN, D_EMBD, -1, K_CONV},
+    {"shortconv.conv.weight", offsetof(llama_layer, conv_w), 0, D_CONV_LEN, D_EMBD, -1, K_CONV, 0},
     LMAT("shortconv.out_proj.weight", conv_out, D_EMBD, D_EMBD, K_CONV),
     LVEC("post_attention_norm.weight", attn_post_norm, D_EMBD, ARCH_T_POST_NORM, K_ALL),
     LVEC("ffn_norm.weight", ffn_norm, D_EMBD, -1, K_ALL),
@@ -96,10 +100,10 @@ static const tensor_spec layer_tensors[] = {
 };
 /* [1]: the final norm's name comes from the architecture */
 static const tensor_spec model_tensors[] = {
-    {"token_embd.weight", offsetof(llama_model, tok_embd), 1, D_EMBD, D_VOCAB, -1, K_ALL},
-    {NULL, offsetof(llama_model, output_norm), 0, D_EMBD, D_1, -1, K_ALL},
-    {"output.weight", offsetof(llama_model, output), 1, D_EMBD, D_VOCAB, ARCH_T_OUTPUT, K_ALL},
-    {"rope_freqs.weight", offsetof(llama_model, rope_freqs), 0, D_ROPE_HALF, D_1, ARCH_T_ROPE_FREQS, K_ALL},
+    {"token_embd.weight", offsetof(llama_model, tok_embd), 1, D_EMBD, D_VOCAB, -1, K_ALL, 0},
+    {NULL, offsetof(llama_model, output_norm), 0, D_EMBD, D_1, -1, K_ALL, 0},
+    {"output.weight", offsetof(llama_model, output), 1, D_EMBD, D_VOCAB, ARCH_T_OUTPUT, K_ALL, 0},
+    {"rope_freqs.weight", offsetof(llama_model, rope_freqs), 0, D_ROPE_HALF, D_1, ARCH_T_ROPE_FREQS, K_ALL, 0},
 };
 #define N_LAYER_TENSORS (sizeof layer_tensors / sizeof *layer_tensors)
 #define N_MODEL_TENSORS (sizeof model_tensors / sizeof *model_tensors)
@@ -162,9 +166,11 @@ static int bind_mat(llama_model *m, qmat *q, const gguf_tensor *t, const char *n
 static int bind_vec(llama_model *m, const float **out, const gguf_tensor *t, const char *name, int64_t cols, int64_t rows,
                     float **owned_cursor, char *err, size_t errlen) {
     const int64_t n = cols * rows;
-    if (t->nelements != n || t->ne[0] != cols)
+    if (t->nelements != n || t->ne[0] != cols) {
+        if (rows == 1) return pl_fail(err, errlen, "tensor '%s' has %lld elements, expected %lld", name, (long long)t->nelements, (long long)n);
         return pl_fail(err, errlen, "tensor '%s' has %lld elements (rows of %lld), expected %lld (rows of %lld)", name,
                        (long long)t->nelements, (long long)t->ne[0], (long long)n, (long long)cols);
+    }
     if (t->type == PICOLM_TYPE_F32) {
         *out = t->data;
     } else {
@@ -185,6 +191,7 @@ typedef struct binder {
     int64_t dim[N_DIMS];
     uint8_t *used;       /* per file tensor */
     float *own;          /* next free floats of m->owned */
+    int fused;           /* the layer being bound has attn_qkv: its q, k, v are slices of it */
 } binder;
 
 /* Bind the tensor of spec s (layer < 0: a model tensor) into the struct at
@@ -198,6 +205,7 @@ static int bind_spec(binder *B, const tensor_spec *s, int layer, void *base, cha
     else snprintf(name, sizeof name, "%s", sname);
     int has = s->group < 0 ? ARCH_REQUIRED : m->arch->has[s->group];
     if (layer >= 0 && !(s->kinds >> m->layers[layer].kind & 1)) has = ARCH_NONE;
+    if (s->qkv_part && B->fused) has = ARCH_NONE; /* bound from attn_qkv */
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
     if (!t) return has == ARCH_REQUIRED ? pl_fail(err, errlen, "missing tensor '%s'", name) : 1;
     if (has == ARCH_NONE) return pl_fail(err, errlen, "tensor '%s' is not part of architecture '%s'", name, m->arch->name);
@@ -207,6 +215,43 @@ static int bind_spec(binder *B, const tensor_spec *s, int layer, void *base, cha
     if (bind_mat(m, dst, t, name, B->dim[s->cols], B->dim[s->rows], err, errlen)) return -1;
     ((qmat *)dst)->name = sname; /* static: the layer's own name is on the stack */
     return 0;
+}
+
+/* A fused attn_qkv tensor ([n_embd, q + k + v] and its optional bias), as
+   llama.cpp accepts for every family: wq, wk, wv are row ranges of it (the
+   same rows, so the same bits as three matrices) and the biases ranges of
+   its bias.  Returns 1 when the layer has one, 0 when not, -1 on error. */
+static int bind_fused_qkv(binder *B, int l, char *err, size_t errlen) {
+    llama_model *m = B->m;
+    llama_layer *L = &m->layers[l];
+    char name[80];
+    snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", l);
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    if (!t) return 0;
+    if (L->kind == LAYER_CONV) return pl_fail(err, errlen, "tensor '%s' is not part of a convolution layer", name);
+    const int64_t q = B->dim[D_Q], kv = B->dim[D_KV];
+    qmat all;
+    B->used[t - m->gguf.tensors] = 1;
+    if (bind_mat(m, &all, t, name, B->dim[D_EMBD], q + 2 * kv, err, errlen)) return -1;
+    const uint32_t g = m->d->types[all.type].row_group;
+    if (q % g || kv % g) return pl_fail(err, errlen, "tensor '%s': its q, k, v rows do not split on its %u-row groups", name, g);
+    const int64_t first[3] = {0, q, q + kv}, rows[3] = {q, kv, kv};
+    qmat *w[3] = {&L->wq, &L->wk, &L->wv};
+    static const char *names[3] = {"attn_qkv.weight (q)", "attn_qkv.weight (k)", "attn_qkv.weight (v)"};
+    for (int i = 0; i < 3; i++) {
+        *w[i] = all;
+        w[i]->data = all.data + (size_t)(first[i] / g) * g * all.row_bytes;
+        w[i]->rows = rows[i];
+        w[i]->name = names[i];
+    }
+    snprintf(name, sizeof name, "blk.%d.attn_qkv.bias", l);
+    if ((t = gguf_find_tensor(&m->gguf, name))) {
+        const float *bias;
+        B->used[t - m->gguf.tensors] = 1;
+        if (bind_vec(m, &bias, t, name, q + 2 * kv, 1, &B->own, err, errlen)) return -1;
+        L->bq = bias, L->bk = bias + q, L->bv = bias + q + kv;
+    }
+    return 1;
 }
 
 /* Each layer's kind (LAYER_*), by the architecture's rule, and its K/V and
@@ -225,6 +270,9 @@ static int layer_kinds(llama_model *m, char *e, size_t el) {
         if (n != (uint64_t)hp->n_layer || (et != GGUF_INT32 && et != GGUF_UINT32))
             return pl_fail(e, el, "metadata '%s' must hold one 32-bit integer per layer (%d)", key, hp->n_layer);
     }
+    int period = a->period;
+    if (a->kinds == KINDS_SWA_PERIOD && hp_int(&m->gguf, a->name, "attention.sliding_window_pattern", a->period, 1, 4096, &period, e, el))
+        return -1;
     hp->n_head_kv = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         llama_layer *L = &m->layers[l];
@@ -237,15 +285,17 @@ static int layer_kinds(llama_model *m, char *e, size_t el) {
         } else if (kv || a->kinds != KINDS_KV_HEADS) {
             kvh = -1; /* a scalar: read below */
         }
-        L->kind = a->kinds == KINDS_SWA_PERIOD ? ((l + 1) % a->period ? LAYER_SWA : LAYER_FULL)
-                : kvh == 0 ? LAYER_CONV : LAYER_FULL;
+        /* a sliding window where the model has one: every layer but each
+           period-th (gemma3), or every attention layer (lfm2) */
+        L->kind = kvh == 0 ? LAYER_CONV : !hp->n_swa ? LAYER_FULL
+                : a->kinds == KINDS_SWA_PERIOD ? (l % period < period - 1 ? LAYER_SWA : LAYER_FULL) : LAYER_SWA;
         if (kvh > 0) {
             if (hp->n_head_kv && kvh != hp->n_head_kv) return pl_fail(e, el, "metadata '%s': attention layers with different KV head counts", key);
             hp->n_head_kv = kvh;
         }
         L->kv_idx = L->kind == LAYER_CONV ? -1 : m->n_kv_layer++;
         L->rec_idx = L->kind == LAYER_CONV ? m->n_rec_layer++ : -1;
-        L->rope = L->kind == LAYER_CONV || (a->nope_period && (l + 1) % a->nope_period == 0) ? -1 : L->kind == LAYER_SWA;
+        L->rope = L->kind == LAYER_CONV || (a->nope_period && (l + 1) % a->nope_period == 0) ? -1 : L->kind == LAYER_SWA && a->swa_rope;
     }
     if (!hp->n_head_kv && hp_int(&m->gguf, a->name, "attention.head_count_kv", hp->n_head, 1, 4096, &hp->n_head_kv, e, el)) return -1;
     return 0;
@@ -267,13 +317,13 @@ static int load_hparams(llama_model *m, char *e, size_t el) {
         hp_float(f, a, "rope.scaling.factor", 1.0f, &hp->rope_scale, e, el) ||
         hp_float(f, a, "final_logit_softcapping", 0.0f, &hp->softcap, e, el))
         return -1;
+    if (hp_int(f, a, "attention.sliding_window", 0, 0, BIG, &hp->n_swa, e, el)) return -1;
+    if (m->arch->kinds == KINDS_FULL) hp->n_swa = 0; /* a window the architecture does not use */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return pl_fail(e, el, "out of memory");
     if (layer_kinds(m, e, el)) return -1;
-    const int swa = m->arch->kinds == KINDS_SWA_PERIOD, conv = m->n_rec_layer > 0;
-    if (hp_int(f, a, "attention.sliding_window", swa ? -1 : 0, swa, BIG, &hp->n_swa, e, el) ||
-        hp_int(f, a, "shortconv.l_cache", conv ? -1 : 0, conv ? 2 : 0, 64, &hp->conv_len, e, el))
-        return -1;
+    const int conv = m->n_rec_layer > 0;
+    if (hp_int(f, a, "shortconv.l_cache", conv ? -1 : 0, conv ? 2 : 0, 64, &hp->conv_len, e, el)) return -1;
     /* linear scaling divides positions by the factor (llama.cpp: freq_scale
        = 1/factor); other kinds (yarn, longrope) change the angles otherwise */
     char key[96];
@@ -309,10 +359,10 @@ static void rope_neox(float *v, int n_heads, int hd, int half, const float *cs, 
 static int build_ropes(llama_model *m, char *e, size_t el) {
     const llama_hparams *hp = &m->hp;
     const int half = hp->rope_dim / 2;
-    float base_swa = m->arch->swa_rope_base > 0 ? m->arch->swa_rope_base : hp->rope_base;
-    if (hp_float(&m->gguf, m->arch->name, "rope.freq_base_swa", base_swa, &base_swa, e, el)) return -1;
+    float base_swa; /* llama.cpp's default, unless the file says */
+    if (hp_float(&m->gguf, m->arch->name, "rope.freq_base_swa", 10000.0f, &base_swa, e, el)) return -1;
     const double bases[2] = {hp->rope_base, base_swa}, scales[2] = {hp->rope_scale, 1.0};
-    m->n_ropes = m->arch->kinds == KINDS_SWA_PERIOD ? 2 : 1;
+    m->n_ropes = m->arch->swa_rope && hp->n_swa ? 2 : 1;
     for (int k = 0; k < m->n_ropes; k++) {
         llama_rope *r = &m->ropes[k];
         r->scale = scales[k];
@@ -350,6 +400,7 @@ static int bind_model(llama_model *m, char *e, size_t el) {
         nown += model_tensors[i].is_mat ? 0 : (size_t)(B.dim[model_tensors[i].cols] * B.dim[model_tensors[i].rows]);
     for (size_t i = 0; i < N_LAYER_TENSORS; i++)
         nown += layer_tensors[i].is_mat ? 0 : (size_t)(B.dim[layer_tensors[i].cols] * B.dim[layer_tensors[i].rows]) * hp->n_layer;
+    nown += (size_t)hp->n_layer * (size_t)(B.dim[D_Q] + 2 * B.dim[D_KV]); /* a fused q/k/v bias per layer */
     m->owned = calloc(nown, sizeof(float));
     B.used = calloc(m->gguf.n_tensors + 1, 1);
     B.own = m->owned;
@@ -357,9 +408,11 @@ static int bind_model(llama_model *m, char *e, size_t el) {
     if (!m->owned || !B.used) { pl_fail(e, el, "out of memory"); goto out; }
     for (size_t i = 0; i < N_MODEL_TENSORS; i++)
         if (bind_spec(&B, &model_tensors[i], -1, m, e, el) < 0) goto out;
-    for (int l = 0; l < hp->n_layer; l++)
+    for (int l = 0; l < hp->n_layer; l++) {
+        if ((B.fused = bind_fused_qkv(&B, l, e, el)) < 0) goto out;
         for (size_t i = 0; i < N_LAYER_TENSORS; i++)
             if (bind_spec(&B, &layer_tensors[i], l, &m->layers[l], e, el) < 0) goto out;
+    }
     /* a file tensor no spec bound would be silently ignored: refuse it, as llama.cpp does */
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++)
         if (!B.used[i]) {
@@ -581,14 +634,15 @@ static void norm_rows(const pl_ops *ops, float *x, const float *w, int n, int le
     for (int r = 0; r < n; r++) ops->rmsnorm(x + (size_t)r * len, x + (size_t)r * len, w, len, eps);
 }
 
-/* ggml's GELU (tanh approximation) as its CPU backend computes it: looked
-   up by the input rounded to f16, in a table of f16 results */
-static float gelu_f16_table(float x) {
+/* GeGLU as ggml's CPU backend computes it (ggml_vec_geglu_f32): the GELU
+   (tanh approximation) of the input rounded to f16, rounded to f16 (its
+   table), times u; 0 and x * u beyond +-10 */
+static float geglu1(float x, float u) {
     if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
+    if (x >= 10.0f) return x * u;
     const float h = picolm_half_to_float(picolm_float_to_half(x));
     const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
-    return picolm_half_to_float(picolm_float_to_half(g));
+    return picolm_half_to_float(picolm_float_to_half(g)) * u;
 }
 
 /* g[i] = act(g[i]) * u[i] over n rows of ff floats */
@@ -597,7 +651,7 @@ static void ffn_gate(const llama_model *m, float *g, const float *u, int n, int 
         for (int b = 0; b < n; b++) m->d->ops.swiglu(g + (size_t)b * ff, u + (size_t)b * ff, ff);
         return;
     }
-    for (size_t i = 0; i < (size_t)n * ff; i++) g[i] = gelu_f16_table(g[i]) * u[i];
+    for (size_t i = 0; i < (size_t)n * ff; i++) g[i] = geglu1(g[i], u[i]);
 }
 
 /* The gated short convolution of a LAYER_CONV layer for token b (its
@@ -719,8 +773,10 @@ static int forward(llama_batch *c, const int32_t *tokens, int n, int n_out, floa
     for (int r = 0; r < n_out; r++)
         ops->rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, m->output_norm, dim, hp->rms_eps);
     if (n_out) matmul(c, &m->output, logits, c->xb, n_out);
-    if (hp->softcap > 0)
-        for (size_t i = 0; i < (size_t)n_out * hp->n_vocab; i++) logits[i] = tanhf(logits[i] / hp->softcap) * hp->softcap;
+    if (hp->softcap > 0) {
+        const float inv = 1.0f / hp->softcap; /* ggml scales by the reciprocal */
+        for (size_t i = 0; i < (size_t)n_out * hp->n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * hp->softcap;
+    }
     c->logit_rows += (uint64_t)n_out;
     return 0;
 }

@@ -27,8 +27,9 @@ enum { LAYER_FULL = 0,   /* causal attention over every earlier position */
 
 /* How an architecture says which layers are of which kind. */
 enum { KINDS_FULL,       /* every layer LAYER_FULL */
-       KINDS_SWA_PERIOD, /* every period-th layer LAYER_FULL, the others LAYER_SWA */
-       KINDS_KV_HEADS }; /* head_count_kv per layer: 0 marks a LAYER_CONV layer */
+       KINDS_SWA_PERIOD, /* with a sliding window: every period-th layer LAYER_FULL, the others LAYER_SWA */
+       KINDS_KV_HEADS }; /* head_count_kv per layer: 0 marks a LAYER_CONV layer; with a sliding window
+                            the others are LAYER_SWA */
 
 enum { FFN_SILU, FFN_GELU }; /* the gate's activation: SwiGLU, GeGLU (tanh approximation) */
 
@@ -43,8 +44,8 @@ typedef struct llama_arch {
     int embd_scale;          /* 1: embeddings times sqrt(n_embd) */
     int q_scale;             /* 1: q times 1/sqrt(head_dim) before attention, which then scales by 1 */
     int kinds;               /* KINDS_*: the layers' kinds */
-    int period;              /* KINDS_SWA_PERIOD: its period */
-    float swa_rope_base;     /* RoPE base of LAYER_SWA layers unless rope.freq_base_swa says (0: the model's) */
+    int period;              /* KINDS_SWA_PERIOD: its period, unless attention.sliding_window_pattern says */
+    int swa_rope;            /* 1: LAYER_SWA layers have their own RoPE (base rope.freq_base_swa, unscaled) */
     int nope_period;         /* every nope_period-th layer has no RoPE (0: all have it) */
     const char *output_norm; /* the final norm's tensor */
 } llama_arch;
