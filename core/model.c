@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,6 +351,7 @@ static int load_hparams(llama_model *m, char *e, size_t el) {
     return 0;
 }
 
+static void gelu_ready(void);
 static void rope_interleaved(float *v, int n_heads, int hd, int half, const float *cs, const float *sn);
 static void rope_neox(float *v, int n_heads, int hd, int half, const float *cs, const float *sn);
 
@@ -429,6 +431,7 @@ static int bind_model(llama_model *m, char *e, size_t el) {
     /* token_embd is read one row per token, not whole: only count it when it is the output */
     else m->weight_bytes -= m->tok_embd.row_bytes * (uint64_t)m->tok_embd.rows;
     m->rope = m->arch->rope_neox ? rope_neox : rope_interleaved;
+    if (m->arch->ffn_act == FFN_GELU) gelu_ready();
     /* llama.cpp scales by sqrt(n_embd) rounded to float */
     m->embd_scale = m->arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (build_ropes(m, e, el)) goto out;
@@ -635,14 +638,25 @@ static void norm_rows(const pl_ops *ops, float *x, const float *w, int n, int le
 }
 
 /* GeGLU as ggml's CPU backend computes it (ggml_vec_geglu_f32): the GELU
-   (tanh approximation) of the input rounded to f16, rounded to f16 (its
-   table), times u; 0 and x * u beyond +-10 */
-static float geglu1(float x, float u) {
+   (tanh approximation) of the input rounded to f16, looked up in a table
+   of f16 results made once, times u; 0 and x * u beyond +-10 */
+static uint16_t gelu_f16[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table(void) {
+    for (int i = 0; i < 1 << 16; i++) {
+        const float h = picolm_half_to_float((uint16_t)i);
+        const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+        gelu_f16[i] = picolm_float_to_half(g);
+    }
+}
+
+static void gelu_ready(void) { pthread_once(&gelu_once, gelu_table); }
+
+static inline float geglu1(float x, float u) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x * u;
-    const float h = picolm_half_to_float(picolm_float_to_half(x));
-    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
-    return picolm_half_to_float(picolm_float_to_half(g)) * u;
+    return picolm_half_to_float(gelu_f16[picolm_float_to_half(x)]) * u;
 }
 
 /* g[i] = act(g[i]) * u[i] over n rows of ff floats */
