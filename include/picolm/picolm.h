@@ -37,16 +37,77 @@ void picolm_log_set(picolm_log_fn fn, void *ud);
 /* A ready sink: "picolm: MSG" on stderr; debug messages only with $PICOLM_DEBUG. */
 void picolm_log_stderr(int level, const char *msg, void *ud);
 
+typedef struct picolm_runtime picolm_runtime;
 typedef struct picolm_model picolm_model;
 typedef struct picolm_context picolm_context;
 
-/* ---- models ---- */
+/* Codes beside -1 that some calls return (with a message). */
+#define PICOLM_ERR_KV_FULL (-2) /* picolm_decode / picolm_seq_reserve: the pool has no free block */
+#define PICOLM_ERR_USAGE (-3)   /* picolm_runtime_new: a backend name that is not there (a usage error) */
 
-typedef struct picolm_model_params {
-    const char *path;       /* GGUF file (required) */
+/* ---- the runtime: plugins, the kernel table, the thread pool ----
+   Made once (plugins found and checked, the CPU probed, the best backend
+   chosen, one dispatch table built) and shared by the models loaded on it. */
+
+typedef struct picolm_runtime_params {
     const char *plugin_dir; /* NULL or "": $PICOLM_PLUGIN_DIR, then next to the executable */
     const char *backend;    /* NULL or "auto": the best backend this CPU runs; else its name */
     int threads;            /* <= 0: every online CPU */
+    int verbose;            /* log every plugin file not loaded and why */
+} picolm_runtime_params;
+
+/* NULL with a message on failure (*code, when code is non-NULL:
+   PICOLM_ERR_USAGE for a backend name that is not there, else -1). */
+picolm_runtime *picolm_runtime_new(const picolm_runtime_params *p, int *code, char *err, size_t errlen);
+void picolm_runtime_free(picolm_runtime *rt);
+/* The backend whose kernels run ("reference": the formats' portable code). */
+const char *picolm_runtime_backend(const picolm_runtime *rt);
+int picolm_runtime_threads(const picolm_runtime *rt);
+/* Every plugin file found, its score and why it was or was not chosen,
+   the CPU and its features (picolm --list-plugins); stream is a FILE *. */
+void picolm_runtime_report(const picolm_runtime *rt, void *stream);
+/* The parameters the loaded sampler plugins declare, i = 0, 1, ... (NULL
+   past the last); *sampler gets the plugin's name. */
+const picolm_param_desc *picolm_runtime_sampler_param(const picolm_runtime *rt, int i, const char **sampler);
+/* The loaded sampler plugins, i = 0, 1, ... (NULL past the last). */
+const char *picolm_runtime_sampler(const picolm_runtime *rt, int i);
+
+/* A tensor type as this runtime runs it. */
+typedef struct picolm_type_info {
+    const picolm_format *format;   /* its layout and reference code (NULL: no format plugin has it) */
+    const char *name;              /* the format's name, else ggml's ("Q4_K"), else "typeN" */
+    const char *plugin;            /* the format plugin's name */
+    uint32_t row_group;            /* rows stored interleaved (1: plain rows) */
+    const char *kernels_from;      /* the backend whose kernels run it, or "reference" */
+    picolm_vec_dot_fn vec_dot;     /* the kernels the forward pass calls (of base_type when to_base) */
+    picolm_gemm_fn gemm;           /* NULL: vec_dot per column */
+    picolm_from_float_fn act_quant;
+    uint32_t act_type;             /* the activations' type */
+    void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n); /* NULL unless its kernels are base_type's */
+    uint32_t base_type;
+} picolm_type_info;
+/* 0, or -1 for an id no loaded plugin describes (out gets its name still). */
+int picolm_runtime_type(const picolm_runtime *rt, uint32_t type, picolm_type_info *out);
+/* Bytes of a row of n elements (n a multiple of the block size). */
+size_t picolm_type_row_bytes(const picolm_runtime *rt, uint32_t type, int64_t n);
+/* Run fn(ctx, i0, i1, thread) over [0, n) in chunks on the runtime's threads. */
+void picolm_runtime_parallel(picolm_runtime *rt, int64_t n, void (*fn)(void *ctx, int64_t i0, int64_t i1, int thread), void *ctx);
+
+/* ---- models ---- */
+
+/* What a model file may hold (bounds checked while reading it). */
+typedef struct picolm_limits {
+    uint64_t max_metadata, max_tensors, max_string, max_array, max_dim;
+} picolm_limits;
+
+typedef struct picolm_model_params {
+    const char *path;       /* GGUF file (required) */
+    const char *plugin_dir; /* without a runtime: NULL or "": $PICOLM_PLUGIN_DIR, then next to the executable */
+    const char *backend;    /* without a runtime: NULL or "auto": the best backend this CPU runs; else its name */
+    int threads;            /* without a runtime: <= 0: every online CPU */
+    picolm_runtime *runtime;       /* NULL: the model makes its own from the three above */
+    const picolm_limits *limits;   /* NULL: the defaults */
+    int vocab_only;                /* 1: the tokenizer and metadata only (a vocabulary file) */
 } picolm_model_params;
 
 picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t errlen);
@@ -63,6 +124,15 @@ typedef struct picolm_model_info {
     int n_threads;
 } picolm_model_info;
 void picolm_model_describe(const picolm_model *m, picolm_model_info *out);
+/* The runtime the model runs on. */
+picolm_runtime *picolm_model_runtime(const picolm_model *m);
+/* Metadata of the file: a string (into the mapping, *len bytes, not
+   NUL-terminated) or an integer.  0, or -1 when absent or of another type. */
+int picolm_meta_str(const picolm_model *m, const char *key, const char **s, size_t *len);
+int picolm_meta_int(const picolm_model *m, const char *key, int64_t *out);
+/* Bytes of KV cache per position and of a batch's workspace, for memory plans. */
+size_t picolm_kv_bytes_per_token(const picolm_model *m, int kv_type);
+size_t picolm_batch_bytes(const picolm_model *m, int n_tokens);
 
 int32_t picolm_n_vocab(const picolm_model *m);
 int picolm_n_ctx_train(const picolm_model *m);
@@ -82,6 +152,17 @@ int picolm_tokenize(const picolm_model *m, const char *text, size_t len, int add
 int picolm_detokenize(const picolm_model *m, const int32_t *toks, int n, char *out, int cap);
 /* The bytes one token adds to streamed output (not NUL-terminated). */
 const char *picolm_token_piece(const picolm_model *m, int32_t tok, size_t *len);
+/* The token's raw vocabulary text ("▁the", "<0x0A>"; not NUL-terminated). */
+const char *picolm_token_text(const picolm_model *m, int32_t tok, size_t *len);
+/* GGUF token type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; -1 out of range). */
+int picolm_token_type(const picolm_model *m, int32_t tok);
+/* A token by its exact text, or -1. */
+int32_t picolm_token_find(const picolm_model *m, const char *text, size_t len);
+int32_t picolm_token_bos(const picolm_model *m);  /* -1 when the vocabulary has none */
+int32_t picolm_token_eos(const picolm_model *m);
+/* Streaming: the length of the longest prefix of buf[0..len) that does not
+   end inside a UTF-8 character. */
+size_t picolm_utf8_complete(const char *buf, size_t len);
 
 /* ---- the KV pool, sequences and batches ----
    A KV pool is memory for the per-sequence state of the forward pass:
@@ -97,9 +178,6 @@ const char *picolm_token_piece(const picolm_model *m, int32_t tok, size_t *len);
    in time. */
 
 enum picolm_kv_type { PICOLM_KV_F16 = 0, PICOLM_KV_Q8_0 = 1 };
-
-/* picolm_decode / picolm_seq_reserve: the pool has no free block. */
-#define PICOLM_ERR_KV_FULL (-2)
 
 typedef struct picolm_kv picolm_kv;
 typedef struct picolm_seq picolm_seq;
@@ -257,6 +335,13 @@ typedef struct picolm_chat_msg {
    string (*len its length; free() it), or NULL with a message. */
 char *picolm_chat_render(const picolm_model *m, const char *tmpl, const picolm_chat_msg *msgs, int n, int add_assistant,
                          size_t *len, char *err, size_t errlen);
+/* The template tmpl resolves to for m (m may be NULL: a name only): its
+   name ("chatml", "gemma", ...), or NULL with a message; *note (may be
+   NULL) gets a remark such as "the model has no chat template; using
+   chatml". */
+const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *note, size_t notelen, char *err, size_t errlen);
+/* The template names picolm renders, comma-separated. */
+const char *picolm_chat_templates(void);
 
 #ifdef __cplusplus
 }
