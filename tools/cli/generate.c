@@ -210,6 +210,8 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
         if (feed) {
             if (llama_forward(c, &tok, 1, NULL, err, errlen)) return -1;
+            if (cli_model_fault())
+                return pl_fail(err, errlen, "the model file %s was truncated while this ran: its weights are lost", cfg->model_path);
             if (a && a->hist && *a->n_hist < a->hist_cap) a->hist[(*a->n_hist)++] = tok;
         }
         if (stopped) break;
