@@ -33,6 +33,9 @@ const synth_shape synth_shapes[] = {
     {"tiny-qwen2", 384, 2, 6, 2, 1024, 2048, 512, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
     {"tiny-qwen3", 128, 2, 4, 2, 384, 2048, 512, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
     {"tiny-llama3", 256, 2, 4, 2, 768, 2048, 512, "llama", 0, 1, 1, 5e5f, 1e-5f},
+    /* Llama-3.2-1B's KV cache (16 layers x 8 KV heads of 64, 131072
+       positions: 32 KB per position) around small matrices */
+    {"tiny-longkv", 512, 16, 8, 8, 256, 2048, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0},
 };
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "cli.h"
@@ -68,7 +69,23 @@ static double ram_without_kv(const runner *r, int cap, int nv) {
     b += (slots + 1) * nv * sizeof(float);                                   /* logits, log-softmax */
     b += slots * ((double)r->o.n_ctx * sizeof(int32_t) + (double)nv * 24);  /* cached tokens, sampler lists and counts */
     b += (r->o.max_connections > 0 ? r->o.max_connections : 32) * 0.25 * MB; /* thread stack pages, HTTP buffers */
+    b += slots * 2.0 * JOB_BACKLOG;                                          /* replies a slow client has not read */
     return b + 4 * MB;                                                       /* allocator slack, jobs, replies */
+}
+
+static int cap_tokens(const runner *r) { return r->o.prefill_chunk + r->n_slots; }
+
+/* The memory the system can give now (MemAvailable), else all of it. */
+static double memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (double)kb * 1024;
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * psz : 0;
 }
 
 runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
@@ -78,7 +95,7 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     r->o = *o;
     r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
     if (r->o.prefill_chunk < 1) r->o.prefill_chunk = 1;
-    const int cap = r->o.prefill_chunk + r->n_slots, nv = e->model.hp.n_vocab; /* tokens in one step */
+    const int cap = cap_tokens(r), nv = e->model.hp.n_vocab; /* tokens in one step */
     r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
     r->lp = malloc((size_t)nv * sizeof *r->lp);
     r->who = malloc((size_t)cap * sizeof *r->who);
@@ -108,6 +125,18 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
             return NULL;
         }
         want = (size_t)((double)o->ram - rest);
+    } else if (!o->kv_ram && !o->kv_blocks) {
+        /* no budget given: every slot's full context, unless that is more
+           than half of what the machine has free (a long-context model's
+           full contexts can take many times its RAM) */
+        const double MB = 1048576.0, avail = memory_available(), cap = avail / 2 - ram_without_kv(r, cap_tokens(r), nv);
+        if (avail > 0 && (double)want > cap) {
+            const size_t full = want;
+            want = cap > (double)block * r->n_slots ? (size_t)cap : block * (size_t)r->n_slots;
+            fprintf(stderr, "picolm-server: note: %d slots of the full context (%d tokens) would take %.0f MB of KV cache; "
+                    "the pool gets %.0f MB, half of the %.0f MB this machine has available (--kv-ram, --ram or -c choose otherwise)\n",
+                    r->n_slots, o->n_ctx, (double)full / MB, (double)want / MB, avail / MB);
+        }
     }
     const int n_blocks = o->kv_blocks > 0 ? o->kv_blocks : (int)(want / block < 1u << 30 ? want / block : 1u << 30);
     if (n_blocks < 1) {
@@ -138,8 +167,8 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     }
     r->env = (prep_env){e, o->cfg, r->chat_kind, o->n_ctx, o->max_prompt_tokens, n_blocks * bs};
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
-    fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB\n", n_blocks, bs,
-            (double)block * n_blocks / (1 << 20));
+    fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB (%.1f full contexts of %d)\n", n_blocks, bs,
+            (double)block * n_blocks / (1 << 20), (double)n_blocks * bs / o->n_ctx, o->n_ctx);
     return r;
 }
 
