@@ -297,6 +297,36 @@ static int parse_field(const char *key, json_object *v, api_request *r, api_erro
     return BAD(key, "unrecognized request argument supplied: %.60s", key);
 }
 
+static int hex4(const char *s, size_t n, size_t i, unsigned *out) {
+    if (i + 4 > n) return 0;
+    *out = 0;
+    for (size_t k = i; k < i + 4; k++) {
+        const char c = s[k];
+        const unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                         : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+        if (d > 15) return 0;
+        *out = *out * 16 + d;
+    }
+    return 1;
+}
+
+/* Every \uD800-\uDFFF escape is half of a pair (json-c turns a lone one
+   into U+FFFD silently).  Escapes occur only inside strings, so pairs of
+   backslash + character are enough to follow them. */
+static int escapes_valid(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        unsigned u, v;
+        if (s[++i] != 'u' || !hex4(s, n, i + 1, &u)) continue;
+        i += 4;
+        if (u >= 0xDC00 && u <= 0xDFFF) return 0;
+        if (u < 0xD800 || u > 0xDBFF) continue;
+        if (i + 6 >= n || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(s, n, i + 3, &v) || v < 0xDC00 || v > 0xDFFF) return 0;
+        i += 6;
+    }
+    return 1;
+}
+
 int api_parse_request(const char *body, size_t len, int chat, api_request *r, api_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
@@ -306,6 +336,7 @@ int api_parse_request(const char *body, size_t len, int chat, api_request *r, ap
        at a NUL byte: the body is checked first, byte by byte */
     if (memchr(body, 0, len)) return BAD(NULL, "the request body contains a NUL byte (at byte %zu)", (size_t)((const char *)memchr(body, 0, len) - body));
     if (!api_utf8_valid(body, len)) return BAD(NULL, "the request body is not valid UTF-8");
+    if (!escapes_valid(body, len)) return BAD(NULL, "the request body has a \\u escape of a lone surrogate (not a character)");
     json_tokener *tok = json_tokener_new_ex(32);
     if (!tok) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);

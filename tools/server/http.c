@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <linux/tcp.h> /* tcp_info's tcpi_bytes_acked (glibc's netinet/tcp.h lacks it) */
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
@@ -10,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "access.h"
 #include "page.h"
@@ -25,6 +28,9 @@ typedef struct conn {
     int busy;          /* a request is being answered */
     int reaped;
     double since;      /* waiting for a header since (monotonic seconds) */
+    int streaming;     /* a job's reply is being sent ... */
+    double progress;   /* ... and the client last took bytes then */
+    unsigned long long acked; /* bytes the client had acknowledged at 'progress' */
 } conn;
 
 struct http_server {
@@ -119,6 +125,8 @@ static int key_ok(const http_server *s, struct MHD_Connection *c) {
     return diff == 0;
 }
 
+static conn *conn_of(struct MHD_Connection *c);
+
 /* ---- streaming a job ---- */
 
 /* The seconds between keep-alive bytes while the server has nothing to
@@ -133,6 +141,7 @@ static double keepalive_interval(const http_server *s) {
 typedef struct stream_ctx {
     http_server *s;
     job *j;
+    conn *k;
 } stream_ctx;
 
 static ssize_t job_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -199,7 +208,13 @@ static enum MHD_Result completion(http_server *s, struct MHD_Connection *c, req_
         job_unref(j);
         return MHD_NO;
     }
-    *x = (stream_ctx){s, j};
+    *x = (stream_ctx){s, j, conn_of(c)};
+    if (x->k) {
+        pthread_mutex_lock(&s->mu);
+        x->k->streaming = 1;
+        x->k->progress = mono_now();
+        pthread_mutex_unlock(&s->mu);
+    }
     add_cors(s, c, r);
     if (j->req.stream) {
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
@@ -399,7 +414,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn *k = conn_of(c);
     pthread_mutex_lock(&s->mu);
     s->in_flight -= rc->counted == 1;
-    if (k) k->busy = 0, k->since = mono_now(); /* the next request's header is due */
+    if (k) k->busy = k->streaming = 0, k->since = mono_now(); /* the next request's header is due */
     pthread_mutex_unlock(&s->mu);
     api_buf_free(&rc->body);
     free(rc);
@@ -435,18 +450,39 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = NULL;
 }
 
+/* A reply's client makes progress when it has all the bytes sent, or has
+   acknowledged 16 KB more since it last did (the kernel's buffers would hide
+   a client that stopped reading from libmicrohttpd for megabytes, and a
+   full receive buffer still takes a few bytes now and then). */
+static void client_progress(conn *k, double now) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    int unsent = 0;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(k->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ioctl(k->fd, SIOCOUTQ, &unsent)) {
+        k->progress = now; /* not a TCP socket: no deadline */
+        return;
+    }
+    if (!unsent || ti.tcpi_bytes_acked >= k->acked + 16384) k->progress = now, k->acked = ti.tcpi_bytes_acked;
+}
+
 /* Every 0.25 s: connections that have waited longer than --header-timeout
-   for a request's header are shut down (their threads then end). */
+   for a request's header, or whose client has taken none of its reply for
+   --idle-timeout (the write deadline), are shut down: their threads then
+   end, and a reply's job is cancelled. */
 static void *reaper_main(void *p) {
     http_server *s = p;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         const double now = mono_now();
-        for (conn *k = s->conns; k; k = k->next)
-            if (!k->busy && !k->reaped && now - k->since > s->o.header_timeout) {
+        for (conn *k = s->conns; k; k = k->next) {
+            if (k->streaming) client_progress(k, now);
+            if (!k->reaped && ((!k->busy && now - k->since > s->o.header_timeout) ||
+                               (k->streaming && now - k->progress > s->o.idle_timeout))) {
                 shutdown(k->fd, SHUT_RDWR);
                 k->reaped = 1;
             }
+        }
         pthread_mutex_unlock(&s->mu);
         usleep(250000);
         pthread_mutex_lock(&s->mu);

@@ -1,5 +1,8 @@
 /* picolm-server: an OpenAI-compatible HTTP server over one mapped model. */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -139,6 +142,14 @@ static void *sched_main(void *p) {
 
 int main(int argc, char **argv) {
     picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
+#ifdef __GLIBC__
+    /* requests are prepared on their connections' threads: a vocabulary-
+       sized sampler buffer made on one and freed on the scheduler's would
+       otherwise stay in that thread's arena, and the server grow with the
+       connections it has seen; large blocks go back to the system at once */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_ARENA_MAX, 2);
+#endif
     picolm_config cfg;
     char err[2048];
     const char *model = NULL;
