@@ -30,4 +30,7 @@ wait
 if [ $rc -ne 0 ] || grep -q "ThreadSanitizer" "$tmp/log"; then
     echo "tsan: picolm-server: exit $rc"; grep -A30 "ThreadSanitizer" "$tmp/log" | head -60; exit 1
 fi
-echo "tsan: picolm-server: 16 streams and SIGTERM, clean (exit 0)"
+done=$(cat "$tmp"/out* | grep -c '\[DONE\]')
+shut=$(cat "$tmp"/out* | grep -c '"finish_reason":"shutdown"')
+[ "$done" -ge 8 ] || { echo "tsan: picolm-server: only $done streams ended with [DONE]"; exit 1; }
+echo "tsan: picolm-server: 16 streams ($done ended with [DONE], $shut by the shutdown) and SIGTERM, clean (exit 0)"
