@@ -16,7 +16,9 @@ command -v python3 >/dev/null 2>&1 || { echo "SKIP: $TEST_NAME: python3 absent: 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-# usage errors: an empty API key, overflowing or negative sizes
+# usage errors: an empty API key, overflowing or negative sizes (a server
+# that wrongly accepted them could not bind: TEST-NET-3 is no address here)
+NOBIND="--host 203.0.113.1 --port 9"
 usage() { # NAME EXPECTED-TEXT ARGS... (env from the caller)
     name=$1 want=$2; shift 2
     out=$("$@" 2>&1); rc=$?
@@ -24,10 +26,10 @@ usage() { # NAME EXPECTED-TEXT ARGS... (env from the caller)
     if [ $rc -eq 2 ] && [ $ok = 1 ]; then echo "PASS: $TEST_NAME: $name: exit 2"
     else echo "FAIL: $TEST_NAME: $name: exit $rc: $(printf '%s' "$out" | head -c 300)"; fi
 }
-usage "--api-key ''" "API key" "$SERVER" "$MODEL" --api-key ''
-usage "PICOLM_API_KEY=''" "PICOLM_API_KEY" env PICOLM_API_KEY= "$SERVER" "$MODEL"
-usage "--ram 17179869185G (overflows)" "--ram" "$SERVER" "$MODEL" --ram 17179869185G
-usage "-n -1K" "option -n" "$SERVER" "$MODEL" -n -1K
+usage "--api-key ''" "API key" "$SERVER" "$MODEL" $NOBIND --api-key ''
+usage "PICOLM_API_KEY=''" "PICOLM_API_KEY" env PICOLM_API_KEY= "$SERVER" "$MODEL" $NOBIND
+usage "--ram 17179869185G (overflows)" "--ram" "$SERVER" "$MODEL" $NOBIND --ram 17179869185G
+usage "-n -1K" "option -n" "$SERVER" "$MODEL" $NOBIND -n -1K
 usage "picolm-bench --synth huge:Q4_K_M" "unknown synth shape" "$BIN/picolm-bench" --synth huge:Q4_K_M
 out=$("$SERVER" --help 2>&1)
 case "$out" in *--chat-template*) echo "PASS: $TEST_NAME: --help lists --chat-template (the flag its messages name)" ;;
@@ -38,7 +40,7 @@ case "$out" in *"unknown option"*) echo "FAIL: $TEST_NAME: --chat-template is an
        else echo "FAIL: $TEST_NAME: --chat-template nosuch accepted"; fi ;; esac
 
 # a model with Llama-3.2-1B's KV cache (16 x 8 x 64, 131072 positions)
-"$BIN/picolm-bench" --synth tiny-longkv:Q4_0 --out "$tmp/longkv.gguf" -p 0 -n 1 -r 1 -j 1 -c 64 >"$tmp/synth.log" 2>&1 ||
+"$BIN/picolm-bench" --synth tiny-longkv:Q4_0 --out "$tmp/longkv.gguf" -p 0 -n 1 -r 1 -j 1 -c 64 --bw-mib 16 >"$tmp/synth.log" 2>&1 ||
     echo "FAIL: $TEST_NAME: cannot synthesise tiny-longkv: $(tail -2 "$tmp/synth.log")"
 
 SERVER=$SERVER CLI=$BIN/picolm MODEL=$MODEL LONGKV=$tmp/longkv.gguf python3 tests/server/guard_test.py

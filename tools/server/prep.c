@@ -118,6 +118,9 @@ int prep_request(const prep_env *env, job *j, api_error *ae) {
     }
     const api_request *q = &j->req;
     if (settings(env, p->cfg, q, ae) || prompt_tokens(env, q, &p->toks, &p->n, ae)) goto failed;
+    /* the tokenizer's buffer holds 4 tokens per prompt byte: keep what is used */
+    int32_t *fit = realloc(p->toks, (size_t)p->n * sizeof *fit);
+    if (fit) p->toks = fit;
     if (cli_sampling_build(&p->smp, &env->e->reg, p->cfg, tokenizer_vocab(env->e->tok), err, sizeof err)) {
         api_fail(ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
         goto failed;
