@@ -68,8 +68,10 @@ static void usage(FILE *o) {
             "                        long prompt does not stall the others' replies (default 64)\n"
             "  -n N                  max_tokens when a request gives none (default 256;\n"
             "                        -1: until the context is full)\n"
-            "Each option above (but --kv-blocks, -n and --ram) is also a key of the INI's [server]\n"
-            "section, with _ for - (e.g. max_connections = 8); the flags override it.\n"
+            "Each option above (but --kv-blocks, -n, --ram and --chat-template: [generate]\n"
+            "chat_template) is also a key of the INI's [server] section, with _ for - (e.g.\n"
+            "max_connections = 8; allow_host and cors take NAME,NAME); the flags add to or\n"
+            "override it.\n"
             "  -h, --help            this text\n"
             "Sampling defaults for what a request leaves out come from the INI's [sampler]\n"
             "section (see picolm --help); the request's values override them.\n"
@@ -163,10 +165,12 @@ int main(int argc, char **argv) {
     http_opts ho = {.host = cfg.srv_host, .port = cfg.srv_port,
                     .api_key = ini_key ? cfg.srv_api_key : env_key,
                     .max_body = (size_t)cfg.srv_max_body, .max_connections = cfg.srv_max_connections,
-                    .idle_timeout = cfg.srv_idle_timeout, .header_timeout = 10};
+                    .idle_timeout = cfg.srv_idle_timeout, .header_timeout = cfg.srv_header_timeout};
     const char *key_from = ini_key ? "the INI's [server] api_key" : "PICOLM_API_KEY";
     static const char *allow[64], *cors[64];
-    long per_ip = 0;
+    long per_ip = cfg.srv_max_per_ip;
+    add_names(cfg.srv_allow_host, allow, &ho.n_allow_hosts, 64);
+    add_names(cfg.srv_cors, cors, &ho.n_cors, 64);
     long queue = cfg.srv_queue, max_prompt = cfg.srv_max_prompt_tokens, n_max = cfg.max_tokens, slots = cfg.srv_slots,
          chunk = cfg.srv_prefill_chunk, kv_ram = (long)cfg.srv_kv_ram, block = cfg.srv_kv_block, kv_blocks = 0,
          ram = (long)cfg.ram_bytes;
