@@ -22,7 +22,11 @@ for i in $(seq 1 16); do
     if [ $i = 6 ] || [ $i = 15 ]; then post "$body" --max-time 0.3 >/dev/null 2>&1 &
     else post "$body" >"$tmp/out$i" 2>&1 & fi
 done
-sleep 2
+# SIGTERM once 8 streams are under way (sanitized and loaded, that takes a while)
+for i in $(seq 1 600); do
+    [ "$(grep -l 'data: ' "$tmp"/out* 2>/dev/null | wc -l)" -ge 8 ] && break
+    sleep 0.2
+done
 kill -TERM $pid
 wait $pid
 rc=$?
@@ -30,7 +34,9 @@ wait
 if [ $rc -ne 0 ] || grep -q "ThreadSanitizer" "$tmp/log"; then
     echo "tsan: picolm-server: exit $rc"; grep -A30 "ThreadSanitizer" "$tmp/log" | head -60; exit 1
 fi
-done=$(cat "$tmp"/out* | grep -c '\[DONE\]')
-shut=$(cat "$tmp"/out* | grep -c '"finish_reason":"shutdown"')
-[ "$done" -ge 8 ] || { echo "tsan: picolm-server: only $done streams ended with [DONE]"; exit 1; }
+started=$(grep -l 'data: ' "$tmp"/out* | wc -l)
+done=$(grep -l '\[DONE\]' "$tmp"/out* | wc -l)
+shut=$(grep -l '"finish_reason":"shutdown"' "$tmp"/out* | wc -l)
+[ "$started" -ge 8 ] && [ "$done" = "$started" ] ||
+    { echo "tsan: picolm-server: $started streams started, $done ended with [DONE]"; exit 1; }
 echo "tsan: picolm-server: 16 streams ($done ended with [DONE], $shut by the shutdown) and SIGTERM, clean (exit 0)"

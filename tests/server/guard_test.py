@@ -98,11 +98,11 @@ def raw_request(method, path, body=b"", headers=None, host=None, port=0):
     return head.encode("latin-1") + body
 
 
-def read_response(s, timeout):
-    """(status, headers dict (lower-case keys), body bytes) of a response
-    read until the server closes; chunked bodies are decoded."""
+def drain(s, timeout, until=None):
+    """What s receives until the server closes it, 'until' arrives or
+    'timeout' seconds pass, and when each piece arrived."""
     s.settimeout(timeout)
-    data = b""
+    data, times = b"", []
     end = time.time() + timeout
     while time.time() < end:
         try:
@@ -112,6 +112,16 @@ def read_response(s, timeout):
         if not b:
             break
         data += b
+        times.append(time.time())
+        if until and until in data:
+            break
+    return data, times
+
+
+def read_response(s, timeout):
+    """(status, headers dict (lower-case keys), body bytes) of a response
+    read until the server closes; chunked bodies are decoded."""
+    data, _ = drain(s, timeout)
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     if not lines[0]:
@@ -389,21 +399,8 @@ P = srv.port
 def timed_stream(port, body, out):
     """Read a stream, noting when each chunk arrived."""
     s = stream_open(port, body)
-    s.settimeout(20)
-    buf, times = b"", []
-    while True:
-        try:
-            b = s.recv(65536)
-        except socket.timeout:
-            break
-        if not b:
-            break
-        buf += b
-        times.append(time.time())
-        if b"[DONE]" in buf:
-            break
+    out["body"], out["times"] = drain(s, 30, b"[DONE]")
     s.close()
-    out["times"], out["body"] = times, buf
 
 
 @check("a client that leaves while its request waits in the queue is not generated for")
@@ -478,15 +475,7 @@ def _():
     assert all(b"data: " in b for b in bufs), "not every stream started"
     s.p.send_signal(signal.SIGTERM)
     for i, k in enumerate(socks):
-        k.settimeout(10)
-        while True:
-            try:
-                b = k.recv(65536)
-            except socket.timeout:
-                break
-            if not b:
-                break
-            bufs[i] += b
+        bufs[i] += drain(k, 10)[0]
         k.close()
     rc = s.p.wait(15)
     bad = []
