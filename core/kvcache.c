@@ -242,7 +242,7 @@ int kvcache_load_file(const char *path, const kvcache_id *expect, kvcache_view *
     *map = NULL;
     *map_size = 0;
     memset(v, 0, sizeof *v);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block: it is refused below */
     if (fd < 0) {
         if (errno == ENOENT) return 1;
         return pl_fail(err, errlen, "cannot open: %s", strerror(errno));

@@ -1,7 +1,9 @@
 /* json: PROCESS, constrain generation to one RFC 8259 JSON document (--json).
  *
  * The top-level value must be an object or an array (so the end of the
- * document is unambiguous); whitespace may precede it, nothing may follow it.
+ * document is unambiguous), an object alone with json_object = 1 (OpenAI's
+ * response_format json_object); whitespace may precede it, nothing may
+ * follow it.
  * A candidate survives only if every byte of its decoded piece keeps the
  * output a valid JSON prefix (with at most JSON_MAX_WS whitespace bytes in a
  * row between tokens): a pushdown automaton (a small copyable state,
@@ -65,6 +67,7 @@ typedef struct jstate {
     uint64_t stack;   /* bit d: nesting level d is an object (else an array) */
     uint8_t mode, depth, key, n, lit, lo, hi;
     uint8_t ws;       /* consecutive structural whitespace so far */
+    uint8_t obj;      /* the top-level value must be an object */
 } jstate;
 
 static const char *const literals[3] = {"true", "false", "null"};
@@ -121,7 +124,7 @@ static int step(jstate *s, unsigned c, int utf8_ok) {
     }
     switch (s->mode) {
     case M_START:
-        if (c == '{' || c == '[') return open_container(s, c == '{');
+        if (c == '{' || (c == '[' && !s->obj)) return open_container(s, c == '{');
         return 0;
     case M_VALUE:
         return begin_value(s, c);
@@ -243,11 +246,12 @@ typedef struct json_state {
     int32_t n_vocab, eos;
     int utf8_ok;
     uint8_t *usable;     /* per token: may appear in a document at all */
+    jstate init;         /* an empty document */
     jstate cur;          /* the document so far */
     int pending;         /* apply() ran since the last accept() */
 } json_state;
 
-static const jstate json_initial = {0, M_START, 0, 0, 0, 0, 0x80, 0xBF, 0};
+static const jstate json_initial = {0, M_START, 0, 0, 0, 0, 0x80, 0xBF, 0, 0};
 
 static void json_destroy(void *state) {
     json_state *j = state;
@@ -264,7 +268,10 @@ static int json_create(const picolm_sampler_init *init, void **state, char *err,
     j->vocab = v;
     j->n_vocab = v->n_vocab;
     j->eos = v->eos_id;
-    j->cur = json_initial;
+    j->init = json_initial;
+    for (int i = 0; i < init->n_params; i++)
+        if (!strcmp(init->params[i].key, "json_object")) j->init.obj = atoi(init->params[i].value) != 0;
+    j->cur = j->init;
     j->usable = calloc((size_t)v->n_vocab, 1);
     if (!j->usable) { snprintf(err, errlen, "json: out of memory"); json_destroy(j); return 1; }
     int single[256] = {0};
@@ -341,13 +348,13 @@ static int json_apply(void *state, picolm_candidates *c, char *err, size_t errle
 static void json_accept(void *state, int32_t tok) {
     json_state *j = state;
     if (!j->pending) { /* a prompt token: the next generated text is a new document */
-        j->cur = json_initial;
+        j->cur = j->init;
         return;
     }
     j->pending = 0;
     if (j->cur.mode == M_DONE) {
         /* only EOS was allowed: anything else is the next prompt's first token */
-        if (tok != j->eos) j->cur = json_initial;
+        if (tok != j->eos) j->cur = j->init;
         return;
     }
     if (tok < 0 || tok >= j->n_vocab || !j->usable[tok] ||
@@ -357,13 +364,19 @@ static void json_accept(void *state, int32_t tok) {
 
 static void json_reset(void *state) {
     json_state *j = state;
-    j->cur = json_initial;
+    j->cur = j->init;
     j->pending = 0;
 }
+
+static const picolm_param_desc json_params[] = {
+    {"json_object", PICOLM_PARAM_INT, "0", 0, 1, "object", "1: the document must be an object, not an array"},
+    {0},
+};
 
 static const picolm_sampler_vtable json_vtable = {
     .struct_size = sizeof(picolm_sampler_vtable),
     .role = PICOLM_SAMPLER_PROCESS,
+    .params = json_params,
     .create = json_create,
     .destroy = json_destroy,
     .apply = json_apply,

@@ -1419,6 +1419,11 @@ int main(int argc, char **argv) {
         if (o.model || o.synth || o.micro || o.tune) { fprintf(stderr, "picolm-bench: --sampling takes no model, --synth, --micro or --tune\n"); return 2; }
     }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
+    if (o.synth) { /* an unknown shape is a usage error, found before any work */
+        synth_shape sh;
+        char tn[64], msg[512];
+        if (synth_parse(o.synth, &sh, tn, sizeof tn, msg, sizeof msg)) { fprintf(stderr, "picolm-bench: --synth: %s\n", msg); return 2; }
+    }
     if (!o.tune && (o.ini_out || o.ram || o.repacked)) { fprintf(stderr, "picolm-bench: -o, --ram and --repacked go with --tune\n"); return 2; }
 
 #ifdef __GLIBC__

@@ -5,10 +5,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 int cli_usage_error(const char *tool, const char *msg) {
     fprintf(stderr, "%s: %s\n(see %s --help)\n", tool, msg, tool);
@@ -35,6 +38,40 @@ int cli_check_env(const char *tool) {
     return 0;
 }
 
+static const uint8_t *g_model_base;
+static size_t g_model_len;
+static volatile sig_atomic_t g_model_fault;
+
+int cli_model_fault(void) { return g_model_fault; }
+
+/* A fault inside the model's mapping (the file shrank under it): zeros over
+   the mapping, and the faulting read runs again.  Any other SIGBUS is the
+   default death. */
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    const uint8_t *a = si->si_addr;
+    if (g_model_base && a >= g_model_base && a < g_model_base + g_model_len &&
+        mmap((void *)g_model_base, g_model_len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+        g_model_fault = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);
+}
+
+static void guard_model(const engine *e) {
+    const gguf_file *f = &e->model.gguf;
+    if (!f->mapped || g_model_base) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    g_model_base = f->base;
+    g_model_len = (f->size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc) {
     char err[2048];
     if ((*rc = cli_check_env(tool))) return NULL;
@@ -50,7 +87,11 @@ engine *cli_build_engine(const picolm_config *c, const char *tool, const char *m
     engine_opts o = {.model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
                      .tokenizer = tokenizer, .limits = &lim, .verbose = c->verbose};
     engine *e = build_engine(&o, err, sizeof err);
-    if (e) { *rc = CLI_OK; return e; }
+    if (e) {
+        guard_model(e);
+        *rc = CLI_OK;
+        return e;
+    }
     /* the registry's two messages about a backend by name (plugins.c) */
     if (strcmp(c->backend, "auto") && (!strncmp(err, "no backend named", 16) || !strncmp(err, "backend '", 9))) {
         char where[1200];

@@ -38,6 +38,13 @@ int cli_check_env(const char *tool);
    where it was set), else CLI_FAIL. */
 engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc);
 
+/* The engine's model file is mapped: another program that truncates it
+   would kill the process with SIGBUS at the next read of a lost page.
+   cli_build_engine installs a handler that maps zeros over the whole model
+   instead (the weights are lost either way) and notes it: a front end
+   checks cli_model_fault() after each step and gives up with a message. */
+int cli_model_fault(void);
+
 /* The context to use: c->context (0 = the model's), clamped to the model's
    training context n_ctx_train.  A clamp of a context the user set is a
    warning; of the built-in default, a note under -v.  Call once. */

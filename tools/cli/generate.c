@@ -13,6 +13,14 @@
 #include "kvcache.h"
 #include "sampling.h"
 
+void generate_peak_rss(size_t *kb) {
+    FILE *s = fopen("/proc/self/status", "r");
+    char line[256];
+    *kb = 0;
+    while (s && fgets(line, sizeof line, s)) sscanf(line, "VmHWM: %zu", kb);
+    if (s) fclose(s);
+}
+
 void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb) {
     size_t a = 0, f = 0, hwm = 0;
     FILE *s = fopen("/proc/self/status", "r");
@@ -211,6 +219,8 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
         if (feed) {
             if (llama_forward(c, &tok, 1, NULL, err, errlen)) return -1;
+            if (cli_model_fault())
+                return pl_fail(err, errlen, "the model file %s was truncated while this ran: its weights are lost", cfg->model_path);
             if (a && a->hist && *a->n_hist < a->hist_cap) a->hist[(*a->n_hist)++] = tok;
         }
         if (stopped) break;
@@ -233,10 +243,12 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
     if (st->n_reused) fprintf(stderr, " + %d from the cache", st->n_reused);
     fprintf(stderr, " | generate %d token%s %.2f s (%.1f tok/s)\n", st->n_gen, st->n_gen == 1 ? "" : "s", st->decode_s,
             st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
-    fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
+    fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file; "
+            "peak RSS %.1f MB\n",
             e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
             st->rss_anon_kb / 1024.0,
-            (double)kv_bytes_per_token(&e->model, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
+            (double)kv_bytes_per_token(&e->model, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0,
+            st->rss_peak_kb / 1024.0);
 }
 
 int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
@@ -320,6 +332,7 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
         if (kvcache_save(cfg->cache_path, &c.seq, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
     }
     generate_rss(&st->rss_anon_kb, &st->rss_file_kb, NULL);
+    generate_peak_rss(&st->rss_peak_kb);
     generate_print_stats(e, cfg, st, n_ctx);
     rc = 0;
 done:
@@ -334,6 +347,8 @@ done:
 
 typedef struct mem_plan {
     double weights, kv_tok, bufs, runtime;
+    double code;         /* libraries and plugins mapped from files (measured; 0: not) */
+    int measured;        /* runtime is what the process holds, not an estimate */
     int n_ctx;
 } mem_plan;
 
@@ -356,9 +371,45 @@ static void fill_plan(const llama_model *m, int kv, int batch, int n_threads, me
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
 }
 
+/* Bytes mapped from files other than the model and resident now (the code
+   and data of libraries and plugins). */
+static double file_maps(const engine *e) {
+    double rss = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    unsigned long long lo = 0, hi = 0, kb;
+    int counted = 0;
+    const uintptr_t m0 = (uintptr_t)e->model.gguf.base, m1 = m0 + e->model.gguf.size;
+    while (f && fgets(line, sizeof line, f)) {
+        char path[256] = "";
+        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) >= 2 && strchr(line, '-') < strchr(line, ' ')) {
+            counted = path[0] == '/' && !(lo < m1 && hi > m0);
+            continue;
+        }
+        if (counted && sscanf(line, "Rss: %llu kB", &kb) == 1) rss += (double)kb * 1024;
+    }
+    if (f) fclose(f);
+    return rss;
+}
+
+/* The plan with the runtime measured: what the loaded engine holds now (the
+   tokenizer and its vocabulary tables, the plugins) with the sampler chain
+   a run builds (vocabulary-sized candidate lists), plus the logits and the
+   prompt's tokens; the code is what is mapped from files besides the model. */
 static void make_plan(engine *e, const picolm_config *cfg, mem_plan *p) {
     fill_plan(&e->model, cfg->kv_type, cfg->batch, threadpool_size(e->pool), p);
     p->n_ctx = generate_n_ctx(e, cfg);
+    if (!e->tok) return;
+    sampling *smp = NULL;
+    char err[256];
+    if (cli_sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, sizeof err)) return;
+    size_t anon_kb = 0;
+    generate_rss(&anon_kb, NULL, NULL);
+    sampling_free(smp);
+    const double nv = e->model.hp.n_vocab;
+    p->runtime = (double)anon_kb * 1024 + nv * sizeof(float) + (double)p->n_ctx * 2 * sizeof(int32_t);
+    p->code = file_maps(e);
+    p->measured = 1;
 }
 
 double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads) {
@@ -399,20 +450,24 @@ int generate_fit(engine *e, const picolm_config *cfg, FILE *out) {
     fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", p.weights / MB);
     fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
     fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", p.bufs / MB, cfg->batch);
-    fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
+    if (p.measured) fprintf(out, "runtime      %8.1f MB  measured: tokenizer and vocabulary tables, sampler, plugins, logits\n", p.runtime / MB);
+    else fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
     const double resident = resident_bytes(&p, n_ctx);
     fprintf(out, "resident     %8.1f MB  anonymous, must fit in RAM\n", resident / MB);
+    if (p.measured)
+        fprintf(out, "peak RSS     %8.1f MB  resident + the weights (every page is read each token) + %.1f MB of code\n",
+                (resident + p.weights + p.code) / MB, p.code / MB);
     if (cfg->ram_bytes) {
         const double ram = (double)cfg->ram_bytes;
-        const double head = ram - resident - p.weights;
+        const double head = ram - resident - p.weights - p.code;
         fprintf(out, "RAM          %8.1f MB\n", ram / MB);
         fprintf(out, "headroom     %8.1f MB  after the resident set and the whole model cached%s\n", head / MB,
                 head < 0 ? " (negative: weights will be re-read from storage each token)" : "");
         const long max_ctx = max_ctx_for(&p, ram, hp->n_ctx_train);
         fprintf(out, "largest context that fits (resident set <= RAM): %ld tokens%s\n", max_ctx,
                 max_ctx >= hp->n_ctx_train ? " (the model's maximum)" : "");
-        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights, hp->n_ctx_train));
-        fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : resident + p.weights > ram ? "fits, but the weights will not stay cached" : "fits", n_ctx);
+        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights - p.code, hp->n_ctx_train));
+        fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : head < 0 ? "fits, but the weights will not stay cached" : "fits", n_ctx);
         if (resident > ram) return 1;
     }
     return 0;

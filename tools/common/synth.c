@@ -45,6 +45,9 @@ const synth_shape synth_shapes[] = {
     {"tiny-gemma3", 128, 6, 2, 1, 384, 2048, 512, "gemma3", 64, 1, 0, 1e6f, 1e-6f, 8, NULL},
     {"tiny-lfm2", 128, 6, 4, 2, 384, 2048, 512, "lfm2", 0, 1, 0, 1e6f, 1e-5f, 0, "ccacca"},
     {"tiny-smollm3", 128, 4, 4, 2, 384, 2048, 512, "smollm3", 0, 1, 0, 5e6f, 1e-6f, 0, NULL},
+    /* Llama-3.2-1B's KV cache (16 layers x 8 KV heads of 64, 131072
+       positions: 32 KB per position) around small matrices */
+    {"tiny-longkv", 512, 16, 8, 8, 256, 2048, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f, 0, NULL},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 

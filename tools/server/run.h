@@ -39,6 +39,10 @@ typedef struct runner_opts {
 runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen);
 void runner_free(runner *r);
 
+/* Prepare a request for the scheduler (on the HTTP thread that received
+   it: prep.h); r is the runner.  0, or -1 with ae filled. */
+int runner_prepare(void *r, job *j, api_error *ae);
+
 /* Take jobs from q until it is closed; reports to h for /metrics. */
 void runner_loop(runner *r, job_queue *q, http_server *h);
 #endif
