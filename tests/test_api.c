@@ -150,9 +150,9 @@ static float *alone(picolm_model *m, const int32_t *toks, int n, int nv) {
    positions (a fork), then one step carries A's next tokens and B's own;
    each token's logits equal its sequence evaluated alone, bit for bit.
    Then the pool's limits, truncation and a KV-cache file round trip. */
-static void sequences(const char *sh, const char *name) {
+static void sequences(const char *dir, const char *name) {
     char path[1024], err[512] = "";
-    snprintf(path, sizeof path, "%s/models/%s.gguf", sh, name);
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
     picolm_model *m = picolm_model_load(&(picolm_model_params){.path = path, .threads = 2}, err, sizeof err);
     CHECK(m != NULL, "%s loads (%s)", name, m ? "ok" : err);
     if (!m) return;
@@ -180,6 +180,13 @@ static void sequences(const char *sh, const char *name) {
     CHECK(sb && picolm_seq_n_past(sb) == 8, "B forks A's first 8 positions (%s)", sb ? "ok" : err);
     if (!sb) goto out2;
     CHECK(picolm_kv_n_free(kv) == 6 - 3, "the fork shares blocks: 3 in use for 10 + 8 positions (%d free)", picolm_kv_n_free(kv));
+    /* a fork inside a block: exact without a recurrent state, at the last
+       checkpoint with one */
+    const int rec = picolm_kv_block_bytes(m, 0, 4) > 4 * picolm_kv_bytes_per_token(m, 0);
+    picolm_seq *s9 = picolm_seq_fork(sa, 9, err, sizeof err);
+    CHECK(s9 && picolm_seq_n_past(s9) == (rec ? 8 : 9), "%s: a fork of 9 positions takes %d (%d)", name, rec ? 8 : 9,
+          s9 ? picolm_seq_n_past(s9) : -1);
+    picolm_seq_free(s9);
     /* one step: A's tokens 10..13 and B's 8..13, interleaved */
     int32_t t[16];
     int n = 0;
@@ -217,9 +224,13 @@ static void sequences(const char *sh, const char *name) {
     picolm_seq *sc = picolm_seq_new(kv, 32, err, sizeof err);
     int restored = -1;
     r = sc ? picolm_seq_load(sc, file, a, 14, &restored, err, sizeof err) : -1;
-    CHECK(r == 0 && restored == 13 && picolm_seq_n_past(sc) == 13, "restored 13 of 14 (the last is evaluated again): %d (%s)", restored, r ? err : "ok");
+    /* a recurrent state comes back at its last checkpoint (every block of 4) */
+    const int want_restored = picolm_kv_block_bytes(m, 0, 4) > 4 * picolm_kv_bytes_per_token(m, 0) ? 12 : 13;
+    CHECK(r == 0 && restored == want_restored && picolm_seq_n_past(sc) == restored,
+          "%s: restored %d of 14 (the last is evaluated again; a recurrent state at its last checkpoint): %d (%s)", name, want_restored,
+          restored, r ? err : "ok");
     float *last = malloc((size_t)nv * sizeof *last);
-    r = r ? r : picolm_prefill(bt, sc, a + 13, 1, last, err, sizeof err);
+    r = r ? r : picolm_prefill(bt, sc, a + restored, 14 - restored, last, err, sizeof err);
     CHECK(r == 0 && !memcmp(last, ra + (size_t)13 * nv, (size_t)nv * sizeof *last), "the restored sequence's next logits == alone, bit for bit");
     unlink(file);
     free(last);
@@ -277,8 +288,14 @@ int main(void) {
     if (!sh) return 0;
     errors(sh);
     greedy_two_contexts(sh);
-    sequences(sh, MODEL);
-    sequences(sh, "rand-qwen3-q4_k_m");
+    char models[1024];
+    snprintf(models, sizeof models, "%s/models", sh);
+    sequences(models, MODEL);
+    sequences(models, "rand-qwen3-q4_k_m");
+    /* a sliding window shorter than the sequences (gemma3: 8), and a
+       recurrent state forked, cut back and restored with them (lfm2) */
+    sequences("tests/data/families", "rand-gemma3-q8_0");
+    sequences("tests/data/families", "rand-lfm2-q8_0");
     log_sink(sh);
     return CHECK_DONE();
 }
