@@ -222,6 +222,12 @@ class Weights:
     def norm(self, name, n, mean=1.0, std=0.2):
         self.raw(name, (n,), std, mean)
 
+    def ffn(self, i, dim, ff):
+        self.norm(tn(K.FFN_NORM, i), dim)
+        self.mat(tn(K.FFN_GATE, i), ff, dim)
+        self.mat(tn(K.FFN_UP, i), ff, dim)
+        self.mat(tn(K.FFN_DOWN, i), dim, ff)
+
     def write(self, w):
         for name, a in self.t:
             w.add_tensor(name, a)
@@ -249,6 +255,15 @@ K = gguf.MODEL_TENSOR
 QK_GAIN = 1.0
 
 
+def shape_meta(w, s, n_head_kv):
+    w.add_context_length(s["ctx"])
+    w.add_embedding_length(s["dim"])
+    w.add_block_count(s["layers"])
+    w.add_feed_forward_length(s["ff"])
+    w.add_head_count(s["heads"])
+    w.add_head_count_kv(n_head_kv)
+
+
 def tn(t, i=None):
     return (N[t].format(bid=i) if i is not None else N[t]) + ".weight"
 
@@ -267,19 +282,11 @@ def gemma3(path, vocab, s, seed, softcap=0.0, rope_scale=0.0, pattern=0):
         W.norm(tn(K.ATTN_K_NORM, i), hd, QK_GAIN, 0.3)
         W.mat(tn(K.ATTN_OUT, i), dim, nh * hd)
         W.norm(tn(K.ATTN_POST_NORM, i), dim, s["post_gain"], 0.3)
-        W.norm(tn(K.FFN_NORM, i), dim)
-        W.mat(tn(K.FFN_GATE, i), ff, dim)
-        W.mat(tn(K.FFN_UP, i), ff, dim)
-        W.mat(tn(K.FFN_DOWN, i), dim, ff)
+        W.ffn(i, dim, ff)
         W.norm(tn(K.FFN_POST_NORM, i), dim, s["post_gain"], 0.3)
 
     def meta(w):
-        w.add_context_length(s["ctx"])
-        w.add_embedding_length(dim)
-        w.add_block_count(nl)
-        w.add_feed_forward_length(ff)
-        w.add_head_count(nh)
-        w.add_head_count_kv(nkv)
+        shape_meta(w, s, nkv)
         w.add_key_length(hd)
         w.add_value_length(hd)
         w.add_layer_norm_rms_eps(1e-6)
@@ -318,18 +325,10 @@ def lfm2(path, vocab, s, seed, no_state=False):
                 W.t[-1][1][:, :-1] = 0
             W.mat(tn(K.SHORTCONV_INPROJ, i), 3 * dim, dim)
             W.mat(tn(K.SHORTCONV_OUTPROJ, i), dim, dim)
-        W.norm(tn(K.FFN_NORM, i), dim)
-        W.mat(tn(K.FFN_GATE, i), ff, dim)
-        W.mat(tn(K.FFN_UP, i), ff, dim)
-        W.mat(tn(K.FFN_DOWN, i), dim, ff)
+        W.ffn(i, dim, ff)
 
     def meta(w):
-        w.add_context_length(s["ctx"])
-        w.add_embedding_length(dim)
-        w.add_block_count(nl)
-        w.add_feed_forward_length(ff)
-        w.add_head_count(nh)
-        w.add_head_count_kv(kv)
+        shape_meta(w, s, kv)
         w.add_layer_norm_rms_eps(1e-5)
         w.add_rope_freq_base(s["rope_base"])
         w.add_shortconv_l_cache(L)
@@ -349,18 +348,10 @@ def smollm3(path, vocab, s, seed, arch="smollm3"):
         W.mat(tn(K.ATTN_K, i), nkv * hd, dim, s.get("qk_gain", QK_GAIN))
         W.mat(tn(K.ATTN_V, i), nkv * hd, dim)
         W.mat(tn(K.ATTN_OUT, i), dim, nh * hd)
-        W.norm(tn(K.FFN_NORM, i), dim)
-        W.mat(tn(K.FFN_GATE, i), ff, dim)
-        W.mat(tn(K.FFN_UP, i), ff, dim)
-        W.mat(tn(K.FFN_DOWN, i), dim, ff)
+        W.ffn(i, dim, ff)
 
     def meta(w):
-        w.add_context_length(s["ctx"])
-        w.add_embedding_length(dim)
-        w.add_block_count(nl)
-        w.add_feed_forward_length(ff)
-        w.add_head_count(nh)
-        w.add_head_count_kv(nkv)
+        shape_meta(w, s, nkv)
         w.add_layer_norm_rms_eps(1e-6)
         w.add_rope_freq_base(s["rope_base"])
         w.add_rope_dimension_count(hd)

@@ -12,16 +12,12 @@
 // its role, every byte after that line is its content.  The generation
 // prompt is always added.
 #include "chat.h"
-#include "llama.h"
+#include "oracle.h"
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-
-static void quiet(ggml_log_level level, const char * text, void *) {
-    if (level >= GGML_LOG_LEVEL_WARN) fputs(text, stderr);
-}
 
 int main(int argc, char ** argv) {
     if (argc < 5 || (strcmp(argv[3], "--builtin") && strcmp(argv[3], "--jinja"))) {
@@ -31,13 +27,7 @@ int main(int argc, char ** argv) {
     const bool jinja = !strcmp(argv[3], "--jinja");
     const bool no_think = argc > 5 && !strcmp(argv[5], "--no-think");
 
-    FILE * f = fopen(argv[2], "rb");
-    if (!f) { fprintf(stderr, "oracle-chat: cannot read %s\n", argv[2]); return 1; }
-    std::string all;
-    char buf[65536];
-    size_t r;
-    while ((r = fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, r);
-    fclose(f);
+    const std::string all = oracle_slurp("oracle-chat", argv[2]);
     std::vector<common_chat_msg> msgs;
     for (size_t pos = 0;;) {
         size_t end = all.find("\n---\n", pos);
@@ -51,7 +41,7 @@ int main(int argc, char ** argv) {
         pos = end + 5;
     }
 
-    llama_log_set(quiet, nullptr);
+    llama_log_set(oracle_log, nullptr);
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = true;

@@ -15,7 +15,7 @@
 // move when a key is ignored shows what the reference data can detect.
 // --no-flash turns flash attention off: the distance between the two runs
 // shows how much the model amplifies rounding differences.
-#include "llama.h"
+#include "oracle.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,28 +23,12 @@
 #include <string>
 #include <vector>
 
-static std::string slurp(const char * path) {
-    FILE * f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "oracle-logits: cannot read %s\n", path); exit(1); }
-    std::string s;
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-    fclose(f);
-    return s;
-}
-
 static void spill(const std::string & path, const void * p, size_t n) {
     FILE * f = fopen(path.c_str(), "wb");
     if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
         fprintf(stderr, "oracle-logits: cannot write %s\n", path.c_str());
         exit(1);
     }
-}
-
-// warnings, and how the flash-attention "auto" setting was resolved
-static void quiet(ggml_log_level level, const char * text, void *) {
-    if (level >= GGML_LOG_LEVEL_WARN || strstr(text, "lash")) fputs(text, stderr);
 }
 
 int main(int argc, char ** argv) {
@@ -74,7 +58,7 @@ int main(int argc, char ** argv) {
         else { fprintf(stderr, "oracle-logits: unknown option %s\n", argv[i]); return 1; }
     }
     if (!kv.empty()) kv.push_back(llama_model_kv_override{});
-    llama_log_set(quiet, nullptr);
+    llama_log_set(oracle_log, nullptr);
     llama_backend_init();
 
     llama_model_params mp = llama_model_default_params();
@@ -85,7 +69,7 @@ int main(int argc, char ** argv) {
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
 
-    const std::string prompt = slurp(argv[2]);
+    const std::string prompt = oracle_slurp("oracle-logits", argv[2]);
     std::vector<llama_token> toks(prompt.size() + 16);
     int n = llama_tokenize(vocab, prompt.data(), (int) prompt.size(), toks.data(), (int) toks.size(), true, false);
     if (n < 0) { fprintf(stderr, "oracle-logits: tokenize failed\n"); return 1; }

@@ -4,23 +4,19 @@
 // tokens as text; one line per string, each id preceded by a space.
 //
 //   oracle-tokenize VOCAB_OR_MODEL.gguf INP OUT
-#include "llama.h"
+#include "oracle.h"
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-static void quiet(ggml_log_level level, const char * text, void *) {
-    if (level >= GGML_LOG_LEVEL_WARN) fputs(text, stderr);
-}
-
 int main(int argc, char ** argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: %s VOCAB.gguf INP OUT\n", argv[0]);
         return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 1;
     }
-    llama_log_set(quiet, nullptr);
+    llama_log_set(oracle_log, nullptr);
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = true;
@@ -28,14 +24,7 @@ int main(int argc, char ** argv) {
     if (!model) { fprintf(stderr, "oracle-tokenize: cannot load %s\n", argv[1]); return 1; }
     const llama_vocab * vocab = llama_model_get_vocab(model);
 
-    FILE * f = fopen(argv[2], "rb");
-    if (!f) { fprintf(stderr, "oracle-tokenize: cannot read %s\n", argv[2]); return 1; }
-    std::string all;
-    char buf[65536];
-    size_t r;
-    while ((r = fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, r);
-    fclose(f);
-
+    const std::string all = oracle_slurp("oracle-tokenize", argv[2]);
     const std::string sep = "\n__ggml_vocab_test__\n";
     FILE * o = fopen(argv[3], "wb");
     if (!o) { fprintf(stderr, "oracle-tokenize: cannot write %s\n", argv[3]); return 1; }
