@@ -31,6 +31,7 @@
 #include "cpu.h"
 #include "util.h"
 #include "generate.h"
+#include "ctx.h"
 #include "model.h"
 #include "plugins.h"
 #include "sampling.h"
@@ -362,16 +363,16 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     double dec_time = 0; /* all decode reps, wall clock; c.prof sums their phases */
     int n_dec = 0;       /* tokens those reps decoded */
     for (int r = 0; r < o->reps; r++) {
-        c.n_past = 0; /* the cache is overwritten from position 0 */
+        kv_seq_truncate(&c.seq, 0); /* the cache is overwritten from position 0 */
         double a = pl_now();
-        if (llama_prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
+        if (ctx_prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
         /* attention's time depends on the positions, not on the cached values: decode at a
            depth without paying its prefill */
-        if (!o->n_prompt) c.n_past = o->decode_at;
-        c.prof.on = 1; /* decode only */
+        if (!o->n_prompt && kv_seq_skip(&c.seq, o->decode_at)) { snprintf(err, errlen, "no room to decode at %d", o->decode_at); goto done; }
+        c.batch.prof.on = 1; /* decode only */
         a = pl_now();
         int nd = 0;
         for (int i = 0; i < o->n_gen; i++) {
@@ -383,7 +384,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         b = pl_now();
         dec_time += b - a;
         n_dec += nd;
-        c.prof.on = 0;
+        c.batch.prof.on = 0;
         dec[r] = nd ? nd / (b - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
@@ -397,7 +398,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->decode_tokens = o->n_gen;
     res->reps = o->reps;
     res->n_ctx = n_ctx;
-    res->n_batch = c.n_batch;
+    res->n_batch = c.batch.n_batch;
     mean_std(pre, o->reps, &res->prefill_tps, &res->prefill_tps_std);
     mean_std(dec, o->reps, &res->decode_tps, &res->decode_tps_std);
     /* weights read per decoded token: every matrix once (weight_bytes) plus one token_embd row */
@@ -405,15 +406,15 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->gbps = res->decode_tps * bytes_tok / 1e9;
     res->mem_bw_gbps = bw;
     res->roofline = bw > 0 ? res->gbps / bw : 0;
-    if (dec_time > 0 && c.prof.matmul > 0) {
-        res->matmul_frac = c.prof.matmul / dec_time;
-        res->attn_frac = c.prof.attention / dec_time;
-        res->matmul_gbps = (double)n_dec * bytes_tok / c.prof.matmul / 1e9;
+    if (dec_time > 0 && c.batch.prof.matmul > 0) {
+        res->matmul_frac = c.batch.prof.matmul / dec_time;
+        res->attn_frac = c.batch.prof.attention / dec_time;
+        res->matmul_gbps = (double)n_dec * bytes_tok / c.batch.prof.matmul / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
-    res->kv_mb = (double)llama_kv_bytes_per_token(&m.hp, o->kv_type) * n_ctx / (1 << 20);
-    res->ctx_mb = c.anon_bytes / (double)(1 << 20);
+    res->kv_mb = (double)kv_bytes_per_token(&m, o->kv_type) * n_ctx / (1 << 20);
+    res->ctx_mb = ctx_bytes(&m, n_ctx, batch, o->kv_type, threadpool_size(pool)) / (double)(1 << 20);
     rc = 0;
 done:
     if (have_c) free_ctx(&c);

@@ -138,7 +138,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
     (void)e;
     st->n_reused = 0;
     int fresh = 0; /* the cache file does not exist yet */
-    if (c->n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
+    if (c->seq.n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
     const char *path = cfg->cache_path;
     if (path[0]) {
         kvcache_id id;
@@ -146,7 +146,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
         void *map;
         size_t msz;
         char msg[512];
-        kvcache_id_of(c, &id);
+        kvcache_id_of(&c->seq, &id);
         int r = kvcache_load_file(path, &id, &v, &map, &msz, msg, sizeof msg);
         if (r < 0) {
             fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
@@ -155,10 +155,11 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
         } else {
             int common = kvcache_common_prefix(&v, toks, n);
             if (common >= n) common = n - 1; /* re-evaluate one token: its logits start the reply */
-            if (common > 0 && kvcache_restore(c, &v, common, msg, sizeof msg)) {
+            common = kvcache_usable(&v, common); /* a recurrent state: its last checkpoint */
+            if (common > 0 && kvcache_restore(&c->seq, &v, common, msg, sizeof msg)) {
                 fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
                 common = 0;
-                c->n_past = 0;
+                kv_seq_truncate(&c->seq, 0);
             }
             st->n_reused = common;
             fprintf(stderr, "picolm: cache: reused %d of %d prompt tokens\n", common, n);
@@ -166,10 +167,10 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
             kvcache_unmap(map, msz);
         }
     }
-    if (llama_prefill(c, toks + c->n_past, n - c->n_past, err, errlen)) return -1;
+    if (ctx_prefill(c, toks + c->seq.n_past, n - c->seq.n_past, err, errlen)) return -1;
     if (path[0]) {
         char msg[1200];
-        if (kvcache_save(path, c, toks, n, msg, sizeof msg)) {
+        if (kvcache_save(path, &c->seq, toks, n, msg, sizeof msg)) {
             fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
             st->cache_unsaved = 1;
         } else if (fresh) {
@@ -191,7 +192,7 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         /* tokens that can still be printed: the generation budget or the
            room left in the context, whichever is smaller (--json closes
            its document within it) */
-        const int32_t room = c->n_ctx - c->n_past + 1;
+        const int32_t room = c->seq.n_ctx - c->seq.n_past + 1;
         const int32_t left = budget - i < room ? budget - i : room;
         if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
         /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
@@ -205,7 +206,7 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const char *piece = tokenizer_piece(e->tok, tok, &pl);
         const int stopped = out_push(out, piece, pl);
         if (out->werr) { *end = GEN_END_STOP; return out_error(out, err, errlen); }
-        if (c->n_past >= c->n_ctx) { *end = GEN_END_CTX; break; }
+        if (c->seq.n_past >= c->seq.n_ctx) { *end = GEN_END_CTX; break; }
         if (stopped) *end = GEN_END_STOP;
         const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
         if (feed) {
@@ -235,7 +236,7 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
     fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
             e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
             st->rss_anon_kb / 1024.0,
-            (double)llama_kv_bytes_per_token(&e->model.hp, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
+            (double)kv_bytes_per_token(&e->model, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
 }
 
 int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
@@ -294,13 +295,13 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     gen_decode_args a = {0};
     if (cfg->cache_path[0]) {
         /* remember the evaluated tokens so the cache can cover the reply too */
-        hist = malloc((size_t)c.n_ctx * sizeof *hist);
+        hist = malloc((size_t)c.seq.n_ctx * sizeof *hist);
         if (!hist) { pl_fail(err, errlen, "out of memory"); goto done; }
         memcpy(hist, toks, (size_t)n * sizeof *hist);
         n_hist = n;
         a.hist = hist;
         a.n_hist = &n_hist;
-        a.hist_cap = c.n_ctx;
+        a.hist_cap = c.seq.n_ctx;
     }
     out_stream out;
     out_init(&out, cfg, stdout);
@@ -311,12 +312,12 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
        the text; into a pipe or file, exactly the generated text */
     if (!out_flush(&out) && out.last != '\n' && isatty(fileno(stdout))) out_write(&out, "\n", 1);
     if (out_error(&out, err, errlen)) goto done;
-    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", c.n_ctx);
+    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", c.seq.n_ctx);
     st->decode_s = pl_now() - t;
     /* extend the cache with the reply (unless the first save failed: no file) */
-    if (hist && n_hist > n && n_hist == c.n_past && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
+    if (hist && n_hist > n && n_hist == c.seq.n_past && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
         char msg[1200];
-        if (kvcache_save(cfg->cache_path, &c, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
+        if (kvcache_save(cfg->cache_path, &c.seq, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
     }
     generate_rss(&st->rss_anon_kb, &st->rss_file_kb, NULL);
     generate_print_stats(e, cfg, st, n_ctx);
@@ -332,15 +333,15 @@ done:
 /* ---------------- memory plan (--fit, and the start-up check) ---------------- */
 
 typedef struct mem_plan {
-    double weights, kv_tok, rope_tok, bufs, runtime;
+    double weights, kv_tok, bufs, runtime;
     int n_ctx;
 } mem_plan;
 
-static double resident_bytes(const mem_plan *p, int n_ctx) { return (p->kv_tok + p->rope_tok) * n_ctx + p->bufs + p->runtime; }
+static double resident_bytes(const mem_plan *p, int n_ctx) { return p->kv_tok * n_ctx + p->bufs + p->runtime; }
 
 /* Largest context whose resident set fits in ram bytes (capped at the model's). */
 static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
-    long n = (long)((ram - p->bufs - p->runtime) / (p->kv_tok + p->rope_tok));
+    long n = (long)((ram - p->bufs - p->runtime) / p->kv_tok);
     if (n > n_ctx_train) n = n_ctx_train;
     return n < 0 ? 0 : n;
 }
@@ -349,10 +350,9 @@ static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
 static void fill_plan(const llama_model *m, int kv, int batch, int n_threads, mem_plan *p) {
     const llama_hparams *hp = &m->hp;
     p->weights = (double)m->gguf.size;
-    p->kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
-    p->rope_tok = (double)hp->rope_dim * sizeof(float); /* cos + sin per position */
+    p->kv_tok = (double)kv_bytes_per_token(m, kv);
     const int nb = batch < hp->n_ctx_train ? batch : hp->n_ctx_train; /* build_ctx caps the batch at the context */
-    p->bufs = (double)llama_scratch_bytes(m, nb, n_threads);
+    p->bufs = (double)llama_batch_bytes(m, nb, n_threads);
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
 }
 
@@ -397,8 +397,7 @@ int generate_fit(engine *e, const picolm_config *cfg, FILE *out) {
     fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp->n_embd, hp->n_layer, hp->n_head,
             hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
     fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", p.weights / MB);
-    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, llama_kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
-    fprintf(out, "RoPE tables  %8.1f MB\n", p.rope_tok * n_ctx / MB);
+    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
     fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", p.bufs / MB, cfg->batch);
     fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
     const double resident = resident_bytes(&p, n_ctx);

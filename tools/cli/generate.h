@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "ctx.h"
 #include "engine.h"
 #include "sampling.h"
 

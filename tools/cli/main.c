@@ -57,10 +57,10 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
         if (!r) {
             fputc('\n', stdout);
             fflush(stdout); /* a failure is reported by cli_close_stdout */
-            if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", s.c.n_ctx);
+            if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", s.c.seq.n_ctx);
             s.st.load_s = load_s;
             generate_rss(&s.st.rss_anon_kb, &s.st.rss_file_kb, NULL);
-            generate_print_stats(e, cfg, &s.st, s.c.n_ctx);
+            generate_print_stats(e, cfg, &s.st, s.c.seq.n_ctx);
         }
     }
     chat_session_close(&s);

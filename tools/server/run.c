@@ -9,7 +9,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "generate.h"
-#include "kvpool.h"
+#include "kv.h"
 #include "sampling.h"
 #include "threadpool.h"
 #include "tokenizer.h"
@@ -19,7 +19,8 @@
    request (a prefix cache) until the pool needs them. */
 typedef struct slot {
     job *j;                  /* NULL: free */
-    llama_ctx c;             /* paged: blocks of r->pool */
+    kv_seq seq;              /* blocks of r->pool */
+    float *logits;           /* after its last evaluated token */
     int32_t *cached;         /* tokens whose K/V the blocks hold, in order */
     int n_cached;
     int32_t *prompt;         /* what to evaluate before generating ... */
@@ -43,8 +44,8 @@ struct runner {
     kv_pool pool;            /* the KV blocks of every sequence */
     unsigned long long preempted;
     unsigned long long clock;
-    llama_ctx step;          /* the activations of one step over every slot */
-    llama_ctx **who;         /* per token of the step: its slot's cache */
+    llama_batch step;        /* the activations of one step over every slot */
+    kv_seq **who;            /* per token of the step: its slot's sequence */
     int32_t *toks;
     uint8_t *want;
     float *logits;           /* one row per slot that wants logits */
@@ -62,8 +63,8 @@ static double ram_without_kv(const runner *r, int cap, int nv) {
     generate_rss(&anon_kb, &file_kb, NULL);
     const double MB = 1048576.0, slots = r->n_slots;
     double b = (double)(anon_kb + file_kb) * 1024 + (double)m->gguf.size;
-    b += (double)llama_scratch_bytes(m, cap, nthr) + slots * (double)llama_scratch_bytes(m, 1, nthr);
-    b += (slots + 1) * nv * sizeof(float);                                   /* logits, log-softmax */
+    b += (double)llama_batch_bytes(m, cap, nthr) + slots * (double)kv_state_floats(m) * sizeof(float);
+    b += (2 * slots + 1) * nv * sizeof(float);                               /* logits (the step's, each slot's), log-softmax */
     b += slots * ((double)r->o.n_ctx * sizeof(int32_t) + (double)nv * 24);  /* cached tokens, sampler lists and counts */
     b += (r->o.max_connections > 0 ? r->o.max_connections : 32) * 0.25 * MB; /* thread stack pages, HTTP buffers */
     return b + 4 * MB;                                                       /* allocator slack, jobs, replies */
@@ -93,7 +94,7 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         return NULL;
     }
     const int kv = o->cfg->kv_type, bs = o->block_size > 0 ? o->block_size : 16;
-    const size_t block = kv_pool_block_bytes(&e->model, kv, bs);
+    const size_t block = kv_block_bytes(&e->model, kv, bs);
     /* the pool: --kv-ram, else what --ram leaves, else what every slot's full context takes */
     size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
     if (o->ram && !o->kv_ram && !o->kv_blocks) {
@@ -120,17 +121,18 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         slot *s = &r->slots[i];
         s->cached = malloc((size_t)o->n_ctx * sizeof *s->cached);
         s->cfg = malloc(sizeof *s->cfg);
-        if (!s->cached || !s->cfg) {
+        s->logits = malloc((size_t)nv * sizeof *s->logits);
+        if (!s->cached || !s->cfg || !s->logits) {
             runner_free(r);
             return pl_fail(err, errlen, "out of memory"), NULL;
         }
-        /* a slot holds a block table; the step's context does the work */
-        if (build_ctx_paged(&s->c, &e->model, o->n_ctx, 1, &r->pool, e->pool, err, errlen)) {
+        /* a slot holds a block table; the step's workspace does the work */
+        if (build_kv_seq(&s->seq, &r->pool, o->n_ctx, err, errlen)) {
             runner_free(r);
             return NULL;
         }
     }
-    if (build_ctx_kv(&r->step, &e->model, cap, cap, kv, e->pool, 0, err, errlen)) {
+    if (build_batch(&r->step, &e->model, cap, e->pool, err, errlen)) {
         runner_free(r);
         return NULL;
     }
@@ -144,13 +146,14 @@ void runner_free(runner *r) {
     if (!r) return;
     for (int i = 0; r->slots && i < r->n_slots; i++) {
         slot *s = &r->slots[i];
-        free_ctx(&s->c);
+        if (s->seq.pool) free_kv_seq(&s->seq);
+        free(s->logits);
         free(s->cached);
         free(s->cfg);
         free(s->prompt);
         sampling_free(s->smp);
     }
-    free_ctx(&r->step);
+    free_batch(&r->step);
     free_kv_pool(&r->pool);
     free(r->slots);
     free(r->who);
@@ -252,10 +255,10 @@ static void seat(runner *r, slot *s, const int32_t *toks, int n) {
         if (k > keep) keep = k, from = o;
     }
     if (from) {
-        llama_seq_share(&s->c, &from->c, keep / bs, keep);
+        keep = kv_seq_share(&s->seq, &from->seq, keep);
         memcpy(s->cached, toks, (size_t)keep * sizeof *toks);
     } else {
-        llama_seq_truncate(&s->c, keep);
+        keep = kv_seq_truncate(&s->seq, keep); /* a recurrent state: its last checkpoint */
     }
     s->n_fed = s->n_cached = keep;
     s->used = ++r->clock;
@@ -324,7 +327,7 @@ static void park(slot *s) {
             s->n_prompt = s->n_cached;
         }
     }
-    llama_seq_truncate(&s->c, 0);
+    kv_seq_truncate(&s->seq, 0);
     s->n_cached = s->n_fed = 0;
     s->parked = 1;
 }
@@ -333,7 +336,7 @@ static void park(slot *s) {
    cache goes, then the newest running sequence is preempted (possibly s).
    Returns 0, or -1 when s itself was preempted or cannot fit at all. */
 static int make_room(runner *r, slot *s, int k) {
-    while (llama_seq_reserve(&s->c, k)) {
+    while (kv_seq_reserve(&s->seq, k)) {
         slot *idle = NULL, *newest = NULL;
         int running = 0;
         for (int i = 0; i < r->n_slots; i++) {
@@ -345,7 +348,7 @@ static int make_room(runner *r, slot *s, int k) {
             }
         }
         if (idle) {
-            llama_seq_truncate(&idle->c, 0);
+            kv_seq_truncate(&idle->seq, 0);
             idle->n_cached = 0;
         } else if (running > 1) {
             park(newest);
@@ -409,13 +412,13 @@ static const char *emit(runner *r, slot *s) {
     job *j = s->j;
     const api_request *q = &j->req;
     char err[512];
-    const int32_t room = s->c.n_ctx - s->c.n_past + 1, want = s->budget - s->n_gen;
+    const int32_t room = s->seq.n_ctx - s->seq.n_past + 1, want = s->budget - s->n_gen;
     const int32_t left = want < room ? want : room;
     api_alt top[API_MAX_TOP_LOGPROBS];
     int n_top = 0;
     int32_t tok;
-    if (q->logprobs) logprobs(r, s->c.logits, q->top_logprobs, top, &n_top);
-    if (sampling_sample(s->smp, s->c.logits, left, &tok, err, sizeof err)) {
+    if (q->logprobs) logprobs(r, s->logits, q->top_logprobs, top, &n_top);
+    if (sampling_sample(s->smp, s->logits, left, &tok, err, sizeof err)) {
         fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
         return "length";
     }
@@ -429,7 +432,7 @@ static const char *emit(runner *r, slot *s) {
     if (job_token(j, piece, pl, q->logprobs ? r->lp[tok] : 0, top, n_top, mono_now())) {
         return "stop";
     }
-    if (s->n_gen >= s->budget || s->c.n_past >= s->c.n_ctx) {
+    if (s->n_gen >= s->budget || s->seq.n_past >= s->seq.n_ctx) {
         return "length";
     }
     s->last = tok;
@@ -473,7 +476,7 @@ static void step_all(runner *r, http_server *h) {
         }
         const int32_t *src = prefill ? s->prompt + s->n_fed : &s->last;
         if (prefill) s->n_fed += k;
-        for (int t = 0; t < k; t++) r->who[n] = &s->c, r->toks[n] = src[t], r->want[n++] = 0;
+        for (int t = 0; t < k; t++) r->who[n] = &s->seq, r->toks[n] = src[t], r->want[n++] = 0;
         /* logits: for the next token, unless a resumed sequence still has
            its last sampled token to feed */
         if (!prefill || (s->n_fed == s->n_prompt && !s->has_last)) r->want[n - 1] = 1;
@@ -481,7 +484,7 @@ static void step_all(runner *r, http_server *h) {
         s->used = r->clock;
     }
     if (!n) return;
-    const int failed = llama_forward_seqs(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
+    const int failed = llama_decode(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
     if (failed) fprintf(stderr, "picolm-server: a step failed: %s\n", err);
     for (int o = 0, row = 0; o < n_order; o++) {
         const int i = order[o];
@@ -491,11 +494,11 @@ static void step_all(runner *r, http_server *h) {
         s->n_cached += count[i];
         const char *done = NULL;
         if (failed) {
-            llama_seq_truncate(&s->c, 0); /* what the cache holds is unknown */
+            kv_seq_truncate(&s->seq, 0); /* what the cache holds is unknown */
             s->n_cached = 0;
             done = "length";
         } else if (r->want[first[i] + count[i] - 1]) {
-            memcpy(s->c.logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
+            memcpy(s->logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
                    (size_t)r->e->model.hp.n_vocab * sizeof(float));
             done = emit(r, s);
         }
@@ -528,7 +531,7 @@ static void unpark(runner *r, http_server *h) {
         const int bs = r->pool.block_size, need = (old->n_prompt + bs) / bs;
         if (need > r->pool.n_free - promised) {
             if (idle) {
-                llama_seq_truncate(&idle->c, 0);
+                kv_seq_truncate(&idle->seq, 0);
                 idle->n_cached = 0;
                 continue;
             }
