@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         out_len += plen[id];
         json_vtable.accept(st, id);
         budget--;
-        if (((json_state *)st)->cur.mode == M_DONE) done = 1;
+        if (((json_state *)st)->cur.mode == JG_DONE) done = 1;
         if (pos >= size && done) break;
     }
     FUZZ_ASSERT(done, "budget of %d tokens ran out before the document closed: %.*s", budget0, (int)out_len, out);
