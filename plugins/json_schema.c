@@ -31,7 +31,10 @@
  *
  * Which tokens are generated: accept() after apply() is the chosen token;
  * an accept() with no apply() before it is a prompt token and restarts the
- * document (a new turn of a chat starts a new document).
+ * document (a new turn of a chat starts a new document).  Front ends stop
+ * at EOS without accepting it, so after a document that could end (a
+ * top-level number may also go on), a token that cannot continue it is the
+ * next prompt's; one that can is read as a continuation.
  */
 #include <limits.h>
 #include <math.h>
@@ -581,17 +584,17 @@ static int32_t thread_cost(const grammar *g, const thread *t) {
 
 /* ---- one byte ---- */
 
-enum { R_DEAD = 0, R_OK = 1, R_ALT = 2, R_ENDED = 3, R_CHILD = 4 };
+enum { STEP_DEAD = 0, STEP_OK = 1, STEP_ALT = 2, STEP_ENDED = 3, STEP_CHILD = 4 };
 
 static int ws_ok(thread *t) { return ++t->ws <= JG_MAX_WS; }
 
 static int key_step(const grammar *g, thread *t, frame *f, const objx *x, unsigned c) {
     uint32_t lo = f->u.o.lo, hi = f->u.o.hi;
-    if (!narrow(x->keys, &lo, &hi, f->u.o.pos, c)) return R_DEAD;
+    if (!narrow(x->keys, &lo, &hi, f->u.o.pos, c)) return STEP_DEAD;
     const uint32_t pos = ++f->u.o.pos;
     int any = 0;
     for (uint32_t k = lo; k < hi && !any; k++) any = permitted(g, x, f->u.o.next, x->decl[k], t->depth);
-    if (!any) return R_DEAD;
+    if (!any) return STEP_DEAD;
     f->u.o.lo = (uint16_t)lo;
     f->u.o.hi = (uint16_t)hi;
     if (hi - lo == 1 && x->keys[lo].len == pos) { /* the key is complete (keys end with '"') */
@@ -599,21 +602,21 @@ static int key_step(const grammar *g, thread *t, frame *f, const objx *x, unsign
         f->u.o.next = (uint16_t)(f->u.o.cur + 1);
         f->phase = O_COLON;
     }
-    return R_OK;
+    return STEP_OK;
 }
 
 static int obj_step(const grammar *g, thread *t, frame *f, const objx *x, unsigned c, int ws) {
     if (f->phase == O_KEY) return key_step(g, t, f, x, c);
     if (ws) return ws_ok(t);
     if (f->phase == O_COLON) {
-        if (c != ':') return R_DEAD;
+        if (c != ':') return STEP_DEAD;
         f->phase = O_VALUE;
         push(t, x->pnode[f->u.o.cur]);
-        return R_OK;
+        return STEP_OK;
     }
     const uint32_t next = f->u.o.next;
-    if (c == '}' && f->phase != O_COMMA && !x->rc[next]) { value_done(t); return R_OK; }
-    if (c == ',' && f->phase == O_AFTER && best_next(g, x, next, t->depth) < SJ_INF) { f->phase = O_COMMA; return R_OK; }
+    if (c == '}' && f->phase != O_COMMA && !x->rc[next]) { value_done(t); return STEP_OK; }
+    if (c == ',' && f->phase == O_AFTER && best_next(g, x, next, t->depth) < SJ_INF) { f->phase = O_COMMA; return STEP_OK; }
     if (c == '"' && f->phase != O_AFTER) {
         f->u.o.lo = 0;
         f->u.o.hi = (uint16_t)x->n;
@@ -621,20 +624,20 @@ static int obj_step(const grammar *g, thread *t, frame *f, const objx *x, unsign
         f->phase = O_KEY;
         return key_step(g, t, f, x, c);
     }
-    return R_DEAD;
+    return STEP_DEAD;
 }
 
 static int arr_step(const grammar *g, thread *t, frame *f, const node *nd, unsigned c, int ws) {
     if (ws) return ws_ok(t);
     const uint32_t count = f->u.a.count;
-    if (c == ']' && f->phase != A_COMMA && count >= nd->lo) { value_done(t); return R_OK; }
+    if (c == ']' && f->phase != A_COMMA && count >= nd->lo) { value_done(t); return STEP_OK; }
     const int more = count < nd->hi && fits(g, t, nd->item);
-    if (c == ',' && f->phase == A_AFTER && more) { f->phase = A_COMMA; return R_OK; }
-    if (f->phase == A_AFTER || !more) return R_DEAD;
+    if (c == ',' && f->phase == A_AFTER && more) { f->phase = A_COMMA; return STEP_OK; }
+    if (f->phase == A_AFTER || !more) return STEP_DEAD;
     f->u.a.count++;
     f->phase = A_VALUE;
     push(t, nd->item);
-    return R_CHILD;
+    return STEP_CHILD;
 }
 
 static int str_step(const grammar *g, thread *t, frame *f, const node *nd, unsigned c) {
@@ -642,83 +645,83 @@ static int str_step(const grammar *g, thread *t, frame *f, const node *nd, unsig
     switch (u.mode) {
     case JG_STR:
         if (c == '"') {
-            if (f->u.s.count < nd->lo) return R_DEAD;
+            if (f->u.s.count < nd->lo) return STEP_DEAD;
             value_done(t);
-            return R_OK;
+            return STEP_OK;
         }
-        if (f->u.s.count >= nd->hi) return R_DEAD; /* every other byte starts a character */
+        if (f->u.s.count >= nd->hi) return STEP_DEAD; /* every other byte starts a character */
         if (c == '\\') u.mode = JG_STR_ESC;
-        else if (!jg_str_byte(&u, c, g->utf8_ok)) return R_DEAD;
+        else if (!jg_str_byte(&u, c, g->utf8_ok)) return STEP_DEAD;
         f->u.s.count++;
         break;
     case JG_STR_ESC:
         if (c == 'u') u.mode = JG_STR_HEX, u.n = 4;
         else if (c && strchr("\"\\/bfnrt", (int)c)) u.mode = JG_STR;
-        else return R_DEAD;
+        else return STEP_DEAD;
         break;
     case JG_STR_HEX: /* no surrogates (\uD800-\uDFFF): each escape is one code point */
         if (!jg_is_hex(c) || (u.n == 3 && (f->u.s.hex | 0x20) == 'd' && !jg_is_digit(c)) ||
             (u.n == 3 && (f->u.s.hex | 0x20) == 'd' && c >= '8'))
-            return R_DEAD;
+            return STEP_DEAD;
         f->u.s.hex = (uint8_t)c;
         if (--u.n == 0) u.mode = JG_STR;
         break;
     default:
-        if (!jg_str_byte(&u, c, g->utf8_ok)) return R_DEAD;
+        if (!jg_str_byte(&u, c, g->utf8_ok)) return STEP_DEAD;
     }
     f->u.s.mode = u.mode;
     f->u.s.n = u.n;
     f->u.s.lo = u.lo;
     f->u.s.hi = u.hi;
-    return R_OK;
+    return STEP_OK;
 }
 
 static int num_step(frame *f, const node *nd, unsigned c) {
     const int digit = jg_is_digit(c), total = f->u.num.ki + f->u.num.kf;
     switch (f->phase) {
     case NM_SIGN:
-        if (!digit) return R_DEAD;
+        if (!digit) return STEP_DEAD;
         f->phase = c == '0' ? NM_ZERO : NM_INT;
         f->u.num.ki = 1;
         f->u.num.m = c - '0';
         break;
     case NM_INT:
         if (digit) {
-            if (total >= SJ_NUM_DIGITS) return R_DEAD;
+            if (total >= SJ_NUM_DIGITS) return STEP_DEAD;
             f->u.num.m = f->u.num.m * 10 + (c - '0');
             f->u.num.ki++;
             break;
         }
         /* fall through */
     case NM_ZERO: /* '.' or the end */
-        if (c != '.' || nd->integer) return num_cost(nd, f) ? R_DEAD : R_ENDED;
+        if (c != '.' || nd->integer) return num_cost(nd, f) ? STEP_DEAD : STEP_ENDED;
         f->phase = NM_DOT;
         break;
     case NM_DOT:
     case NM_FRAC:
-        if (!digit) return f->phase == NM_FRAC && !num_cost(nd, f) ? R_ENDED : R_DEAD;
-        if (total >= SJ_NUM_DIGITS) return R_DEAD;
+        if (!digit) return f->phase == NM_FRAC && !num_cost(nd, f) ? STEP_ENDED : STEP_DEAD;
+        if (total >= SJ_NUM_DIGITS) return STEP_DEAD;
         f->u.num.m = f->u.num.m * 10 + (c - '0');
         f->u.num.kf++;
         f->phase = NM_FRAC;
         break;
     }
-    return num_cost(nd, f) < SJ_INF ? R_OK : R_DEAD;
+    return num_cost(nd, f) < SJ_INF ? STEP_OK : STEP_DEAD;
 }
 
 static int lit_step(thread *t, frame *f, const node *nd, unsigned c) {
     uint32_t lo = f->u.l.lo, hi = f->u.l.hi;
-    if (!narrow(nd->lits, &lo, &hi, f->u.l.pos, c)) return nd->lits[f->u.l.lo].len == f->u.l.pos ? R_ENDED : R_DEAD;
+    if (!narrow(nd->lits, &lo, &hi, f->u.l.pos, c)) return nd->lits[f->u.l.lo].len == f->u.l.pos ? STEP_ENDED : STEP_DEAD;
     f->u.l.lo = lo;
     f->u.l.hi = hi;
     f->u.l.pos++;
     if (hi - lo == 1 && nd->lits[lo].len == f->u.l.pos) value_done(t);
-    return R_OK;
+    return STEP_OK;
 }
 
 static int any_step(const grammar *g, thread *t, frame *f, unsigned c) {
     const int r = jg_step(&f->u.any, c, g->utf8_ok);
-    if (r == 2) return R_ENDED;
+    if (r == 2) return STEP_ENDED;
     if (r == 1 && f->u.any.mode == JG_DONE) value_done(t);
     return r;
 }
@@ -727,20 +730,20 @@ static int any_step(const grammar *g, thread *t, frame *f, unsigned c) {
 static int begin(const grammar *g, thread *t, frame *f, const node *nd, unsigned c) {
     f->phase = IN;
     switch (nd->kind) {
-    case N_OBJ: f->phase = O_OPEN; return R_OK;
-    case N_ARR: f->phase = A_OPEN; return R_OK;
-    case N_STR: f->u.s.mode = JG_STR; return R_OK;
+    case N_OBJ: f->phase = O_OPEN; return STEP_OK;
+    case N_ARR: f->phase = A_OPEN; return STEP_OK;
+    case N_STR: f->u.s.mode = JG_STR; return STEP_OK;
     case N_NUM:
         f->phase = NM_SIGN;
         if (c != '-') return num_step(f, nd, c);
         f->u.num.neg = 1;
-        return nd->num->sign_cost < SJ_INF ? R_OK : R_DEAD;
+        return nd->num->sign_cost < SJ_INF ? STEP_OK : STEP_DEAD;
     case N_LITS: f->u.l.hi = nd->n; return lit_step(t, f, nd, c);
     default: f->u.any = jg_any_value; return any_step(g, t, f, c);
     }
 }
 
-/* Advance thread t by byte c: R_OK, R_DEAD, or R_ALT when the value on top is
+/* Advance thread t by byte c: STEP_OK, STEP_DEAD, or STEP_ALT when the value on top is
    an anyOf to resolve first (c not consumed). */
 static int sj_step(const grammar *g, thread *t, unsigned c) {
     const int ws = jg_is_ws(c);
@@ -751,8 +754,8 @@ static int sj_step(const grammar *g, thread *t, unsigned c) {
         int r;
         if (f->phase == P_START) {
             if (ws) return ws_ok(t);
-            if (nd->kind == N_ALT) return R_ALT;
-            if (!bit(nd->first, c)) return R_DEAD;
+            if (nd->kind == N_ALT) return STEP_ALT;
+            if (!bit(nd->first, c)) return STEP_DEAD;
             r = begin(g, t, f, nd, c);
         } else {
             switch (nd->kind) {
@@ -764,10 +767,10 @@ static int sj_step(const grammar *g, thread *t, unsigned c) {
             default: r = any_step(g, t, f, c); break;
             }
         }
-        if (r == R_ENDED) value_done(t); /* c follows the value: its parent reads it */
-        else if (r != R_CHILD) return r;  /* else the new child reads c */
+        if (r == STEP_ENDED) value_done(t); /* c follows the value: its parent reads it */
+        else if (r != STEP_CHILD) return r;  /* else the new child reads c */
     }
-    return R_DEAD; /* nothing may follow the document */
+    return STEP_DEAD; /* nothing may follow the document */
 }
 
 /* ---- running bytes over a thread, anyOf forks included ---- */
@@ -800,9 +803,9 @@ static void emit(const grammar *g, const thread *t, sink *k) {
 static void drive(const grammar *g, thread *t, const uint8_t *p, size_t i, size_t n, sink *k) {
     for (; i < n; i++) {
         const int r = sj_step(g, t, p[i]);
-        if (r == R_OK) continue;
-        if (r == R_DEAD) return;
-        const node *alt = &g->nodes[t->f[t->depth - 1].node]; /* R_ALT: fork */
+        if (r == STEP_OK) continue;
+        if (r == STEP_DEAD) return;
+        const node *alt = &g->nodes[t->f[t->depth - 1].node]; /* STEP_ALT: fork */
         for (uint32_t a = 0; a < alt->n; a++) {
             const uint32_t an = alt->alts[a];
             if (!bit(g->nodes[an].first, p[i]) || t->depth - 1 + g->nodes[an].md > SJ_MAX_DEPTH) continue;
@@ -954,9 +957,10 @@ static int make_lit(cc *c, const jv *v, int as_key, lit *out) {
 static int json_equal(const jv *a, const jv *b) {
     if (a->type != b->type) return 0;
     switch (a->type) {
-    case JV_NUM: {
+    case JV_NUM: { /* as values; past the exact decimals, as written */
         dec x, y;
-        return !dec_parse(a->s, a->n, &x) && !dec_parse(b->s, b->n, &y) && !dec_cmp(&x, &y);
+        if (dec_parse(a->s, a->n, &x) || dec_parse(b->s, b->n, &y)) return a->n == b->n && !memcmp(a->s, b->s, a->n);
+        return !dec_cmp(&x, &y);
     }
     case JV_STR: return a->n == b->n && !memcmp(a->s, b->s, a->n);
     case JV_ARR:
@@ -985,8 +989,8 @@ static const jv *resolve_ref(const cc *c, const jv *ref);
 
 /* Does value v satisfy schema s (supported keywords only; compile() checked them)? */
 static int satisfies(const cc *c, const jv *v, const jv *s, int depth) {
-    if (depth > 64) return 0;
     if (s->type == JV_TRUE || s->type == JV_FALSE) return s->type == JV_TRUE;
+    if (depth > 256) return 0;
     const jv *k;
     if ((k = member(s, "$ref"))) {
         const jv *t = resolve_ref(c, k);
@@ -1034,10 +1038,10 @@ static int satisfies(const cc *c, const jv *v, const jv *s, int depth) {
     } else if (v->type == JV_NUM) {
         static const char *const bounds[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
         dec x, b;
-        if (dec_parse(v->s, v->n, &x)) return 0;
         for (int i = 0; i < 4; i++) {
             const jv *bv = member(s, bounds[i]);
             if (!bv || dec_parse(bv->s, bv->n, &b)) continue;
+            if (dec_parse(v->s, v->n, &x)) return 0; /* an exponent beyond 10^100000 */
             const int r = dec_cmp(&x, &b);
             if (i == 0 ? r < 0 : i == 1 ? r <= 0 : i == 2 ? r > 0 : r >= 0) return 0;
         }
@@ -1548,6 +1552,7 @@ typedef struct sj_state {
     uint64_t *allowed;   /* evaluate(): the tokens kept */
     int32_t min_budget;
     int pending;         /* apply() ran since the last accept() */
+    int could_end;       /* that apply() allowed EOS */
     int fresh;           /* no token of this document yet */
     int error;
 } sj_state;
@@ -1669,6 +1674,7 @@ static void evaluate(sj_state *s, int32_t budget, ev *e) {
 }
 
 static void reset_doc(sj_state *s) {
+    s->could_end = 0;
     s->n_cur = 1;
     s->cur[0].depth = 1;
     s->cur[0].ws = s->cur[0].pad = 0;
@@ -1710,6 +1716,7 @@ static int sj_apply(void *state, picolm_candidates *c, char *err, size_t errlen)
         }
         if (!n) return no_candidate(s, c, err, errlen);
         c->size = n;
+        s->could_end = e.eos;
     }
     c->has_p = 0;
     s->pending = 1;
@@ -1736,6 +1743,7 @@ static int sj_apply_logits(void *state, const float *logits, float scale, picolm
             }
         if (!n) return no_candidate(s, c, err, errlen);
         c->sorted = 0;
+        s->could_end = e.eos;
     }
     c->size = n;
     c->has_p = 0;
@@ -1763,6 +1771,10 @@ static void sj_accept(void *state, int32_t tok) {
     for (int i = 0; i < s->n_cur; i++) {
         thread_copy(&u, &s->cur[i]);
         drive(&s->g, &u, (const uint8_t *)s->vocab->piece[tok], 0, s->vocab->piece_len[tok], &k);
+    }
+    if (!k.n && s->could_end) { /* the document ended at a chosen EOS the front end kept: a prompt token */
+        reset_doc(s);
+        return;
     }
     s->n_cur = 0;
     for (int i = 0; i < k.n; i++) { /* merge identical threads */
@@ -1824,7 +1836,7 @@ static void closing_bytes(const grammar *g, uint8_t *need) {
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const node *nd = &g->nodes[i];
         const char *b = nd->kind == N_OBJ ? "{}\":," : nd->kind == N_ARR ? "[]," : nd->kind == N_STR ? "\"0"
-                      : nd->kind == N_NUM ? (nd->integer ? "0123456789" : "0123456789.") : nd->kind == N_ANY ? JG_CLOSING_BYTES : "";
+                      : nd->kind == N_NUM ? (nd->integer ? "-0123456789" : "-0123456789.") : nd->kind == N_ANY ? JG_CLOSING_BYTES : "";
         for (; *b; b++) set_bit(need, (unsigned char)*b);
         const lit *L = nd->kind == N_LITS ? nd->lits : nd->kind == N_OBJ ? nd->obj->keys : NULL;
         const uint32_t n = nd->kind == N_LITS ? nd->n : nd->kind == N_OBJ ? nd->obj->n : 0;

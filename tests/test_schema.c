@@ -97,6 +97,8 @@ static const doc_case DOCS[] = {
      {"\"blue\"", "2", "{\"a\":[1,2,3]}", "{\"a\": [1,2]}", "\"gree\"", "10", "true"}},
     {"{\"type\":\"string\",\"enum\":[\"x\",1,\"yy\"],\"maxLength\":1}", {"\"x\""}, {"1", "\"yy\""}},
     {"{\"const\":\"x\"}", {"\"x\""}, {"\"y\"", "\"xx\""}},
+    /* a value whose exponent is past the exact decimals: no bound to compare */
+    {"{\"enum\":[1e200000,\"x\"]}", {"1e200000", "\"x\""}, {"1e20000", "1"}},
     {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\",\"minimum\":5},{\"type\":\"null\"}]}",
      {"\"ab\"", "7", "null", "5"},
      {"\"abc\"", "4", "true", "5.5"}},
@@ -420,6 +422,10 @@ static void test_turns(void) {
     vt->accept(st, 3 + '0');
     allowed(st, &bv, -1, ok, err, sizeof err);
     CHECK(ok[2] && ok[3 + '0'] && !ok[3 + '1'], "after \"50\": EOS or \"500\", not \"501\"");
+    /* EOS chosen but not accepted (as the CLI stops), then the next prompt */
+    vt->accept(st, 3 + '\n');
+    const int fresh = allowed(st, &bv, -1, ok, err, sizeof err);
+    CHECK(fresh > 0 && ok[3 + '1'] && ok[3 + '-'] && !ok[2], "a token that cannot follow \"50\" after EOS was allowed starts a new document (%s)", err);
     vt->destroy(st);
     tv_free(&bv);
 }

@@ -148,5 +148,21 @@ refusals.forEach(([s, want], k) => {
   else fail(`${clip(s, 80)}: want exit 2 and '${want}', got rc ${res.code}: ${clip(res.err)} ${clip(res.out)}`);
 });
 
+// ---- the INI key, and what cannot be combined ----
+const person = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer', minimum: 0, maximum: 150 } }, required: ['name', 'age'], additionalProperties: false };
+writeFileSync(`${tmp}/person.json`, JSON.stringify(person));
+writeFileSync(`${tmp}/schema.ini`, `[generate]\njson_schema = ${tmp}/person.json\n`);
+const tiny = MODELS['tiny-shakespeare'];
+const [viaIni, withStop] = await Promise.all([
+  run([tiny, '-j', '1', '-n', '40', '-t', '1', '-s', '5', '--config', `${tmp}/schema.ini`, '-p', 'JSON:']),
+  run([tiny, '-j', '1', '-n', '40', '--json-schema', `${tmp}/person.json`, '--stop', '}', '-p', 'JSON:']),
+]);
+let iniOk = false;
+try { iniOk = viaIni.code === 0 && ajv.validate(person, JSON.parse(viaIni.out)); } catch { iniOk = false; }
+if (iniOk) pass(`[generate] json_schema = FILE in the INI: ${clip(viaIni.out.replace(/\s+/g, ' '), 80)}`);
+else fail(`[generate] json_schema in the INI: rc ${viaIni.code}: ${clip(viaIni.out)} ${clip(viaIni.err)}`);
+if (withStop.code === 2 && withStop.err.includes('--json-schema and --stop cannot be combined')) pass('--json-schema with --stop refused (exit 2)');
+else fail(`--json-schema with --stop: rc ${withStop.code}: ${clip(withStop.err)}`);
+
 console.log(`# ${Date.now() - t0} ms`);
 process.exit(failures ? 1 : 0);
