@@ -63,6 +63,8 @@ typedef struct jv {
     const char *s;     /* JV_STR: decoded UTF-8, NUL-terminated; JV_NUM: the text */
     struct jv *v;      /* items, or members' values */
     struct jv *k;      /* members' keys (JV_STR) */
+    uint32_t *order;   /* JV_OBJ: the members by key (binary search) */
+    uint32_t memo;     /* a schema: its node + 1 once compiled */
 } jv;
 
 /* Every allocation of a parse, freed together. */
@@ -131,7 +133,9 @@ static size_t utf8_put(char *o, unsigned cp) {
 
 /* A string at p->s[p->i] == '"', decoded (escapes, surrogate pairs) into UTF-8. */
 static int jp_string(jparse *p, jv *out) {
-    char *o = ar_keep(p->ar, malloc(p->n - p->i + 1)); /* decoding never grows */
+    size_t end = p->i + 1; /* the closing quote, or the end: decoding never grows */
+    while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
+    char *o = ar_keep(p->ar, malloc(end - p->i + 1));
     if (!o) return jp_fail(p, "out of memory");
     size_t k = 0;
     jg_state u = {0, JG_STR, 0, 0, 0, 0, 0x80, 0xBF, 0};
@@ -162,7 +166,7 @@ static int jp_string(jparse *p, jv *out) {
         p->i++;
     }
     o[k] = 0;
-    *out = (jv){JV_STR, (uint32_t)k, o, NULL, NULL};
+    *out = (jv){JV_STR, (uint32_t)k, o, NULL, NULL, NULL, 0};
     return 1;
 }
 
@@ -173,11 +177,42 @@ static int jp_number(jparse *p, jv *out) {
     do r = jg_step(&u, p->i < p->n ? (unsigned char)p->s[p->i] : ' ', 1);
     while (r == 1 && ++p->i <= p->n);
     if (r != 2) return jp_fail(p, "bad number");
-    *out = (jv){JV_NUM, (uint32_t)(p->i - st), p->s + st, NULL, NULL};
+    *out = (jv){JV_NUM, (uint32_t)(p->i - st), p->s + st, NULL, NULL, NULL, 0};
     return 1;
 }
 
 static int jp_value(jparse *p, jv *out);
+
+typedef struct keyref {
+    const char *s;
+    uint32_t n, i;
+} keyref;
+
+static int key_cmp(const char *a, uint32_t an, const char *b, uint32_t bn) {
+    const int r = memcmp(a, b, an < bn ? an : bn);
+    return r ? r : (an > bn) - (an < bn);
+}
+
+static int keyref_cmp(const void *a, const void *b) {
+    const keyref *x = a, *y = b;
+    return key_cmp(x->s, x->n, y->s, y->n);
+}
+
+/* An object's members sorted by key (o->order); a key twice is an error. */
+static int index_keys(jparse *p, jv *o) {
+    keyref *r = malloc((o->n ? o->n : 1) * sizeof *r);
+    o->order = ar_keep(p->ar, malloc((o->n ? o->n : 1) * sizeof *o->order));
+    if (!r || !o->order) { free(r); return jp_fail(p, "out of memory"); }
+    for (uint32_t i = 0; i < o->n; i++) r[i] = (keyref){o->k[i].s, o->k[i].n, i};
+    qsort(r, o->n, sizeof *r, keyref_cmp);
+    int dup = 0;
+    for (uint32_t i = 0; i < o->n; i++) {
+        o->order[i] = r[i].i;
+        dup |= i && !keyref_cmp(&r[i - 1], &r[i]);
+    }
+    free(r);
+    return dup ? jp_fail(p, "duplicate key in the object that ends here") : 1;
+}
 
 /* An array or object: items (and keys) into growing vectors kept by the arena. */
 static int jp_container(jparse *p, jv *out, int object) {
@@ -202,8 +237,6 @@ static int jp_container(jparse *p, jv *out, int object) {
             if (object) {
                 if (p->i >= p->n || p->s[p->i] != '"') { free(v); free(k); return jp_fail(p, "expected a key"); }
                 if (!jp_string(p, &k[n])) { free(v); free(k); return 0; }
-                for (uint32_t j = 0; j < n; j++)
-                    if (k[j].n == k[n].n && !memcmp(k[j].s, k[n].s, k[n].n)) { free(v); free(k); return jp_fail(p, "duplicate key"); }
                 jp_ws(p);
                 if (p->i >= p->n || p->s[p->i] != ':') { free(v); free(k); return jp_fail(p, "expected ':'"); }
                 p->i++;
@@ -216,16 +249,16 @@ static int jp_container(jparse *p, jv *out, int object) {
         }
     }
     if ((v && !ar_keep(p->ar, v)) || (k && !ar_keep(p->ar, k))) return jp_fail(p, "out of memory");
-    *out = (jv){(uint8_t)(object ? JV_OBJ : JV_ARR), n, NULL, v, k};
+    *out = (jv){(uint8_t)(object ? JV_OBJ : JV_ARR), n, NULL, v, k, NULL, 0};
     p->depth--;
-    return 1;
+    return !object || index_keys(p, out);
 }
 
 static int jp_word(jparse *p, const char *w, uint8_t type, jv *out) {
     const size_t l = strlen(w);
     if (p->n - p->i < l || memcmp(p->s + p->i, w, l)) return jp_fail(p, "unexpected character");
     p->i += l;
-    *out = (jv){type, 0, NULL, NULL, NULL};
+    *out = (jv){type, 0, NULL, NULL, NULL, NULL, 0};
     return 1;
 }
 
@@ -260,11 +293,23 @@ static int parse_json(const char *text, size_t n, arena *ar, jv *out, char *err,
     return -1;
 }
 
+/* The index of o's member named key (n bytes), or -1. */
+static int64_t member_at(const jv *o, const char *key, uint32_t n) {
+    if (!o || o->type != JV_OBJ) return -1;
+    uint32_t lo = 0, hi = o->n;
+    while (lo < hi) {
+        const uint32_t m = lo + (hi - lo) / 2, i = o->order[m];
+        const int r = key_cmp(o->k[i].s, o->k[i].n, key, n);
+        if (!r) return i;
+        if (r < 0) lo = m + 1;
+        else hi = m;
+    }
+    return -1;
+}
+
 static const jv *member(const jv *o, const char *key) {
-    if (!o || o->type != JV_OBJ) return NULL;
-    for (uint32_t i = 0; i < o->n; i++)
-        if (!strcmp(o->k[i].s, key) && o->k[i].n == strlen(key)) return &o->v[i];
-    return NULL;
+    const int64_t i = member_at(o, key, (uint32_t)strlen(key));
+    return i < 0 ? NULL : &o->v[i];
 }
 
 /* ======================================================================== */
@@ -828,11 +873,8 @@ typedef struct cc {
     const jv *root;
     char *err;
     size_t errlen;
-    const jv **memo_s; /* schema object -> node */
-    uint32_t *memo_n;
-    int n_memo, cap_memo;
-    const jv *refs[64]; /* $ref chains being followed */
-    int n_refs;
+    jv any;            /* the schema true (and {}) */
+    int depth;         /* compile() calls open (a bound on the C stack) */
     char path[768];    /* where we are, as a JSON pointer */
     char never[600];   /* the first value found that nothing satisfies, and why */
 } cc;
@@ -937,9 +979,7 @@ static void put_value(buf *b, const jv *v) {
 
 static int lit_cmp(const void *a, const void *b) {
     const lit *x = a, *y = b;
-    const uint32_t n = x->len < y->len ? x->len : y->len;
-    const int r = memcmp(x->s, y->s, n);
-    return r ? r : (x->len > y->len) - (x->len < y->len);
+    return key_cmp((const char *)x->s, x->len, (const char *)y->s, y->len);
 }
 
 /* The serialization of v, kept by the grammar. */
@@ -971,8 +1011,8 @@ static int json_equal(const jv *a, const jv *b) {
     case JV_OBJ:
         if (a->n != b->n) return 0;
         for (uint32_t i = 0; i < a->n; i++) {
-            const jv *w = member(b, a->k[i].s);
-            if (!w || !json_equal(&a->v[i], w)) return 0;
+            const int64_t at = member_at(b, a->k[i].s, a->k[i].n);
+            if (at < 0 || !json_equal(&a->v[i], &b->v[at])) return 0;
         }
         return 1;
     default: return 1;
@@ -986,6 +1026,8 @@ static uint32_t utf8_length(const char *s, uint32_t n) {
 }
 
 static const jv *resolve_ref(const cc *c, const jv *ref);
+
+static int satisfies_rest(const cc *c, const jv *v, const jv *s, int depth);
 
 /* Does value v satisfy schema s (supported keywords only; compile() checked them)? */
 static int satisfies(const cc *c, const jv *v, const jv *s, int depth) {
@@ -1007,6 +1049,12 @@ static int satisfies(const cc *c, const jv *v, const jv *s, int depth) {
         while (i < k->n && !json_equal(v, &k->v[i])) i++;
         if (i == k->n) return 0;
     }
+    return satisfies_rest(c, v, s, depth);
+}
+
+/* The same but for s's own enum and const (and no $ref or anyOf in s). */
+static int satisfies_rest(const cc *c, const jv *v, const jv *s, int depth) {
+    const jv *k;
     if ((k = member(s, "type"))) {
         static const char *const names[] = {"null", "boolean", "boolean", "number", "string", "array", "object"};
         dec x;
@@ -1021,11 +1069,12 @@ static int satisfies(const cc *c, const jv *v, const jv *s, int depth) {
     if (v->type == JV_OBJ) {
         const jv *props = member(s, "properties"), *req = member(s, "required"), *add = member(s, "additionalProperties");
         for (uint32_t i = 0; i < v->n; i++) {
-            const jv *ps = member(props, v->k[i].s);
+            const int64_t at = member_at(props, v->k[i].s, v->k[i].n);
+            const jv *ps = at < 0 ? NULL : &props->v[at];
             if (ps ? !satisfies(c, &v->v[i], ps, depth + 1) : add && add->type == JV_FALSE) return 0;
         }
         for (uint32_t i = 0; req && i < req->n; i++)
-            if (!member(v, req->v[i].s)) return 0;
+            if (member_at(v, req->v[i].s, req->v[i].n) < 0) return 0;
     } else if (v->type == JV_ARR) {
         const jv *it = member(s, "items"), *mi = member(s, "minItems"), *mx = member(s, "maxItems");
         if ((mi && v->n < strtod(mi->s, NULL)) || (mx && v->n > strtod(mx->s, NULL))) return 0;
@@ -1149,11 +1198,22 @@ static int compile_object(cc *c, const jv *s, uint32_t id) {
     if (add && add->type != JV_TRUE && add->type != JV_FALSE && !(add->type == JV_OBJ && !add->n))
         return cfail(c, "'additionalProperties' with a schema is unsupported (only false or true)", NULL, NULL);
     uint32_t n = props ? props->n : 0, extra = 0;
+    keyref *r = req ? malloc((req->n ? req->n : 1) * sizeof *r) : NULL;
+    if (req && !r) return cfail(c, "out of memory", NULL, NULL);
     for (uint32_t i = 0; req && i < req->n; i++) {
-        if (req->v[i].type != JV_STR) return cfail(c, "'required' must be an array of names", NULL, NULL);
-        for (uint32_t j = 0; j < i; j++)
-            if (json_equal(&req->v[i], &req->v[j])) return cfail(c, "'required' names '%s' twice", req->v[i].s, NULL);
-        if (!member(props, req->v[i].s)) {
+        if (req->v[i].type != JV_STR) { free(r); return cfail(c, "'required' must be an array of names", NULL, NULL); }
+        r[i] = (keyref){req->v[i].s, req->v[i].n, i};
+    }
+    if (req) qsort(r, req->n, sizeof *r, keyref_cmp);
+    for (uint32_t i = 1; req && i < req->n; i++)
+        if (!keyref_cmp(&r[i - 1], &r[i])) {
+            const int rc = cfail(c, "'required' names '%s' twice", r[i].s, NULL);
+            free(r);
+            return rc;
+        }
+    free(r);
+    for (uint32_t i = 0; req && i < req->n; i++) {
+        if (member_at(props, req->v[i].s, req->v[i].n) < 0) {
             if (closed) return never(c, id, "required property '%s' is not in 'properties' and additionalProperties is false", req->v[i].s);
             extra++;
         }
@@ -1176,28 +1236,30 @@ static int compile_object(cc *c, const jv *s, uint32_t id) {
     x->fr = galloc(c, (n + 1) * sizeof *x->fr);
     x->rc = galloc(c, (n + 2) * sizeof *x->rc);
     if (!x->keys || !x->decl || !x->klen || !x->pnode || !x->req || !x->fr || !x->rc) return -1;
-    const jv any = {JV_TRUE, 0, NULL, NULL, NULL};
     uint32_t j = 0;
     for (uint32_t i = 0; props && i < props->n; i++, j++) {
         char seg[300];
         snprintf(seg, sizeof seg, "properties/%s", props->k[i].s);
         if (compile_at(c, &props->v[i], seg, &x->pnode[j]) || make_lit(c, &props->k[i], 1, &x->keys[j])) return -1;
+        if (x->keys[j].len > 65000) return cfail(c, "a property name is too long", NULL, NULL);
     }
     for (uint32_t i = 0; req && i < req->n; i++) {
-        uint32_t k = 0;
-        while (k < (props ? props->n : 0) && !json_equal(&props->k[k], &req->v[i])) k++;
-        if (props && k < props->n) { x->req[k] = 1; continue; }
+        const int64_t k = member_at(props, req->v[i].s, req->v[i].n);
+        if (k >= 0) { x->req[k] = 1; continue; }
         x->req[j] = 1; /* required, not among the properties: any value */
-        if (compile(c, &any, &x->pnode[j]) || make_lit(c, &req->v[i], 1, &x->keys[j])) return -1;
+        if (compile(c, &c->any, &x->pnode[j]) || make_lit(c, &req->v[i], 1, &x->keys[j])) return -1;
         j++;
     }
-    for (j = 0; j < n; j++) x->klen[j] = x->keys[j].len, x->decl[j] = j;
-    /* sort the keys, carrying their declared index */
-    for (uint32_t a = 1; a < n; a++)
-        for (uint32_t b = a; b > 0 && lit_cmp(&x->keys[b - 1], &x->keys[b]) > 0; b--) {
-            const lit tl = x->keys[b]; x->keys[b] = x->keys[b - 1]; x->keys[b - 1] = tl;
-            const uint32_t td = x->decl[b]; x->decl[b] = x->decl[b - 1]; x->decl[b - 1] = td;
-        }
+    /* the keys sorted, each with its declared index */
+    keyref *kr = malloc(n * sizeof *kr);
+    if (!kr) return cfail(c, "out of memory", NULL, NULL);
+    for (j = 0; j < n; j++) {
+        x->klen[j] = x->keys[j].len;
+        kr[j] = (keyref){(const char *)x->keys[j].s, x->keys[j].len, j};
+    }
+    qsort(kr, n, sizeof *kr, keyref_cmp);
+    for (j = 0; j < n; j++) x->keys[j] = (lit){(const uint8_t *)kr[j].s, kr[j].n}, x->decl[j] = kr[j].i;
+    free(kr);
     c->g->nodes[id].kind = N_OBJ;
     c->g->nodes[id].obj = x;
     return 0;
@@ -1243,21 +1305,18 @@ static int compile_number(cc *c, const jv *s, uint32_t id, int integer) {
     return 0;
 }
 
-/* enum / const: the values that also satisfy the rest of s, serialized. */
-static int compile_literals(cc *c, const jv *s, uint32_t id) {
-    const jv *cs = member(s, "const"), *en = member(s, "enum");
-    if (en && (en->type != JV_ARR || !en->n)) return cfail(c, "'enum' must be a non-empty array", NULL, NULL);
-    const uint32_t n = en ? en->n : 1;
-    lit *L = galloc(c, n * sizeof *L);
+/* Node id as the literal set of vals[0..n) (const: only those equal to it;
+   rest: only those that satisfy the rest of that schema), serialized. */
+static int literals(cc *c, uint32_t id, const jv *vals, uint32_t n, const jv *cs, const jv *rest, const char *what) {
+    lit *L = galloc(c, (n ? n : 1) * sizeof *L);
     if (!L) return -1;
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const jv *v = en ? &en->v[i] : cs;
-        if (!satisfies(c, v, s, 0)) continue;
-        if (make_lit(c, v, 0, &L[k])) return -1;
+        if ((cs && !json_equal(&vals[i], cs)) || (rest && !satisfies_rest(c, &vals[i], rest, 0))) continue;
+        if (make_lit(c, &vals[i], 0, &L[k])) return -1;
         k++;
     }
-    if (!k) return never(c, id, "no value of '%s' satisfies the rest of the schema", en ? "enum" : "const");
+    if (!k) return never(c, id, "no value of '%s' satisfies the rest of the schema", what);
     qsort(L, k, sizeof *L, lit_cmp);
     uint32_t m = 0;
     for (uint32_t i = 0; i < k; i++) /* the same value written twice */
@@ -1284,7 +1343,7 @@ static int compile_types(cc *c, const jv *s, uint32_t id, unsigned set) {
             node *nd = &c->g->nodes[k];
             uint32_t item = 0;
             if (it && it->type == JV_ARR) return cfail(c, "'items' as an array (a tuple) is unsupported", NULL, NULL);
-            if (it ? compile_at(c, it, "items", &item) : compile(c, &(jv){JV_TRUE, 0, NULL, NULL, NULL}, &item)) return -1;
+            if (it ? compile_at(c, it, "items", &item) : compile(c, &c->any, &item)) return -1;
             nd = &c->g->nodes[k];
             nd->kind = N_ARR;
             nd->item = item;
@@ -1298,11 +1357,9 @@ static int compile_types(cc *c, const jv *s, uint32_t id, unsigned set) {
             if (nd->lo > 1000000) return never(c, k, "minLength is above 10^6", NULL);
         } else if (t == JV_NUM || t == 7) {
             if (compile_number(c, s, k, t == 7)) return -1;
-        } else {
-            static const jv lits[3] = {{JV_NULL, 0, NULL, NULL, NULL}, {JV_FALSE, 0, NULL, NULL, NULL}, {JV_TRUE, 0, NULL, NULL, NULL}};
-            const jv arr = {JV_ARR, t == JV_NULL ? 1 : 2, NULL, (jv *)(t == JV_NULL ? lits : lits + 1), NULL};
-            const jv only = {JV_OBJ, 1, NULL, (jv *)&arr, (jv *)&(jv){JV_STR, 4, "enum", NULL, NULL}};
-            if (compile_literals(c, &only, k)) return -1;
+        } else { /* null; false, true */
+            static const jv words[3] = {{.type = JV_NULL}, {.type = JV_FALSE}, {.type = JV_TRUE}};
+            if (literals(c, k, t == JV_NULL ? words : words + 1, t == JV_NULL ? 1 : 2, NULL, NULL, "type")) return -1;
         }
     }
     if (nk > 1) {
@@ -1315,57 +1372,64 @@ static int compile_types(cc *c, const jv *s, uint32_t id, unsigned set) {
     return 0;
 }
 
+static int compile_schema(cc *c, const jv *s, uint32_t *out);
+static int compile_body(cc *c, const jv *s, uint32_t *out);
+
 static int compile(cc *c, const jv *s, uint32_t *out) {
-    static const jv any_schema = {JV_TRUE, 0, NULL, NULL, NULL};
-    if (s->type == JV_TRUE || (s->type == JV_OBJ && !s->n)) s = &any_schema;
-    for (int i = 0; i < c->n_memo; i++)
-        if (c->memo_s[i] == s) { *out = c->memo_n[i]; return 0; }
-    if (s->type != JV_OBJ && s->type != JV_TRUE && s->type != JV_FALSE) return cfail(c, "a schema must be an object or a boolean", NULL, NULL);
+    if (c->depth >= 256) return cfail(c, "schemas nested more than 256 deep (through $ref)", NULL, NULL);
+    c->depth++;
+    const int rc = compile_schema(c, s, out);
+    c->depth--;
+    return rc;
+}
+
+/* s has only known keywords, and $ref or anyOf (named by only) stands alone. */
+static int check_keywords(cc *c, const jv *s) {
+    const char *only = member(s, "$ref") ? "$ref" : member(s, "anyOf") ? "anyOf" : NULL;
     for (uint32_t i = 0; s->type == JV_OBJ && i < s->n; i++) {
         const char *k = s->k[i].s;
         if (!in_list(annotations, k) && !in_list(assertions, k) && !(!strcmp(k, "$id") && s == c->root))
             return cfail(c, "unsupported keyword '%s'", k, NULL);
+        if (only && in_list(assertions, k) && strcmp(k, only))
+            return cfail(c, !strcmp(only, "$ref") ? "'$ref' alongside '%s' is unsupported (put it in the referenced schema)"
+                                                  : "'anyOf' alongside '%s' is unsupported (put it in each alternative)", k, NULL);
     }
-    const jv *ref = member(s, "$ref");
-    if (ref) { /* the target's node */
-        for (uint32_t i = 0; i < s->n; i++)
-            if (in_list(assertions, s->k[i].s) && strcmp(s->k[i].s, "$ref"))
-                return cfail(c, "'$ref' alongside '%s' is unsupported (put it in the referenced schema)", s->k[i].s, NULL);
+    return 0;
+}
+
+static int compile_schema(cc *c, const jv *s, uint32_t *out) {
+    char saved[sizeof c->path];
+    int moved = 0; /* the path names a reference's target */
+    /* a $ref is its target's node: follow the chain to a schema that is not one */
+    for (int hops = 0;; hops++) {
+        if (s->type == JV_TRUE || (s->type == JV_OBJ && !s->n)) s = &c->any;
+        if (s->memo) { *out = s->memo - 1; break; }
+        if (s->type != JV_OBJ && s->type != JV_TRUE && s->type != JV_FALSE) return cfail(c, "a schema must be an object or a boolean", NULL, NULL);
+        if (check_keywords(c, s)) return -1;
+        const jv *ref = member(s, "$ref");
+        if (!ref) break;
         const jv *t = resolve_ref(c, ref);
         if (!t) return cfail(c, "$ref '%s' does not resolve (only local references: #, #/$defs/NAME, #/definitions/NAME)", ref->type == JV_STR ? ref->s : "?", NULL);
-        for (int i = 0; i < c->n_refs; i++)
-            if (c->refs[i] == s) return cfail(c, "$ref '%s' refers to itself", ref->s, NULL);
-        if (c->n_refs == 64) return cfail(c, "$ref chain too long", NULL, NULL);
-        c->refs[c->n_refs++] = s;
-        char saved[sizeof c->path];
-        memcpy(saved, c->path, sizeof saved);
+        if (hops == 64) return cfail(c, "$ref '%s' refers to itself (through 64 references or more)", ref->s, NULL);
+        if (!moved++) memcpy(saved, c->path, sizeof saved);
         snprintf(c->path, sizeof c->path, "%s", ref->s);
-        const int r = compile(c, t, out);
-        c->n_refs--;
-        if (!r) memcpy(c->path, saved, sizeof saved);
-        return r;
+        s = t;
     }
+    const int rc = s->memo ? 0 : compile_body(c, s, out);
+    if (!rc && moved) memcpy(c->path, saved, sizeof saved);
+    return rc;
+}
+
+/* A schema's own node (no $ref). */
+static int compile_body(cc *c, const jv *s, uint32_t *out) {
     uint32_t id;
     if (new_node(c, N_PENDING, &id)) return -1;
-    if (c->n_memo == c->cap_memo) {
-        const int cap = c->cap_memo ? 2 * c->cap_memo : 32;
-        const jv **ms = realloc(c->memo_s, (size_t)cap * sizeof *ms);
-        if (ms) c->memo_s = ms;
-        uint32_t *mn = realloc(c->memo_n, (size_t)cap * sizeof *mn);
-        if (mn) c->memo_n = mn;
-        if (!ms || !mn) return cfail(c, "out of memory", NULL, NULL);
-        c->cap_memo = cap;
-    }
-    c->memo_s[c->n_memo] = s;
-    c->memo_n[c->n_memo++] = id;
+    ((jv *)s)->memo = id + 1; /* the DOM is this create()'s own */
     *out = id;
     if (s->type == JV_TRUE) { c->g->nodes[id].kind = N_ANY; return 0; }
     if (s->type == JV_FALSE) { c->g->nodes[id].kind = N_NEVER; return 0; }
     const jv *any_of = member(s, "anyOf");
     if (any_of) {
-        for (uint32_t i = 0; i < s->n; i++)
-            if (in_list(assertions, s->k[i].s) && strcmp(s->k[i].s, "anyOf"))
-                return cfail(c, "'anyOf' alongside '%s' is unsupported (put it in each alternative)", s->k[i].s, NULL);
         if (any_of->type != JV_ARR || !any_of->n) return cfail(c, "'anyOf' must be a non-empty array of schemas", NULL, NULL);
         uint32_t *alts = galloc(c, any_of->n * sizeof *alts);
         if (!alts) return -1;
@@ -1383,12 +1447,12 @@ static int compile(cc *c, const jv *s, uint32_t *out) {
     unsigned set = 0;
     if (type_set(c, s, &set)) return -1;
     if (set ? compile_types(c, s, id, set) : (c->g->nodes[id].kind = N_ANY, 0)) return -1;
-    if (member(s, "enum") || member(s, "const")) {
-        /* the rest was compiled to check its keywords; the values decide */
-        c->g->nodes[id].alts = NULL;
-        return compile_literals(c, s, id);
-    }
-    return 0;
+    const jv *en = member(s, "enum"), *cs = member(s, "const");
+    if (!en && !cs) return 0;
+    /* the rest was compiled to check its keywords; the values decide */
+    if (en && (en->type != JV_ARR || !en->n)) return cfail(c, "'enum' must be a non-empty array", NULL, NULL);
+    c->g->nodes[id].alts = NULL;
+    return literals(c, id, en ? en->v : cs, en ? en->n : 1, en ? cs : NULL, s, en ? "enum" : "const");
 }
 
 /* ---- after compiling: shortest documents, alternatives, depths ---- */
@@ -1420,19 +1484,18 @@ static int32_t node_min_len(const grammar *g, const node *nd) {
     }
 }
 
-/* Alternatives that are anyOf themselves, inlined (depth-first, each node once). */
-static int flatten(cc *c, uint32_t id, uint32_t *out, uint32_t *n, uint32_t cap, uint8_t *seen) {
+/* Alternatives that are anyOf themselves, inlined (depth-first, each node
+   once: stamp[k] == mark when k is in out already; seen: on the path). */
+static int flatten(cc *c, uint32_t id, uint32_t *out, uint32_t *n, uint32_t *stamp, uint32_t mark, uint8_t *seen) {
     const node *nd = &c->g->nodes[id];
     if (nd->kind != N_ALT) {
-        for (uint32_t i = 0; i < *n; i++)
-            if (out[i] == id) return 0;
-        out[(*n)++] = id;
+        if (stamp[id] != mark) stamp[id] = mark, out[(*n)++] = id;
         return 0;
     }
     if (seen[id]) return cfail(c, "an anyOf contains itself", NULL, NULL);
     seen[id] = 1;
     for (uint32_t a = 0; a < c->g->nodes[id].n; a++)
-        if (flatten(c, c->g->nodes[id].alts[a], out, n, cap, seen)) return -1;
+        if (flatten(c, c->g->nodes[id].alts[a], out, n, stamp, mark, seen)) return -1;
     seen[id] = 0;
     return 0;
 }
@@ -1463,9 +1526,9 @@ static int finish(cc *c) {
     /* shortest documents: a fixed point from "none" down */
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].kind != N_NUM) g->nodes[i].min_len = SJ_INF;
-    for (int changed = 1; changed;) {
+    for (int changed = 1; changed;) { /* children come after their parents: last first */
         changed = 0;
-        for (uint32_t i = 0; i < g->n_nodes; i++) {
+        for (uint32_t i = g->n_nodes; i-- > 0;) {
             const int32_t m = node_min_len(g, &g->nodes[i]);
             if (m < g->nodes[i].min_len) g->nodes[i].min_len = m, changed = 1;
         }
@@ -1473,13 +1536,13 @@ static int finish(cc *c) {
     if (g->nodes[g->root].min_len >= SJ_INF)
         return cfail(c, "no finite JSON document satisfies the schema (%s)", c->never[0] ? c->never : "a required value that never ends, or false", NULL);
     uint8_t *seen = calloc(g->n_nodes, 1);
-    uint32_t *tmp = malloc(g->n_nodes * sizeof *tmp);
-    int rc = !seen || !tmp ? cfail(c, "out of memory", NULL, NULL) : 0;
+    uint32_t *tmp = malloc(g->n_nodes * sizeof *tmp), *stamp = calloc(g->n_nodes, sizeof *stamp);
+    int rc = !seen || !tmp || !stamp ? cfail(c, "out of memory", NULL, NULL) : 0;
     for (uint32_t i = 0; !rc && i < g->n_nodes; i++) {
         node *nd = &g->nodes[i];
         if (nd->kind == N_ALT) { /* concrete alternatives that can end */
             uint32_t n = 0, k = 0;
-            if ((rc = flatten(c, i, tmp, &n, g->n_nodes, seen))) break;
+            if ((rc = flatten(c, i, tmp, &n, stamp, i + 1, seen))) break;
             for (uint32_t a = 0; a < n; a++)
                 if (g->nodes[tmp[a]].min_len < SJ_INF) tmp[k++] = tmp[a];
             nd = &g->nodes[i];
@@ -1497,6 +1560,7 @@ static int finish(cc *c) {
     }
     free(seen);
     free(tmp);
+    free(stamp);
     if (rc) return -1;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         node *nd = &g->nodes[i];
@@ -1915,12 +1979,10 @@ static int sj_create(const picolm_sampler_init *init, void **state, char *err, s
     s->eos = v->eos_id;
     arena dom = {0};
     jv root;
-    cc c = {.g = &s->g, .root = &root, .err = err, .errlen = errlen};
+    cc c = {.g = &s->g, .root = &root, .err = err, .errlen = errlen, .any = {.type = JV_TRUE}};
     int rc = parse_json(text, strlen(text), &dom, &root, err, errlen);
     if (!rc) rc = compile(&c, &root, &s->g.root);
     if (!rc) rc = finish(&c);
-    free(c.memo_s);
-    free(c.memo_n);
     ar_free(&dom); /* the grammar keeps copies of what it needs */
     if (!rc) rc = vocab_tables(s, err, errlen);
     if (!rc) {

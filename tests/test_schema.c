@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "gguf.h"
@@ -105,6 +106,11 @@ static const doc_case DOCS[] = {
     {TREE,
      {"{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}"},
      {"{\"kids\":[]}", "{\"v\":1,\"kids\":[{}]}", "{\"v\":1,\"kids\":[1]}"}},
+    /* a reference to a reference, reached again inside its target */
+    {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/$defs/a\"}}}},"
+     "\"$ref\":\"#/$defs/a\"}",
+     {"{}", "{\"x\":{}}", "{\"x\":{\"x\":{}}}"},
+     {"{\"x\":1}", "{\"y\":{}}"}},
     {TOOLS,
      {"{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}", "{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":-2.5}}",
       "{\"name\":\"get_time\",\"arguments\":{}}", "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"CET\"}}"},
@@ -173,7 +179,7 @@ static const err_case ERRS[] = {
     {"{\"type\":\"array\",\"items\":[{},{}]}", "'items' as an array (a tuple) is unsupported"},
     {"{\"type\":", "not valid JSON: line 1, column 9"},
     {"{\"type\":\"string\",}", "not valid JSON: line 1, column 18"},
-    {"{\"a\":1,\n\"a\":2}", "line 2, column 4: duplicate key"},
+    {"{\"a\":1,\n\"a\":2}", "line 2, column 7: duplicate key"},
     {"[1]", "a schema must be an object or a boolean"},
     {"{\"type\":\"strin\"}", "'type' must name"},
     {"{\"$ref\":\"#/$defs/nope\"}", "$ref '#/$defs/nope' does not resolve"},
@@ -222,6 +228,60 @@ static void test_errors(void) {
     CHECK(st != NULL, "... and accepted for an array of integers (%s)", err);
     if (st) vt->destroy(st);
     tv_free(&nv);
+    tv_free(&bv);
+}
+
+/* Schemas as large as a request body may carry compile in time that grows
+   like their size (a server builds one per request): 50000 properties
+   (half required), an enum of 50000 values, an anyOf of 5000 tool calls,
+   a chain of 200 definitions; 300 is refused (the C stack). */
+static char *big_schema(int kind) {
+    const size_t cap = 8u << 20;
+    char *b = malloc(cap);
+    size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(b + n, cap - n, __VA_ARGS__))
+    if (kind == 0) {
+        PUT("{\"type\":\"object\",\"properties\":{");
+        for (int i = 0; i < 50000; i++) PUT("%s\"p%d\":{\"type\":\"%s\"}", i ? "," : "", i, i % 3 ? "integer" : "string");
+        PUT("},\"required\":[");
+        for (int i = 0; i < 50000; i += 2) PUT("%s\"p%d\"", i ? "," : "", i);
+        PUT("],\"description\":\"");
+        for (int i = 0; i < 200000; i++) PUT("x");
+        PUT("\"}");
+    } else if (kind == 1) {
+        PUT("{\"enum\":[");
+        for (int i = 0; i < 50000; i++) PUT("%s\"v%d\"", i ? "," : "", i * 7919 % 50000);
+        PUT("]}");
+    } else if (kind == 2) {
+        PUT("{\"anyOf\":[");
+        for (int i = 0; i < 5000; i++)
+            PUT("%s{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"f%d\"},\"arguments\":{\"type\":\"object\"}},"
+                "\"required\":[\"name\",\"arguments\"]}", i ? "," : "", i);
+        PUT("]}");
+    } else {
+        const int len = kind == 3 ? 200 : 300;
+        PUT("{\"$defs\":{");
+        for (int i = 0; i < len; i++) PUT("\"d%d\":{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#/$defs/d%d\"}}},", i, i + 1);
+        PUT("\"d%d\":{\"type\":\"null\"}},\"$ref\":\"#/$defs/d0\"}", len);
+    }
+#undef PUT
+    return b;
+}
+
+static void test_large(void) {
+    tvocab bv;
+    byte_vocab(&bv, 300);
+    static const char *const what[] = {"50000 properties", "an enum of 50000", "an anyOf of 5000 tool calls", "200 chained $defs"};
+    for (int k = 0; k < 5; k++) {
+        char *schema = big_schema(k), err[512];
+        const clock_t t0 = clock();
+        void *st = create(&bv, schema, err, sizeof err);
+        const double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        if (k < 4) CHECK(st && s < 10, "%s (%zu KB): compiled in %.2f s of CPU (%s)", what[k], strlen(schema) >> 10, s, err);
+        else CHECK(!st && strstr(err, "nested more than 256 deep"), "300 chained $defs: refused: %s", err);
+        if (st) vt->destroy(st);
+        free(schema);
+    }
     tv_free(&bv);
 }
 
@@ -444,6 +504,7 @@ int main(void) {
     test_budget();
     test_apply_logits();
     test_turns();
+    test_large();
     const char *shared = shared_dir("test_schema: real vocabularies");
     if (shared) {
         test_real_vocab(shared, "rand-qwen2-q4_0.gguf");
