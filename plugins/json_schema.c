@@ -406,6 +406,7 @@ typedef struct node {
     uint8_t first[32]; /* bytes a value may start with (bitset) */
     uint32_t n;        /* N_LITS: literals; N_ALT: alternatives */
     lit *lits;         /* N_LITS: sorted */
+    uint32_t *bmin;    /* N_LITS: the shortest length in each block of SJ_BLOCK */
     uint32_t *alts;    /* N_ALT: concrete nodes */
     uint32_t item;     /* N_ARR */
     uint32_t lo, hi;   /* N_ARR: items; N_STR: code points */
@@ -500,11 +501,21 @@ static int narrow(const lit *L, uint32_t *lo, uint32_t *hi, uint32_t pos, unsign
     return 1;
 }
 
-static int32_t lits_cost(const lit *L, uint32_t lo, uint32_t hi, uint32_t pos) {
-    int32_t best = SJ_INF;
-    for (uint32_t i = lo; i < hi; i++)
-        if ((int32_t)(L[i].len - pos) < best) best = (int32_t)(L[i].len - pos);
-    return best;
+/* The bytes left of the shortest literal in [lo, hi) after pos: whole
+   blocks of SJ_BLOCK by their minimum (bmin), the ends one by one. */
+#define SJ_BLOCK 64
+static int32_t lits_cost(const node *nd, uint32_t lo, uint32_t hi, uint32_t pos) {
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = lo; i < hi;) {
+        if (i % SJ_BLOCK == 0 && i + SJ_BLOCK <= hi) {
+            if (nd->bmin[i / SJ_BLOCK] < best) best = nd->bmin[i / SJ_BLOCK];
+            i += SJ_BLOCK;
+        } else {
+            if (nd->lits[i].len < best) best = nd->lits[i].len;
+            i++;
+        }
+    }
+    return best == UINT32_MAX ? SJ_INF : (int32_t)(best - pos);
 }
 
 static int32_t sat_add(int64_t a, int64_t b) { return a + b >= SJ_INF ? SJ_INF : (int32_t)(a + b); }
@@ -616,7 +627,7 @@ static int32_t frame_cost(const grammar *g, const thread *t, int i) {
         return sat_add(pend + (nd->lo > f->u.s.count ? nd->lo - f->u.s.count : 0), 1);
     }
     case N_NUM: return num_cost(nd, f);
-    case N_LITS: return lits_cost(nd->lits, f->u.l.lo, f->u.l.hi, f->u.l.pos);
+    case N_LITS: return lits_cost(nd, f->u.l.lo, f->u.l.hi, f->u.l.pos);
     default: return jg_closing_cost(&f->u.any);
     }
 }
@@ -1321,9 +1332,14 @@ static int literals(cc *c, uint32_t id, const jv *vals, uint32_t n, const jv *cs
     uint32_t m = 0;
     for (uint32_t i = 0; i < k; i++) /* the same value written twice */
         if (!m || lit_cmp(&L[m - 1], &L[i])) L[m++] = L[i];
+    uint32_t *bmin = galloc(c, (m / SJ_BLOCK + 1) * sizeof *bmin);
+    if (!bmin) return -1;
+    for (uint32_t i = 0; i < m; i++)
+        if (i % SJ_BLOCK == 0 || L[i].len < bmin[i / SJ_BLOCK]) bmin[i / SJ_BLOCK] = L[i].len;
     node *nd = &c->g->nodes[id];
     nd->kind = N_LITS;
     nd->lits = L;
+    nd->bmin = bmin;
     nd->n = m;
     return 0;
 }
@@ -1462,7 +1478,7 @@ static int32_t node_min_len(const grammar *g, const node *nd) {
     case N_ANY: return nd->obj_only ? 2 : 1;
     case N_STR: return sat_add(nd->lo, 2);
     case N_NUM: return nd->min_len;
-    case N_LITS: return lits_cost(nd->lits, 0, nd->n, 0);
+    case N_LITS: return lits_cost(nd, 0, nd->n, 0);
     case N_ARR: {
         const int64_t L = g->nodes[nd->item].min_len;
         return nd->lo ? sat_add(nd->lo * L + nd->lo - 1, 2) : 2;
