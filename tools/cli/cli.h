@@ -59,9 +59,23 @@ int cli_close_stdout(const char *tool);
 void cli_print_sampler_keys(const picolm_config *cfg, FILE *out, int as_ini);
 
 /* The sampler chain cfg asks for: its chain, "auto" expanded (greedy for
-   temperature 0, else the stages whose parameters are not neutral, json
-   first with --json), the [sampler] keys and the seed.  0, or -1 with a
-   message. */
+   temperature 0, else the stages whose parameters are not neutral;
+   json_schema first with --json-schema, else json first with --json), the
+   [sampler] keys (json_schema: the schema's text, read from its file) and
+   the seed.  0, or -1 with a message. */
 int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *vocab,
                        char *err, size_t errlen);
+
+/* The name of the grammar stage cfg puts first: "json_schema" with
+   --json-schema, "json" with --json, else NULL (the output is free text). */
+const char *cli_grammar(const picolm_config *cfg);
+
+/* All of f, NUL-terminated (*len bytes before the NUL; at most 64 MiB), or
+   NULL with errno set. */
+char *cli_read_all(FILE *f, size_t *len);
+
+/* --json-schema's text: the value itself when it starts with '{' (after
+   blanks), else the file it names, read whole (free it).  NULL with a
+   message naming where the value was set when the file cannot be read. */
+char *cli_schema_text(const picolm_config *cfg, char *err, size_t errlen);
 #endif

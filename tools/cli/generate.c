@@ -204,7 +204,7 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const int32_t left = budget - i < room ? budget - i : room;
         if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
         /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
-        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
+        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cli_grammar(cfg))) { *end = GEN_END_EOS; break; }
         int is_end = 0;
         for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
         if (is_end) { *end = GEN_END_EOS; break; }
