@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "picolm/fp16.h"
-#include "kvpool.h"
+#include "kv.h"
 #include "threadpool.h"
 #include "util.h"
 
@@ -17,38 +17,8 @@ size_t att_tmp_floats(const llama_hparams *hp) {
     return group * hp->head_dim + 2 * group + 2 * (size_t)hp->head_dim;
 }
 
-int kv_run(const llama_ctx *c, int layer, int t0, int end, const uint8_t **k, const uint8_t **v) {
-    const kv_pool *p = c->kv_pool;
-    if (!p) {
-        const size_t off = ((size_t)layer * c->n_ctx + (size_t)t0) * c->kv_row_bytes;
-        *k = c->k_cache + off;
-        *v = c->v_cache + off;
-        return end - t0;
-    }
-    const int bs = p->block_size, in = t0 % bs;
-    const size_t off = (size_t)c->blocks[t0 / bs] * p->block_bytes + ((size_t)layer * bs + (size_t)in) * p->row_bytes;
-    *k = p->k + off;
-    *v = p->v + off;
-    return bs - in < end - t0 ? bs - in : end - t0;
-}
-
-void store_kv(llama_ctx *c, int layer, int pos, const float *k, const float *v) {
-    const uint8_t *kr, *vr;
-    kv_run(c, layer, pos, pos + 1, &kr, &vr);
-    const int kvd = c->m->hp.n_head_kv * c->m->hp.head_dim;
-    if (c->kv_type == KV_Q8_0) {
-        const picolm_format *q8 = c->m->d->types[PICOLM_TYPE_Q8_0].fmt;
-        q8->quantize_row(k, (uint8_t *)kr, kvd);
-        q8->quantize_row(v, (uint8_t *)vr, kvd);
-    } else {
-        c->m->d->ops.f32_to_f16((uint16_t *)kr, k, kvd);
-        c->m->d->ops.f32_to_f16((uint16_t *)vr, v, kvd);
-    }
-}
-
-
 typedef struct att_task {
-    llama_ctx *c;
+    llama_batch *c;
     int layer, nb;
     int qpt;                    /* query heads per task: a share of one KV head's group */
 } att_task;
@@ -65,21 +35,25 @@ static void axpby(float *restrict y, float a, float b, const float *restrict v, 
 /* One task = qpt query heads of one token that share a KV head. */
 static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
     const att_task *A = ctx;
-    llama_ctx *c = A->c;
-    const llama_hparams *hp = &c->m->hp;
-    const pl_ops *ops = &c->m->d->ops;
+    llama_batch *c = A->c;
+    const llama_model *m = c->m;
+    const llama_hparams *hp = &m->hp;
+    const pl_ops *ops = &m->d->ops;
     const int hd = hp->head_dim, qd = hp->n_head * hd, qpt = A->qpt;
     const int group = hp->n_head / hp->n_head_kv, parts = group / qpt;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *tmp = c->att + (size_t)c->n_batch * qd + (size_t)tid * att_tmp_floats(hp);
+    /* 1/sqrt(head_dim), unless the recipe scaled q already */
+    const float scale = m->arch->q_scale ? 1.0f : 1.0f / sqrtf((float)hd);
+    const int window = m->layers[A->layer].kind == LAYER_SWA ? hp->n_swa : 0;
+    float *tmp = c->att_tmp + (size_t)tid * att_tmp_floats(hp);
     float *qr = tmp, *mx = tmp + (size_t)group * hd, *sum = mx + group, *kv = sum + group;
-    const picolm_format *q8 = c->kv_type == KV_Q8_0 ? c->m->d->types[PICOLM_TYPE_Q8_0].fmt : NULL;
     for (int64_t i = i0; i < i1; i++) {
         const int b = (int)(i / (hp->n_head_kv * parts)), kvh = (int)(i / parts % hp->n_head_kv), h0 = kvh * group + (int)(i % parts) * qpt;
-        /* the token's own sequence: its cache, up to its position */
-        const llama_ctx *kc = c->tok_seq[b];
-        const int pos = c->tok_pos[b];
-        const size_t rb = kc->kv_row_bytes;
+        /* the token's own sequence: its cache, up to its position (from
+           the window's first position in a sliding-window layer) */
+        const kv_seq *kc = c->tok_seq[b];
+        const int pos = c->tok_pos[b], first = window && pos >= window ? pos - window + 1 : 0;
+        const size_t rb = kc->pool->row_bytes;
+        const picolm_format *q8 = kc->pool->kv_type == KV_Q8_0 ? m->d->types[PICOLM_TYPE_Q8_0].fmt : NULL;
         const float *qg = c->q + (size_t)b * qd + (size_t)h0 * hd;
         float *yg = c->att + (size_t)b * qd + (size_t)h0 * hd;
         memset(yg, 0, (size_t)qpt * hd * sizeof(float));
@@ -93,7 +67,7 @@ static void att_worker(void *ctx, int64_t i0, int64_t i1, int tid) {
         }
         /* position order, run by run (one run for a contiguous cache, one
            per block for a paged one): the same steps either way */
-        for (int t0 = 0, nr; t0 <= pos; t0 += nr) {
+        for (int t0 = first, nr; t0 <= pos; t0 += nr) {
             const uint8_t *kbase, *vbase;
             nr = kv_run(kc, A->layer, t0, pos + 1, &kbase, &vbase);
             if (!q8 && ops->attn_f16) /* the loop below, in one backend call for the qpt heads */
@@ -153,7 +127,7 @@ static int att_queries_per_task(int n_tok, int n_head, int group, int nthr) {
 }
 
 
-void attention(llama_ctx *c, int layer, int n) {
+void attention(llama_batch *c, int layer, int n) {
     const llama_hparams *hp = &c->m->hp;
     att_task A = {c, layer, n, att_queries_per_task(n, hp->n_head, hp->n_head / hp->n_head_kv, threadpool_size(c->pool))};
     const double t0 = c->prof.on ? pl_now() : 0;

@@ -13,7 +13,7 @@ static const char *const kind_names[CHAT_N_KINDS] = {
     [CHAT_LLAMA2_SYS_STRIP] = "llama2-sys-strip", [CHAT_MISTRAL_V7] = "mistral-v7",
     [CHAT_PHI3] = "phi3",           [CHAT_ZEPHYR] = "zephyr",
     [CHAT_GEMMA] = "gemma",         [CHAT_LLAMA3] = "llama3",
-    [CHAT_GLMEDGE] = "glmedge",
+    [CHAT_GLMEDGE] = "glmedge",     [CHAT_SMOLLM3] = "smollm3",
 };
 
 /* llama.cpp's other built-in names: recognised, not rendered by picolm */
@@ -98,6 +98,10 @@ const char *chat_detect(const char *tmpl, size_t len) {
     for (const char *const *o = other_names; *o; o++)
         if (strlen(*o) == len && !memcmp(tmpl, *o, len)) return *o;
 
+    /* SmolLM3's own template (its reasoning-mode system block): rendered as
+       its Jinja does, where llama.cpp's built-in rules would say chatml */
+    if (has(t, "<|im_start|>") && has(t, "Reasoning Mode: "))
+        return "smollm3";
     if (has(t, "<|im_start|>"))
         return has(t, "<|im_sep|>") ? "phi4" : has(t, "<end_of_utterance>") ? "smolvlm" : "chatml";
     if ((len >= 7 && !memcmp(tmpl, "mistral", 7)) || has(t, "[INST]")) {
@@ -263,13 +267,79 @@ static void render_gemma(pl_sbuf *b, const chat_msg *m, int n, int add_ass, int 
     if (add_ass) sb_str(b, "<start_of_turn>model\n");
 }
 
+/* SmolLM3: a system block with metadata and the reasoning mode (/think
+   unless the system message says /no_think), the system message's text
+   (without those switches) or a default; in /no_think mode every
+   assistant turn starts with an empty think block. */
+static void render_smollm3(pl_sbuf *b, const chat_msg *m, int n, int add_ass, int kind) {
+    (void)kind;
+    int think = 1;
+    pl_sbuf custom = {0};
+    if (n && is_role(&m[0], "system")) {
+        const char *c = m[0].content;
+        size_t l = m[0].len;
+        const tmpl_text t = {c, l};
+        think = has(t, "/no_think") ? 0 : 1;
+        /* the text without "/no_think", then without "/think", right-trimmed */
+        pl_sbuf a = {0};
+        for (size_t i = 0; i < l;) {
+            if (i + 9 <= l && !memcmp(c + i, "/no_think", 9)) i += 9;
+            else pl_sbuf_add(&a, c + i++, 1);
+        }
+        for (size_t i = 0; i < a.n;) {
+            if (i + 6 <= a.n && !memcmp(a.p + i, "/think", 6)) i += 6;
+            else pl_sbuf_add(&custom, a.p + i++, 1);
+        }
+        while (custom.n && isspace((unsigned char)custom.p[custom.n - 1])) custom.n--;
+        if (a.oom) b->oom = 1;
+        free(a.p);
+    }
+    sb_str(b, "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: ");
+    sb_str(b, think ? "/think" : "/no_think");
+    sb_str(b, "\n\n## Custom Instructions\n\n");
+    if (custom.n) pl_sbuf_add(b, custom.p, custom.n), sb_str(b, "\n\n");
+    else if (think)
+        sb_str(b, "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves thoroughly "
+                  "exploring questions through a systematic thinking process before providing the final precise and accurate solutions. "
+                  "This requires engaging in a comprehensive cycle of analysis, summarizing, exploration, reassessment, reflection, "
+                  "backtracking, and iteration to develop well-considered thinking process. Please structure your response into two main "
+                  "sections: Thought and Solution using the specified format: <think> Thought section </think> Solution section. In the "
+                  "Thought section, detail your reasoning process in steps. Each step should include detailed considerations such as "
+                  "analysing questions, summarizing relevant findings, brainstorming new ideas, verifying the accuracy of the current "
+                  "steps, refining any errors, and revisiting previous steps. In the Solution section, based on various attempts, "
+                  "explorations, and reflections from the Thought section, systematically present the final solution that you deem "
+                  "correct. The Solution section should be logical, accurate, and concise and detail necessary steps needed to reach the "
+                  "conclusion.\n\n");
+    else sb_str(b, "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n");
+    if (custom.oom) b->oom = 1;
+    free(custom.p);
+    sb_str(b, "<|im_end|>\n");
+    const char *open_ass = think ? "<|im_start|>assistant\n" : "<|im_start|>assistant\n<think>\n\n</think>\n";
+    for (int i = 0; i < n; i++) {
+        if (is_role(&m[i], "user") || is_role(&m[i], "tool")) {
+            sb_str(b, "<|im_start|>user\n");
+            sb_msg(b, &m[i]);
+        } else if (is_role(&m[i], "assistant")) {
+            const char *c = m[i].content;
+            size_t l = m[i].len;
+            while (l && *c == '\n') c++, l--; /* lstrip("\n") */
+            sb_str(b, open_ass);
+            pl_sbuf_add(b, c, l);
+        } else {
+            continue; /* system messages: only the first counts, above */
+        }
+        sb_str(b, "<|im_end|>\n");
+    }
+    if (add_ass) sb_str(b, open_ass);
+}
+
 static const render_fn renderers[CHAT_N_KINDS] = {
     [CHAT_CHATML] = render_framed,         [CHAT_LLAMA2] = render_llama2,
     [CHAT_LLAMA2_SYS] = render_llama2,     [CHAT_LLAMA2_SYS_BOS] = render_llama2,
     [CHAT_LLAMA2_SYS_STRIP] = render_llama2, [CHAT_MISTRAL_V7] = render_mistral_v7,
     [CHAT_PHI3] = render_framed,           [CHAT_ZEPHYR] = render_framed,
     [CHAT_GEMMA] = render_gemma,           [CHAT_LLAMA3] = render_framed,
-    [CHAT_GLMEDGE] = render_framed,
+    [CHAT_GLMEDGE] = render_framed,        [CHAT_SMOLLM3] = render_smollm3,
 };
 
 char *chat_render(int kind, const chat_msg *m, int n, int add_ass, size_t *len) {

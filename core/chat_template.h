@@ -3,7 +3,9 @@
  * llama.cpp's llama_chat_apply_template does (src/llama-chat.cpp): the
  * model's Jinja tokenizer.chat_template is classified by the same substring
  * rules as llm_chat_detect_template, and each recognised kind has a fixed
- * renderer that gives llama.cpp's bytes.
+ * renderer that gives llama.cpp's bytes.  One more kind, smollm3, is
+ * SmolLM3's Jinja template as llama-server renders it (llama.cpp's built-in
+ * rules would take it for chatml and drop its system block).
  */
 #ifndef PICOLM_CHAT_TEMPLATE_H
 #define PICOLM_CHAT_TEMPLATE_H
@@ -25,11 +27,12 @@ enum chat_kind {
     CHAT_GEMMA,
     CHAT_LLAMA3,
     CHAT_GLMEDGE,
+    CHAT_SMOLLM3,
     CHAT_N_KINDS
 };
 
 /* The names, comma separated, for messages and --help. */
-#define CHAT_KIND_NAMES "chatml, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v7, phi3, zephyr, gemma, llama3, glmedge"
+#define CHAT_KIND_NAMES "chatml, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v7, phi3, zephyr, gemma, llama3, glmedge, smollm3"
 
 const char *chat_kind_name(int kind);
 /* A name as --chat-template takes it -> kind; -1 unknown. */

@@ -32,6 +32,11 @@ typedef struct engine_opts {
                                  the log sink, picolm_log_set) */
 } engine_opts;
 
+/* The model at path on the dispatch table d, and (tok non-NULL) its
+   tokenizer, checked against it.  0, or -1 with a message. */
+int engine_load_model(const pl_dispatch *d, const char *path, const gguf_limits *lim, llama_model *m, tokenizer **tok,
+                      char *err, size_t errlen);
+
 /* Returns a new engine or NULL with a message in err. */
 engine *build_engine(const engine_opts *o, char *err, size_t errlen);
 void free_engine(engine *e);

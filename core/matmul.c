@@ -158,7 +158,7 @@ static void aq_worker(void *ctx, int64_t u0, int64_t u1, int tid) {
 
 /* Up to 3 matrices sharing the same input (Q/K/V, gate/up) in one parallel
    region: the input is quantized once per distinct activation type. */
-static void matmul_n_run(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
+static void matmul_n_run(llama_batch *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
     mm_task T;
     T.n_jobs = n;
     T.nb = nb;
@@ -204,13 +204,13 @@ static void matmul_n_run(llama_ctx *c, int n, const qmat *const *w, float *const
     threadpool_run(c->pool, nthr, mm_worker, &T);
 }
 
-void matmul_n(llama_ctx *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
+void matmul_n(llama_batch *c, int n, const qmat *const *w, float *const *out, const float *x, int nb) {
     const double t0 = c->prof.on ? pl_now() : 0;
     matmul_n_run(c, n, w, out, x, nb);
     if (c->prof.on) c->prof.matmul += pl_now() - t0;
 }
 
-void matmul(llama_ctx *c, const qmat *w, float *out, const float *x, int nb) {
+void matmul(llama_batch *c, const qmat *w, float *out, const float *x, int nb) {
     matmul_n(c, 1, &w, &out, x, nb);
 }
 

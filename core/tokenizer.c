@@ -367,8 +367,10 @@ static const char *const fim_mid_texts[] = { "<|fim_middle|>", "<fim-middle>", "
 static const char *const fim_pad_texts[] = { "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL };
 static const char *const fim_rep_texts[] = { "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL };
 static const char *const fim_sep_texts[] = { "<|file_sep|>", NULL };
-static const char *const eog_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", NULL };
+static const char *const eog_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "[e~[", NULL };
 /* gpt-oss: always rendered */
 static const char *const shown_texts[] = { "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL };
 
@@ -419,6 +421,12 @@ static int find_roles(tokenizer *t, const gguf_file *f) {
     cand[n++] = t->eos;
     cand[n++] = eot;
     cand[n++] = eom;
+    /* with <|tool_response>, </s> is an ordinary piece again (gemma4, paddleocr) */
+    const int32_t s_end = find_str(t, "</s>");
+    if (s_end >= 0 && find_str(t, "<|tool_response>") >= 0 && s_end != t->eos) {
+        for (int i = 0; i < n; i++) if (cand[i] == s_end) cand[i] = -1;
+        t->type[s_end] = TOKEN_TYPE_NORMAL;
+    }
     /* o200k_harmony: with <|return|> and <|call|>, <|end|> is not the end */
     int32_t ret = find_str(t, "<|return|>"), call = find_str(t, "<|call|>"), end = find_str(t, "<|end|>");
     if (ret >= 0 && call >= 0 && end >= 0) {

@@ -25,12 +25,17 @@ double pl_thread_now(void);
 int pl_same_file(const char *a, const char *b);
 
 /* Atomic file replacement: write to a temporary file beside `path`, then
-   flush, fsync and rename over it.  A reader never sees a partial file. */
+   flush, fsync and rename over it.  A reader never sees a partial file.
+   The temporary file has no name until commit where the system allows it
+   (O_TMPFILE), so a process killed mid-way leaves nothing behind.  An
+   existing `path` that is not a regular file (a device, a FIFO) is refused;
+   a symbolic link is followed (its target is replaced, the link stays). */
 #include <stdio.h>
 typedef struct pl_atomic_file {
     FILE *f;            /* write here between open and commit */
-    char tmp[4096];     /* "" once committed or aborted */
+    char tmp[4096];     /* the named temporary file; "" when unnamed, committed or aborted */
     char path[4096];
+    int unnamed;        /* f is an O_TMPFILE file, linked in at commit */
 } pl_atomic_file;
 int pl_atomic_open(pl_atomic_file *a, const char *path, char *err, size_t errlen);
 int pl_atomic_commit(pl_atomic_file *a, char *err, size_t errlen); /* aborts on failure */

@@ -5,6 +5,7 @@
    block sizes (no plugins, no dlopen: deterministic). */
 #include "common.h"
 #include "gguf.h"
+#include "ctx.h"
 #include "model.h"
 #include "ops.h"
 #include "plugins.h"

@@ -1,7 +1,8 @@
 # Sanitizer builds of the whole tree + the test suite (docs/fuzzing.md).
 #   make test-asan   ASan+UBSan build in build-asan/, tests/run.sh on it
-#   make test-tsan   TSan build in build-tsan/: thread pool test, and
-#                    generations on 2 threads with the machine under load
+#   make test-tsan   TSan build in build-tsan/: thread pool test,
+#                    generations on 2 threads with the machine under load,
+#                    and picolm-server under 16 concurrent streams
 # Plugins are built with the same flags: they are dlopen'd into a sanitized
 # process (clang resolves their runtime references from the executable).
 SAN_CC    ?= clang
@@ -37,6 +38,10 @@ test-tsan:
 	if [ -x build-tsan/bin/picolm ]; then \
 	    echo "tsan: picolm -p ROMEO: -n 24 -j 2"; \
 	    $(SAN_ENV_TSAN) build-tsan/bin/picolm $(TSAN_MODEL) -p "ROMEO:" -n 24 -j 2 >/dev/null; \
+	fi; \
+	if [ -x build-tsan/bin/picolm-server ]; then \
+	    echo "tsan: picolm-server -j 2 --slots 8, 16 concurrent streams, SIGTERM"; \
+	    $(SAN_ENV_TSAN) sh tests/tsan_server.sh build-tsan $(TSAN_MODEL); \
 	fi; \
 	echo "test-tsan: clean"
 

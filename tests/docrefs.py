@@ -38,7 +38,7 @@ EXTERNAL = {
     "simd-mappings.h", "iqk_mul_mat.cpp", "convert_hf_to_gguf.py",
     "gguf.py", "bench.js", "package.json", "index.js", "x.c", "app.c",
     "my.c", "myformat.c", "mybackend.c", "plugin.so", "e_exp2f_data.c",
-    "qemu-plugin.h", "test-chat-template.cpp",
+    "qemu-plugin.h", "test-chat-template.cpp", "llama.h",
 }
 # History belongs in git: none of these in the text (built so that this
 # file does not match itself).

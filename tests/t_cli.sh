@@ -207,7 +207,7 @@ PICOLM_CPU_MASK=bogus "$BIN" "$MODEL" -n 1 -p hi >"$tmp/out" 2>"$tmp/err" </dev/
 [ $rc -eq 2 ] && grep -q "PICOLM_CPU_MASK" "$tmp/err"; ok "PICOLM_CPU_MASK=bogus is an error (rc $rc: $(brief "$tmp/err"))"
 
 # --fit: DOES NOT FIT is a failure
-run --fit "$MODEL" --ram 3M
+run --fit "$MODEL" --ram 2M
 [ $rc -eq 1 ] && grep -q "DOES NOT FIT" "$tmp/out"; ok "--fit exits 1 when the verdict is DOES NOT FIT"
 
 # the cache: say when the file is created; "not saved" once; "prefill 1 token"

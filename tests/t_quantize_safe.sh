@@ -20,6 +20,8 @@ chmod 444 "$d/m.gguf"
 sum=$(cksum <"$d/m.gguf")
 intact() { [ "$(cksum <"$d/m.gguf")" = "$sum" ] && [ "$(stat -c %a "$d/m.gguf")" = 444 ]; }
 leftovers() { ls "$d" | grep '\.tmp\.' | tr '\n' ' '; }
+# PID is writing OUT: a temporary file beside it, named or not yet (O_TMPFILE: "d/#123 (deleted)")
+writing() { [ -n "$(leftovers)" ] || ls -l "/proc/$1/fd" 2>/dev/null | grep -q -- "-> $d/#"; }
 
 # 1. the same file under four names
 ln -s m.gguf "$d/link.gguf"
@@ -57,8 +59,8 @@ for sig in INT TERM; do
             env --default-signal=INT,TERM "$Q" "$d/m.gguf" "$out" Q4_K_M -j 1 >/dev/null 2>"$tmp/err" &
             pid=$!
             i=0
-            while [ $i -lt 500 ] && [ -z "$(leftovers)" ] && kill -0 $pid 2>/dev/null; do sleep 0.01; i=$((i + 1)); done
-            if [ -n "$(leftovers)" ] && kill -s $sig $pid 2>/dev/null; then
+            while [ $i -lt 500 ] && ! writing $pid && kill -0 $pid 2>/dev/null; do sleep 0.01; i=$((i + 1)); done
+            if writing $pid && kill -s $sig $pid 2>/dev/null; then
                 wait $pid; rc=$?; caught=1; break
             fi
             wait $pid

@@ -76,11 +76,11 @@ rc=$?
 # and completes (it was closed mid-stream: curl exit 18).
 if start_server "$tmp/idle.log" -c 2048 --slots 2 --kv-blocks 100 --idle-timeout 1; then
     IDLE_URL=$URL
-    curl -s -H "Authorization: Bearer $KEY" "$IDLE_URL/v1/completions" -o "$tmp/idleA.txt" \
+    curl -s -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" "$IDLE_URL/v1/completions" -o "$tmp/idleA.txt" \
         -d '{"prompt":"a","max_tokens":2000,"stream":true}' &
     ca=$!
     sleep 0.3
-    curl -s -H "Authorization: Bearer $KEY" "$IDLE_URL/v1/completions" -o "$tmp/idleB.txt" \
+    curl -s -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" "$IDLE_URL/v1/completions" -o "$tmp/idleB.txt" \
         -d '{"prompt":"b","max_tokens":1000,"stream":true,"stream_options":{"include_usage":true}}'
     cb=$?
     wait $ca
@@ -104,11 +104,11 @@ if start_server "$tmp/fcfs.log" --slots 2 --prefill-chunk 2 -c 2048; then
     FCFS_URL=$URL
     long=$(awk 'BEGIN { for (i = 0; i < 360; i++) printf "the sea and the ship "; }')
     short=$(awk 'BEGIN { for (i = 0; i < 150; i++) printf "a boat on the waves "; }')
-    (curl -s -H "Authorization: Bearer $KEY" "$FCFS_URL/v1/completions" -o "$tmp/fcfsA.json" \
+    (curl -s -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" "$FCFS_URL/v1/completions" -o "$tmp/fcfsA.json" \
         -d '{"prompt":"'"$long"'","max_tokens":1}'; date +%s%N >"$tmp/fcfsA.t") &
     fa=$!
     sleep 0.1
-    curl -s -H "Authorization: Bearer $KEY" "$FCFS_URL/v1/completions" -o "$tmp/fcfsB.json" \
+    curl -s -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" "$FCFS_URL/v1/completions" -o "$tmp/fcfsB.json" \
         -d '{"prompt":"'"$short"'","max_tokens":1}'
     date +%s%N >"$tmp/fcfsB.t"
     wait $fa
@@ -136,7 +136,7 @@ if start_server "$tmp/ram.log" --slots 8 --ram "${ram}M"; then
     RAM_URL=$URL RAM_PID=$PID
     cps=
     for i in 1 2 3 4 5 6 7 8; do
-        curl -s -H "Authorization: Bearer $KEY" "$RAM_URL/v1/completions" -o "$tmp/ram$i.json" -w '%{http_code}\n' \
+        curl -s -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" "$RAM_URL/v1/completions" -o "$tmp/ram$i.json" -w '%{http_code}\n' \
             -d '{"prompt":"Stream '$i' tells a long story about the sea and","max_tokens":96}' >"$tmp/ramc$i" &
         cps="$cps $!"
     done

@@ -127,6 +127,127 @@ out:
     free(greedy_txt);
 }
 
+/* The logits of toks[0..n) evaluated alone in a fresh sequence of its own
+   pool, one row per token (n x nv). */
+static float *alone(picolm_model *m, const int32_t *toks, int n, int nv) {
+    char err[512];
+    picolm_kv *kv = picolm_kv_new(m, &(picolm_kv_params){.block_size = 64, .n_blocks = 1}, err, sizeof err);
+    picolm_seq *s = kv ? picolm_seq_new(kv, 64, err, sizeof err) : NULL;
+    picolm_batch *b = picolm_batch_new(m, n, err, sizeof err);
+    float *rows = malloc((size_t)n * nv * sizeof *rows);
+    picolm_seq *who[64];
+    uint8_t want[64];
+    for (int i = 0; i < n; i++) who[i] = s, want[i] = 1;
+    const int r = s && b ? picolm_decode(b, who, toks, n, want, rows, err, sizeof err) : -1;
+    CHECK(r == 0, "a sequence alone evaluates (%s)", r ? err : "ok");
+    picolm_batch_free(b);
+    picolm_seq_free(s);
+    picolm_kv_free(kv);
+    return rows;
+}
+
+/* Two sequences in one batch through the public API: B shares A's first
+   positions (a fork), then one step carries A's next tokens and B's own;
+   each token's logits equal its sequence evaluated alone, bit for bit.
+   Then the pool's limits, truncation and a KV-cache file round trip. */
+static void sequences(const char *dir, const char *name) {
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
+    picolm_model *m = picolm_model_load(&(picolm_model_params){.path = path, .threads = 2}, err, sizeof err);
+    CHECK(m != NULL, "%s loads (%s)", name, m ? "ok" : err);
+    if (!m) return;
+    const int nv = picolm_n_vocab(m);
+    int32_t a[14], b[14];
+    for (int i = 0; i < 14; i++) a[i] = b[i] = (int32_t)(3 + (29 * i) % (nv - 3));
+    for (int i = 8; i < 14; i++) b[i] = (int32_t)(5 + (41 * i) % (nv - 5));
+    float *ra = alone(m, a, 14, nv), *rb = alone(m, b, 14, nv);
+
+    picolm_kv *kv = picolm_kv_new(m, &(picolm_kv_params){.block_size = 4, .n_blocks = 6}, err, sizeof err);
+    picolm_batch *bt = picolm_batch_new(m, 16, err, sizeof err);
+    picolm_seq *sa = kv ? picolm_seq_new(kv, 32, err, sizeof err) : NULL;
+    CHECK(kv && bt && sa, "a pool of 6 blocks of 4, a batch of 16, a sequence (%s)", err);
+    if (!kv || !bt || !sa) goto out;
+    float *got = malloc((size_t)14 * nv * sizeof *got);
+    /* A's first 10 tokens, every row's logits */
+    picolm_seq *who[16];
+    uint8_t want[16];
+    for (int i = 0; i < 10; i++) who[i] = sa, want[i] = 1;
+    int r = picolm_decode(bt, who, a, 10, want, got, err, sizeof err);
+    CHECK(r == 0 && picolm_seq_n_past(sa) == 10, "A: 10 tokens in one step (%s)", r ? err : "ok");
+    CHECK(!memcmp(got, ra, (size_t)10 * nv * sizeof *got), "A's 10 rows == A alone, bit for bit");
+    /* B: a fork of A's first 8 positions (two whole blocks shared) */
+    picolm_seq *sb = picolm_seq_fork(sa, 8, err, sizeof err);
+    CHECK(sb && picolm_seq_n_past(sb) == 8, "B forks A's first 8 positions (%s)", sb ? "ok" : err);
+    if (!sb) goto out2;
+    CHECK(picolm_kv_n_free(kv) == 6 - 3, "the fork shares blocks: 3 in use for 10 + 8 positions (%d free)", picolm_kv_n_free(kv));
+    /* a fork inside a block: exact without a recurrent state, at the last
+       checkpoint with one */
+    const int rec = picolm_kv_block_bytes(m, 0, 4) > 4 * picolm_kv_bytes_per_token(m, 0);
+    picolm_seq *s9 = picolm_seq_fork(sa, 9, err, sizeof err);
+    CHECK(s9 && picolm_seq_n_past(s9) == (rec ? 8 : 9), "%s: a fork of 9 positions takes %d (%d)", name, rec ? 8 : 9,
+          s9 ? picolm_seq_n_past(s9) : -1);
+    picolm_seq_free(s9);
+    /* one step: A's tokens 10..13 and B's 8..13, interleaved */
+    int32_t t[16];
+    int n = 0;
+    for (int i = 0; i < 6; i++) {
+        if (i < 4) who[n] = sa, t[n] = a[10 + i], want[n++] = 1;
+        who[n] = sb, t[n] = b[8 + i], want[n++] = 1;
+    }
+    float *mixed = malloc((size_t)n * nv * sizeof *mixed);
+    r = picolm_decode(bt, who, t, n, want, mixed, err, sizeof err);
+    CHECK(r == 0 && picolm_seq_n_past(sa) == 14 && picolm_seq_n_past(sb) == 14, "one step over both sequences (%s)", r ? err : "ok");
+    int same_a = r == 0, same_b = r == 0;
+    for (int k = 0, ia = 10, ib = 8; k < n && !r; k++) {
+        const float *row = mixed + (size_t)k * nv;
+        if (who[k] == sa) same_a &= !memcmp(row, ra + (size_t)ia++ * nv, (size_t)nv * sizeof *row);
+        else same_b &= !memcmp(row, rb + (size_t)ib++ * nv, (size_t)nv * sizeof *row);
+    }
+    CHECK(same_a, "%s: A's logits beside B == A alone, bit for bit", name);
+    CHECK(same_b, "%s: B's logits after the shared prefix, beside A == B alone, bit for bit", name);
+    /* truncation gives whole blocks back; a pool too small is an error */
+    CHECK(picolm_seq_truncate(sb, 8) == 8 && picolm_seq_n_past(sb) == 8, "B cut back to 8");
+    int32_t many[16] = {0};
+    for (int i = 0; i < 16; i++) who[i] = sb;
+    r = picolm_decode(bt, who, many, 16, NULL, NULL, err, sizeof err);
+    CHECK(r == PICOLM_ERR_KV_FULL && picolm_seq_n_past(sb) == 8, "16 more positions do not fit the pool: PICOLM_ERR_KV_FULL, nothing evaluated (%s)", err);
+    /* a KV-cache file: A's 14 positions saved, restored into a new sequence */
+    char file[] = "/tmp/picolm-api-kv-XXXXXX";
+    const int fd = mkstemp(file);
+    close(fd);
+    r = picolm_seq_save(sa, file, a, 14, err, sizeof err);
+    CHECK(r == 0, "A saved to a file (%s)", r ? err : "ok");
+    picolm_seq_free(sb);
+    picolm_seq_free(sa);
+    sb = sa = NULL;
+    CHECK(picolm_kv_n_free(kv) == 6, "every block back in the pool");
+    picolm_seq *sc = picolm_seq_new(kv, 32, err, sizeof err);
+    int restored = -1;
+    r = sc ? picolm_seq_load(sc, file, a, 14, &restored, err, sizeof err) : -1;
+    /* a recurrent state comes back at its last checkpoint (every block of 4) */
+    const int want_restored = picolm_kv_block_bytes(m, 0, 4) > 4 * picolm_kv_bytes_per_token(m, 0) ? 12 : 13;
+    CHECK(r == 0 && restored == want_restored && picolm_seq_n_past(sc) == restored,
+          "%s: restored %d of 14 (the last is evaluated again; a recurrent state at its last checkpoint): %d (%s)", name, want_restored,
+          restored, r ? err : "ok");
+    float *last = malloc((size_t)nv * sizeof *last);
+    r = r ? r : picolm_prefill(bt, sc, a + restored, 14 - restored, last, err, sizeof err);
+    CHECK(r == 0 && !memcmp(last, ra + (size_t)13 * nv, (size_t)nv * sizeof *last), "the restored sequence's next logits == alone, bit for bit");
+    unlink(file);
+    free(last);
+    picolm_seq_free(sc);
+    free(mixed);
+out2:
+    picolm_seq_free(sb);
+    free(got);
+out:
+    picolm_seq_free(sa);
+    picolm_batch_free(bt);
+    picolm_kv_free(kv);
+    CHECK(1, "%s: sequences and pool freed", name);
+    free(ra), free(rb);
+    picolm_model_free(m);
+}
+
 /* The library prints nothing by itself: its notes (here: an ignored
    PICOLM_CPU_MASK) reach the sink the user sets, else nobody. */
 static char logged[2048];
@@ -167,6 +288,14 @@ int main(void) {
     if (!sh) return 0;
     errors(sh);
     greedy_two_contexts(sh);
+    char models[1024];
+    snprintf(models, sizeof models, "%s/models", sh);
+    sequences(models, MODEL);
+    sequences(models, "rand-qwen3-q4_k_m");
+    /* a sliding window shorter than the sequences (gemma3: 8), and a
+       recurrent state forked, cut back and restored with them (lfm2) */
+    sequences("tests/data/families", "rand-gemma3-q8_0");
+    sequences("tests/data/families", "rand-lfm2-q8_0");
     log_sink(sh);
     return CHECK_DONE();
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ctx.h"
 #include "engine.h"
 #include "gguf_write.h"
 

@@ -315,8 +315,10 @@ static void test_real(const char *sh) {
           tokenizer_find(l3, "<|eot_id|>", 10) == 128009 && tokenizer_find(l3, "<|eom_id|>", 10) < 0,
           "llama-bpe (Llama 3.0) EOG: <|end_of_text|> (EOS) and <|eot_id|>; no <|eom_id|> in this vocabulary");
     n = tokenizer_eog_ids(qw, &ids);
-    CHECK(n == 2 && ids[0] == 151643 && tokenizer_find(qw, "<|im_end|>", 10) == ids[1] && tokenizer_find(qw, "<|fim_pad|>", 11) < 0,
-          "qwen2 EOG: <|endoftext|> (EOS) and <|im_end|>; no FIM tokens in this vocabulary");
+    CHECK(n == 3 && ids[0] == tokenizer_find(qw, "</s>", 4) && ids[1] == 151643 && tokenizer_find(qw, "<|im_end|>", 10) == ids[2] &&
+          tokenizer_find(qw, "<|fim_pad|>", 11) < 0 && tokenizer_token_type(qw, ids[0]) == TOKEN_TYPE_CONTROL,
+          "qwen2 EOG: </s> (made a control token, as llama.cpp's EOG texts now name it), <|endoftext|> (EOS) and <|im_end|>; "
+          "no FIM tokens in this vocabulary");
     n = tokenizer_eog_ids(g2, &ids);
     CHECK(n == 1 && ids[0] == 50256, "gpt-2 EOG: <|endoftext|>");
     CHECK(tokenizer_add_bos(l3) == 1 && tokenizer_add_bos(qw) == 0 && tokenizer_add_bos(g2) == 0,

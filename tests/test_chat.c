@@ -296,9 +296,9 @@ static void session_tests(const char *shared) {
     FILE *f = open_memstream(&out, &olen);
     r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     fflush(f);
-    const int p1 = s.st.n_prompt, past1 = s.c.n_past;
+    const int p1 = s.st.n_prompt, past1 = s.c.seq.n_past;
     CHECK(r == 0 && olen > 0, "turn 1 replies (%d prompt tokens, %d generated, %zu bytes)", p1, s.st.n_gen, olen);
-    CHECK(s.c.n_past == s.n_hist, "the session tracks the tokens in its KV cache (%d)", s.n_hist);
+    CHECK(s.c.seq.n_past == s.n_hist, "the session tracks the tokens in its KV cache (%d)", s.n_hist);
     CHECK(s.n_msgs == 3 && !strcmp(s.msgs[2].role, "assistant") && s.msgs[2].len == olen && !memcmp(s.msgs[2].content, out, olen),
           "the printed reply becomes the assistant message");
 
@@ -314,7 +314,7 @@ static void session_tests(const char *shared) {
           "turn 2: the KV cache holds the rendered conversation's %d tokens, then the reply", n2);
     free(tk);
     CHECK(r == 0 && s.st.n_prompt > 0 && s.st.n_prompt <= n2 - p1, "turn 2 prefills %d tokens, not the whole conversation's %d", s.st.n_prompt, n2);
-    CHECK(s.c.n_past > past1 && s.c.n_past == s.n_hist, "the KV cache grows across turns (%d -> %d)", past1, s.c.n_past);
+    CHECK(s.c.seq.n_past > past1 && s.c.seq.n_past == s.n_hist, "the KV cache grows across turns (%d -> %d)", past1, s.c.seq.n_past);
     fclose(f);
     free(out);
 
@@ -322,7 +322,7 @@ static void session_tests(const char *shared) {
     llama_ctx c;
     const int nv = e->model.hp.n_vocab;
     if (!build_ctx(&c, &e->model, 256, 64, KV_F16, e->pool, err, sizeof err)) {
-        r = llama_prefill(&c, s.hist, s.n_hist, err, sizeof err);
+        r = ctx_prefill(&c, s.hist, s.n_hist, err, sizeof err);
         float worst = 0;
         int close = !r && max_abs_diff_ok(c.logits, s.c.logits, nv, 1e-2f, &worst);
         CHECK(close, "multi-turn logits match a one-shot prefill of the conversation (max diff %g)", worst);
@@ -339,9 +339,9 @@ static void session_tests(const char *shared) {
         full = r == 1;
     }
     CHECK(full && strstr(err, "filled the context"), "a full context refuses the next message clearly: %s", err);
-    const int before = s.c.n_past, msgs = s.n_msgs;
+    const int before = s.c.seq.n_past, msgs = s.n_msgs;
     r = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
-    CHECK(r == 1 && s.c.n_past == before && s.n_msgs == msgs, "a refused message leaves the conversation as it was");
+    CHECK(r == 1 && s.c.seq.n_past == before && s.n_msgs == msgs, "a refused message leaves the conversation as it was");
     chat_session_reset(&s);
     r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     CHECK(r == 0 && s.st.n_prompt == p1, "after a reset the conversation starts over (%d prompt tokens)", s.st.n_prompt);
@@ -353,7 +353,7 @@ static void session_tests(const char *shared) {
         ok = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err) == 0;
         most = s.n_msgs > most ? s.n_msgs : most;
     }
-    CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && s.c.n_past <= s.c.n_ctx,
+    CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && s.c.seq.n_past <= s.c.seq.n_ctx,
           "with --truncate a long conversation keeps going: the oldest turns are dropped, the system prompt stays (%d messages at most)", most);
     s.cfg->truncate = 0;
     fclose(f);

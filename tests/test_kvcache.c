@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ctx.h"
 #include "engine.h"
 #include "generate.h"
 #include "kvcache.h"
@@ -18,12 +19,15 @@
 static void w32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void w64(uint8_t *p, uint64_t v) { w32(p, (uint32_t)v); w32(p + 4, (uint32_t)(v >> 32)); }
 
-/* A valid image: 2 layers, kv_dim 32 (f16: 64-byte rows), vocab 100, 3 tokens. */
+/* A valid image: 2 layers, kv_dim 32 (f16: 64-byte rows), vocab 100, 3
+   tokens; version 2 with a recurrent state when id has one. */
 static uint8_t *make_image(size_t *size, const kvcache_id *id, uint32_t n_tok, uint32_t n_ctx) {
-    size_t n = KVCACHE_HEADER_BYTES + 4 * (size_t)n_tok + 2 * (size_t)id->n_layer * n_tok * id->row_bytes + 8;
+    const size_t hdr = id->state_floats ? KVCACHE_HEADER_BYTES + 8 : KVCACHE_HEADER_BYTES;
+    const size_t states = id->state_floats ? (size_t)(n_tok / id->interval + 1) * id->state_floats * 4 : 0;
+    size_t n = hdr + 4 * (size_t)n_tok + 2 * (size_t)id->n_layer * n_tok * id->row_bytes + states + 8;
     uint8_t *p = calloc(1, n);
     memcpy(p, KVCACHE_MAGIC, 8);
-    w32(p + 8, KVCACHE_VERSION);
+    w32(p + 8, id->state_floats ? 2 : 1);
     w32(p + 12, id->kv_type);
     w64(p + 16, id->model_size);
     w64(p + 24, id->model_hash);
@@ -33,13 +37,48 @@ static uint8_t *make_image(size_t *size, const kvcache_id *id, uint32_t n_tok, u
     w32(p + 44, id->n_vocab);
     w32(p + 48, n_ctx);
     w32(p + 52, n_tok);
-    for (uint32_t i = 0; i < n_tok; i++) w32(p + KVCACHE_HEADER_BYTES + 4 * i, 10 + i);
-    for (size_t i = KVCACHE_HEADER_BYTES + 4 * (size_t)n_tok; i < n - 8; i++) p[i] = (uint8_t)(i * 7);
+    if (id->state_floats) w32(p + KVCACHE_HEADER_BYTES, id->state_floats), w32(p + KVCACHE_HEADER_BYTES + 4, id->interval);
+    for (uint32_t i = 0; i < n_tok; i++) w32(p + hdr + 4 * i, 10 + i);
+    for (size_t i = hdr + 4 * (size_t)n_tok; i < n - 8; i++) p[i] = (uint8_t)(i * 7);
     w64(p + n - 8, kvcache_fnv1a(p, n - 8, KVCACHE_FNV_OFFSET));
     *size = n;
     return p;
 }
 static void reseal(uint8_t *p, size_t n) { w64(p + n - 8, kvcache_fnv1a(p, n - 8, KVCACHE_FNV_OFFSET)); }
+
+/* Version 2: a recurrent state, checkpointed every `interval` positions. */
+static void state_tests(void) {
+    kvcache_id id = {.model_size = 1, .model_hash = 2, .kv_type = KV_F16, .n_layer = 1, .kv_dim = 32, .row_bytes = 64, .n_vocab = 100,
+                     .state_floats = 6, .interval = 4};
+    size_t n;
+    uint8_t *img = make_image(&n, &id, 9, 16);
+    kvcache_view v;
+    char err[512];
+    int r = kvcache_load_buffer(img, n, &id, &v, err, sizeof err);
+    CHECK(r == 0, "a version 2 image with a recurrent state loads (%s)", r ? err : "ok");
+    if (!r) {
+        CHECK(v.states == v.kv + 2 * 9 * 64, "its checkpoints follow the K/V rows");
+        CHECK(kvcache_usable(&v, 9) == 9 && kvcache_usable(&v, 8) == 8 && kvcache_usable(&v, 7) == 4 && kvcache_usable(&v, 3) == 0 &&
+              kvcache_usable(&v, 20) == 9, "usable prefixes: the whole file, else the last checkpoint (9, 8, 4, 0, 9)");
+        kvcache_view_free(&v);
+    }
+    kvcache_id other = id;
+    other.interval = 8;
+    r = kvcache_load_buffer(img, n, &other, &v, err, sizeof err);
+    CHECK(r < 0 && strstr(err, "checkpoints"), "checkpoints at another interval are refused: %s", err);
+    other = id;
+    other.state_floats = 0;
+    r = kvcache_load_buffer(img, n, &other, &v, err, sizeof err);
+    CHECK(r < 0 && strstr(err, "state"), "a state the model does not have is refused: %s", err);
+    uint8_t *cp = malloc(n);
+    memcpy(cp, img, n); w32(cp + KVCACHE_HEADER_BYTES + 4, 0); reseal(cp, n);
+    r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
+    CHECK(r < 0, "a checkpoint interval of 0 is refused: %s", err);
+    r = kvcache_load_buffer(img, n - 4, NULL, &v, err, sizeof err);
+    CHECK(r < 0, "a truncated state is refused: %s", err);
+    free(cp);
+    free(img);
+}
 
 static void parser_tests(void) {
     kvcache_id id = {.model_size = 123456, .model_hash = 0x1122334455667788ull, .kv_type = KV_F16, .n_layer = 2, .kv_dim = 32,
@@ -114,9 +153,12 @@ static void parser_tests(void) {
     memcpy(cp, img, n); w32(cp + KVCACHE_HEADER_BYTES + 4, 100); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
     CHECK(r < 0 && strstr(err, "vocabulary"), "a token outside the vocabulary is refused: %s", err);
-    memcpy(cp, img, n); w32(cp + 8, 2); reseal(cp, n);
+    memcpy(cp, img, n); w32(cp + 8, 3); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, &id, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "version 2"), "another format version is refused: %s", err);
+    CHECK(r < 0 && strstr(err, "version 3"), "another format version is refused: %s", err);
+    memcpy(cp, img, n); w32(cp + 8, 2); reseal(cp, n);
+    r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
+    CHECK(r < 0, "a version 1 image read as version 2 is refused: %s", err);
     memcpy(cp, img, n); cp[0] = 'X';
     r = kvcache_load_buffer(cp, n, &id, &v, err, sizeof err);
     CHECK(r < 0 && strstr(err, "magic"), "a bad magic is refused: %s", err);
@@ -160,10 +202,10 @@ static void model_tests(const char *shared) {
     llama_ctx a, b;
     float *ref = malloc((size_t)nv * sizeof *ref);
     int ok = !build_ctx(&a, &e->model, 64, 8, KV_F16, e->pool, err, sizeof err);
-    ok = ok && !llama_prefill(&a, toks, n - 1, err, sizeof err) && !llama_prefill(&a, toks + n - 1, 1, err, sizeof err);
+    ok = ok && !ctx_prefill(&a, toks, n - 1, err, sizeof err) && !ctx_prefill(&a, toks + n - 1, 1, err, sizeof err);
     CHECK(ok, "reference prefill (%s)", ok ? "ok" : err);
     memcpy(ref, a.logits, (size_t)nv * sizeof *ref);
-    int r = kvcache_save(file, &a, toks, n, err, sizeof err);
+    int r = kvcache_save(file, &a.seq, toks, n, err, sizeof err);
     CHECK(r == 0, "save %d tokens (%s)", n, r ? err : "ok");
     CHECK(count_tmp(dir) == 0, "no temporary file left behind");
 
@@ -173,15 +215,15 @@ static void model_tests(const char *shared) {
     void *map;
     size_t msz;
     ok = !build_ctx(&b, &e->model, 64, 8, KV_F16, e->pool, err, sizeof err);
-    kvcache_id_of(&b, &id);
+    kvcache_id_of(&b.seq, &id);
     r = kvcache_load_file(file, &id, &v, &map, &msz, err, sizeof err);
     CHECK(ok && r == 0, "load it back (%s)", r ? err : "ok");
     if (r == 0) {
         int common = kvcache_common_prefix(&v, toks, n);
         CHECK(common == n, "the whole prompt matches (%d of %d)", common, n);
-        r = kvcache_restore(&b, &v, n - 1, err, sizeof err);
-        CHECK(r == 0 && b.n_past == n - 1, "restore %d positions", n - 1);
-        r = llama_prefill(&b, toks + n - 1, 1, err, sizeof err);
+        r = kvcache_restore(&b.seq, &v, n - 1, err, sizeof err);
+        CHECK(r == 0 && b.seq.n_past == n - 1, "restore %d positions", n - 1);
+        r = ctx_prefill(&b, toks + n - 1, 1, err, sizeof err);
         CHECK(r == 0 && !memcmp(b.logits, ref, (size_t)nv * sizeof *ref), "restored prefix + last token: logits identical to a full prefill");
         kvcache_view_free(&v);
         kvcache_unmap(map, msz);
@@ -190,7 +232,7 @@ static void model_tests(const char *shared) {
 
     /* a q8_0 KV run refuses the f16 file */
     if (!build_ctx(&b, &e->model, 64, 8, KV_Q8_0, e->pool, err, sizeof err)) {
-        kvcache_id_of(&b, &id);
+        kvcache_id_of(&b.seq, &id);
         r = kvcache_load_file(file, &id, &v, &map, &msz, err, sizeof err);
         CHECK(r < 0 && strstr(err, "KV type"), "q8_0 KV refuses an f16 cache: %s", err);
         free_ctx(&b);
@@ -199,7 +241,7 @@ static void model_tests(const char *shared) {
     engine_opts o4 = {.model_path = p4, .threads = 1, .tokenizer = 0};
     engine *e4 = build_engine(&o4, err, sizeof err);
     if (e4 && !build_ctx(&b, &e4->model, 64, 8, KV_F16, e4->pool, err, sizeof err)) {
-        kvcache_id_of(&b, &id);
+        kvcache_id_of(&b.seq, &id);
         r = kvcache_load_file(file, &id, &v, &map, &msz, err, sizeof err);
         CHECK(r < 0 && strstr(err, "different model"), "the q4_0 model refuses the q8_0 model's cache: %s", err);
         free_ctx(&b);
@@ -207,12 +249,12 @@ static void model_tests(const char *shared) {
         CHECK(0, "q4_0 model loads (%s)", err);
     }
     free_engine(e4);
-    kvcache_id_of(&a, &id);
+    kvcache_id_of(&a.seq, &id);
     CHECK(kvcache_load_file("/nonexistent/x.kv", &id, &v, &map, &msz, err, sizeof err) == 1, "a missing file is reported as absent");
     CHECK(kvcache_load_file(dir, &id, &v, &map, &msz, err, sizeof err) < 0, "a directory is refused: %s", err);
     char nofile[300];
     snprintf(nofile, sizeof nofile, "%s/no/such/dir/c.kv", dir);
-    r = kvcache_save(nofile, &a, toks, n, err, sizeof err);
+    r = kvcache_save(nofile, &a.seq, toks, n, err, sizeof err);
     CHECK(r < 0 && strstr(err, "temporary"), "saving into a missing directory fails with a message: %s", err);
 
     free_ctx(&a);
@@ -225,6 +267,7 @@ static void model_tests(const char *shared) {
 
 int main(void) {
     parser_tests();
+    state_tests();
     const char *shared = shared_dir("kvcache model tests");
     if (shared) model_tests(shared);
     return CHECK_DONE();

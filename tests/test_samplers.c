@@ -584,7 +584,7 @@ static void test_chain(void) {
     c.min_p = 0.05f;
     c.json_mode = 1;
     chain_str(&c, buf, sizeof buf, err, sizeof err);
-    CHECK(!strcmp(buf, "json -> penalties(repeat 1.1, freq 0, presence 0, last 64) -> top_k(40) -> temperature(0.8) -> top_p(0.9) -> min_p(0.05) -> dist(seed 42)"),
+    CHECK(!strcmp(buf, "json(object 0) -> penalties(repeat 1.1, freq 0, presence 0, last 64) -> top_k(40) -> temperature(0.8) -> top_p(0.9) -> min_p(0.05) -> dist(seed 42)"),
           "auto chain with json, penalties, min_p: '%s' %s", buf, err);
     c.json_mode = 0;
     c.penalty_last_n = 0;
@@ -618,7 +618,7 @@ static void test_chain(void) {
     snprintf(c.sampler_chain, sizeof c.sampler_chain, " min_p , top_k,greedy ");
     c.json_mode = 1;
     chain_str(&c, buf, sizeof buf, err, sizeof err);
-    CHECK(!strcmp(buf, "json -> top_k(40) -> greedy"), "explicit chain + --json (min_p 0 left out): '%s' %s", buf, err);
+    CHECK(!strcmp(buf, "json(object 0) -> top_k(40) -> greedy"), "explicit chain + --json (min_p 0 left out): '%s' %s", buf, err);
     c.json_mode = 0;
     snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_k,bogus,dist");
     chain_str(&c, buf, sizeof buf, err, sizeof err);

@@ -31,6 +31,7 @@
 #include "cpu.h"
 #include "util.h"
 #include "generate.h"
+#include "ctx.h"
 #include "model.h"
 #include "plugins.h"
 #include "sampling.h"
@@ -100,6 +101,9 @@ static void usage(FILE *o) {
             "                    with the time of each stage and of the same chain with the direct path off\n"
             "                    (same tokens, checked); -n N x -r REPS draws of each (no model needed)\n"
             "  --vocab LIST      --sampling: vocabulary sizes (default 32000,151936)\n"
+            "  --sampling MODEL  the same over MODEL's vocabulary (its pieces: what a grammar stage needs)\n"
+            "  --json, --json-schema FILE|JSON  --sampling MODEL: put that grammar stage first (as picolm does);\n"
+            "                    the draws write documents of at most 256 tokens, each begun anew at its end\n"
             "  --synth SHAPE:TYPE  synthesise a random-weight model first (shapes: ");
     for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
     fprintf(o,
@@ -360,16 +364,16 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     double dec_time = 0; /* all decode reps, wall clock; c.prof sums their phases */
     int n_dec = 0;       /* tokens those reps decoded */
     for (int r = 0; r < o->reps; r++) {
-        c.n_past = 0; /* the cache is overwritten from position 0 */
+        kv_seq_truncate(&c.seq, 0); /* the cache is overwritten from position 0 */
         double a = pl_now();
-        if (llama_prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
+        if (ctx_prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
         double b = pl_now();
         pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
         int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
         /* attention's time depends on the positions, not on the cached values: decode at a
            depth without paying its prefill */
-        if (!o->n_prompt) c.n_past = o->decode_at;
-        c.prof.on = 1; /* decode only */
+        if (!o->n_prompt && kv_seq_skip(&c.seq, o->decode_at)) { snprintf(err, errlen, "no room to decode at %d", o->decode_at); goto done; }
+        c.batch.prof.on = 1; /* decode only */
         a = pl_now();
         int nd = 0;
         for (int i = 0; i < o->n_gen; i++) {
@@ -381,7 +385,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
         b = pl_now();
         dec_time += b - a;
         n_dec += nd;
-        c.prof.on = 0;
+        c.batch.prof.on = 0;
         dec[r] = nd ? nd / (b - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
@@ -395,7 +399,7 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->decode_tokens = o->n_gen;
     res->reps = o->reps;
     res->n_ctx = n_ctx;
-    res->n_batch = c.n_batch;
+    res->n_batch = c.batch.n_batch;
     mean_std(pre, o->reps, &res->prefill_tps, &res->prefill_tps_std);
     mean_std(dec, o->reps, &res->decode_tps, &res->decode_tps_std);
     /* weights read per decoded token: every matrix once (weight_bytes) plus one token_embd row */
@@ -403,15 +407,15 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     res->gbps = res->decode_tps * bytes_tok / 1e9;
     res->mem_bw_gbps = bw;
     res->roofline = bw > 0 ? res->gbps / bw : 0;
-    if (dec_time > 0 && c.prof.matmul > 0) {
-        res->matmul_frac = c.prof.matmul / dec_time;
-        res->attn_frac = c.prof.attention / dec_time;
-        res->matmul_gbps = (double)n_dec * bytes_tok / c.prof.matmul / 1e9;
+    if (dec_time > 0 && c.batch.prof.matmul > 0) {
+        res->matmul_frac = c.batch.prof.matmul / dec_time;
+        res->attn_frac = c.batch.prof.attention / dec_time;
+        res->matmul_gbps = (double)n_dec * bytes_tok / c.batch.prof.matmul / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
-    res->kv_mb = (double)llama_kv_bytes_per_token(&m.hp, o->kv_type) * n_ctx / (1 << 20);
-    res->ctx_mb = c.anon_bytes / (double)(1 << 20);
+    res->kv_mb = (double)kv_bytes_per_token(&m, o->kv_type) * n_ctx / (1 << 20);
+    res->ctx_mb = ctx_bytes(&m, n_ctx, batch, o->kv_type, threadpool_size(pool)) / (double)(1 << 20);
     rc = 0;
 done:
     if (have_c) free_ctx(&c);
@@ -1226,9 +1230,16 @@ static void synth_logits(float *l, int n, float lead, uint64_t *s) {
     }
 }
 
-static int run_sampling(const opts *o, const pl_registry *reg, const picolm_config *cfg, FILE *f, char *err, size_t errlen) {
+/* With a grammar stage (--json, --json-schema), the draws write documents
+   of at most this many tokens, each ended by EOS or its budget. */
+#define BENCH_DOC_TOKENS 256
+
+/* model: the vocabulary is its tokenizer's (o->vocabs holds its size). */
+static int run_sampling(const opts *o, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *model, FILE *f,
+                        char *err, size_t errlen) {
     static const char *const shape[2] = {"peaked", "flat"};
-    int max_nv = 0;
+    const int grammar = cli_grammar(cfg) != NULL;
+    int max_nv = 0, docs = 0, doc_left[2] = {BENCH_DOC_TOKENS, BENCH_DOC_TOKENS};
     for (int v = 0; v < o->n_vocabs; v++) max_nv = o->vocabs[v] > max_nv ? o->vocabs[v] : max_nv;
     float *l = malloc((size_t)max_nv * sizeof *l);
     const char **pc = calloc((size_t)max_nv, sizeof *pc);
@@ -1241,7 +1252,7 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
     if (o->format == OUT_JSON) fprintf(f, "[\n");
     for (int v = 0; v < o->n_vocabs; v++) {
         const int nv = o->vocabs[v];
-        picolm_vocab vocab = {nv, -1, -1, pc, pl, NULL};
+        const picolm_vocab vocab = model ? *model : (picolm_vocab){nv, -1, -1, pc, pl, NULL};
         /* s[0..1]: peaked, flat; s[2..3]: the same chains with the direct
            path off (every stage's apply() over the full list), drawn
            alternately first and second: an A/B in the same run, and a
@@ -1260,7 +1271,7 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
             int32_t tok[2];
             for (int j = 0; j < 2; j++) {
                 const int w = (j ^ (d / 2 % 2)) ? 2 + k : k, x = w == k ? 0 : 1;
-                if (sampling_sample(s[w], l, -1, &tok[x], err, errlen)) goto free_s;
+                if (sampling_sample(s[w], l, grammar ? doc_left[k] : -1, &tok[x], err, errlen)) goto free_s;
                 double t = -sum[w]; /* the counters' total less the earlier draws */
                 for (int i = -1; i < sampling_n_stages(s[w]); i++) t += sampling_stage_seconds(s[w], i);
                 sum[w] += t;
@@ -1270,6 +1281,13 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
                 snprintf(err, errlen, "the direct path drew token %d, the full list %d (vocab %d, %s logits, draw %d)", (int)tok[0],
                          (int)tok[1], nv, shape[k], d / 2);
                 goto free_s;
+            }
+            if (grammar && (tok[0] == vocab.eos_id || --doc_left[k] == 0)) { /* the document is complete: a new one */
+                sampling_reset(s[k]);
+                sampling_reset(s[2 + k]);
+                doc_left[k] = BENCH_DOC_TOKENS;
+                docs++;
+                continue;
             }
             sampling_accept(s[k], tok[0]);
             sampling_accept(s[2 + k], tok[0]);
@@ -1306,6 +1324,9 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
             fprintf(f, "\nchain: %s; %d draws each, CPU time of the sampling thread; peaked = 8 tokens near 16 over a body "
                        "of N(0, 2) logits, flat = the same near 6 (a nucleus of thousands); direct off = every stage over the "
                        "full candidate list (the same tokens, checked).\n", desc, draws);
+        if (o->format == OUT_MD && grammar)
+            fprintf(f, "Documents of at most %d tokens each, %d of them completed (EOS or budget) and a new one begun.\n",
+                    BENCH_DOC_TOKENS, docs);
         for (int k = 0; k < 4; k++) sampling_free(s[k]);
         continue;
     free_s:
@@ -1351,6 +1372,7 @@ int main(int argc, char **argv) {
         if (common) continue;
         if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
         if (!strcmp(a, "--sampling")) { o.sampling = 1; continue; }
+        if (!strcmp(a, "--json")) { cfg.json_mode = 1; continue; }
         if (!strcmp(a, "--tune")) { o.tune = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) continue;
         if (!strcmp(a, "--synth-exact")) { o.synth_exact = 1; continue; }
@@ -1370,6 +1392,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--micro-ms")) bad = parse_int(v, 1, 100000, &micro_ms);
             else if (!strcmp(a, "--formats")) flist = strdup(v);
             else if (!strcmp(a, "--vocab")) vlist = (char *)v; /* parsed in place (argv is writable) */
+            else if (!strcmp(a, "--json-schema")) bad = snprintf(cfg.json_schema, sizeof cfg.json_schema, "%s", v) >= (int)sizeof cfg.json_schema;
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
             else if (!strcmp(a, "-o")) o.ini_out = v;
@@ -1390,6 +1413,7 @@ int main(int argc, char **argv) {
     }
     if (vlist && !o.sampling) { fprintf(stderr, "picolm-bench: --vocab goes with --sampling\n"); return 2; }
     if (!o.model && !o.synth && !o.micro && !o.sampling) { usage(stderr); return 2; }
+    if (!o.sampling && cli_grammar(&cfg)) { fprintf(stderr, "picolm-bench: --json and --json-schema go with --sampling\n"); return 2; }
     o.plugin_dir = cfg.plugin_dir;
     o.kv_type = cfg.kv_type;
     /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
@@ -1413,9 +1437,16 @@ int main(int argc, char **argv) {
             if (parse_int(vv[i], 2, 1 << 24, &o.vocabs[i])) { fprintf(stderr, "picolm-bench: --vocab: bad size '%s'\n", vv[i]); return 2; }
         if (!vlist) o.vocabs[o.n_vocabs++] = 32000, o.vocabs[o.n_vocabs++] = 151936;
         if (o.format == OUT_SVG) { fprintf(stderr, "picolm-bench: --sampling prints md, csv or json\n"); return 2; }
-        if (o.model || o.synth || o.micro || o.tune) { fprintf(stderr, "picolm-bench: --sampling takes no model, --synth, --micro or --tune\n"); return 2; }
+        if (o.synth || o.micro || o.tune) { fprintf(stderr, "picolm-bench: --sampling takes no --synth, --micro or --tune\n"); return 2; }
+        if (o.model && vlist) { fprintf(stderr, "picolm-bench: --sampling MODEL takes the model's vocabulary: no --vocab\n"); return 2; }
+        if (!o.model && cli_grammar(&cfg)) { fprintf(stderr, "picolm-bench: --sampling with --json or --json-schema needs a MODEL (its vocabulary)\n"); return 2; }
     }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
+    if (o.synth) { /* an unknown shape is a usage error, found before any work */
+        synth_shape sh;
+        char tn[64], msg[512];
+        if (synth_parse(o.synth, &sh, tn, sizeof tn, msg, sizeof msg)) { fprintf(stderr, "picolm-bench: --synth: %s\n", msg); return 2; }
+    }
     if (!o.tune && (o.ini_out || o.ram || o.repacked)) { fprintf(stderr, "picolm-bench: -o, --ram and --repacked go with --tune\n"); return 2; }
 
 #ifdef __GLIBC__
@@ -1474,8 +1505,19 @@ int main(int argc, char **argv) {
     }
 
     if (o.sampling) {
-        if (run_sampling(&o, &reg, &cfg, stdout, err, sizeof err)) { fprintf(stderr, "picolm-bench: --sampling: %s\n", err); goto out; }
-        rc = cli_close_stdout("picolm-bench");
+        engine *e = NULL;
+        if (o.model) { /* its vocabulary */
+            if (!(e = cli_build_engine(&cfg, "picolm-bench", o.model, 1, &rc))) goto out;
+            o.vocabs[0] = tokenizer_vocab(e->tok)->n_vocab;
+            o.n_vocabs = 1;
+        }
+        if (run_sampling(&o, &reg, &cfg, e ? tokenizer_vocab(e->tok) : NULL, stdout, err, sizeof err)) {
+            fprintf(stderr, "picolm-bench: --sampling: %s\n", err);
+            rc = 1;
+        } else {
+            rc = cli_close_stdout("picolm-bench");
+        }
+        free_engine(e);
         goto out;
     }
     if (o.micro) {

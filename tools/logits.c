@@ -6,6 +6,7 @@
 
 #include "picolm/picolm.h"
 #include "cli.h"
+#include "ctx.h"
 #include "engine.h"
 #include "generate.h"
 #include "util.h"

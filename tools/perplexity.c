@@ -15,6 +15,7 @@
 
 #include "picolm/picolm.h"
 #include "cli.h"
+#include "ctx.h"
 #include "engine.h"
 #include "generate.h"
 #include "util.h"
@@ -154,7 +155,7 @@ int main(int argc, char **argv) {
         const int start = k * ctx;
         memcpy(win, toks + start, (size_t)ctx * sizeof *win);
         if (add_bos && bos >= 0) win[0] = bos;
-        c.n_past = 0; /* each window starts from an empty cache */
+        kv_seq_truncate(&c.seq, 0); /* each window starts from an empty cache */
         for (int b = 0; b < ctx; b += batch) {
             const int nb = ctx - b < batch ? ctx - b : batch;
             if (llama_forward(&c, win + b, nb, logits + (size_t)b * nv, err, sizeof err)) {

@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
     /* Temp file next to the output, renamed into place when complete. */
     if (out_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     of = af.f;
-    if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err); goto done; }
+    if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp[0] ? af.tmp : af.path, err); goto done; }
 
     scratch = calloc((size_t)nthr, sizeof *scratch);
     obuf = max_out ? malloc((size_t)max_out) : NULL;
@@ -469,7 +469,7 @@ int main(int argc, char **argv) {
             data = obuf;
         }
         if (gguf_writer_write_tensor(w, of, data, p.nbytes[i], err, sizeof err)) {
-            fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp, err);
+            fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp[0] ? af.tmp : af.path, err);
             goto done;
         }
         char shape[96] = "";

@@ -3,11 +3,14 @@
  * -lpthread -lm).  The picolm CLI, the picolm-* tools and the tests are its
  * users.
  *
- * A model is loaded once (mapped, read-only) and any number of contexts are
- * made on it: each context has its own KV cache, activations and sampler
- * chain, so a server gives every request its own context.  The contexts of
- * one model share its thread pool: calls on them must not overlap in time
- * (serialise them, or load the model once per worker thread).
+ * A model is loaded once (mapped, read-only).  Its forward pass runs over
+ * sequences (each one stream of tokens, its KV cache held in blocks of a
+ * KV pool) in batches: a server keeps one pool and one batch and evaluates
+ * every request's sequence in the same steps.  picolm_context wraps one
+ * sequence, its pool, a batch and a sampler chain for the simple case.
+ * Everything made on one model shares its thread pool: calls must not
+ * overlap in time (serialise them, or load the model once per worker
+ * thread).
  *
  * The library never prints and never exits: a call that can fail returns
  * non-zero (or NULL) and writes a one-line message into err (errlen bytes,
@@ -34,20 +37,102 @@ void picolm_log_set(picolm_log_fn fn, void *ud);
 /* A ready sink: "picolm: MSG" on stderr; debug messages only with $PICOLM_DEBUG. */
 void picolm_log_stderr(int level, const char *msg, void *ud);
 
+typedef struct picolm_runtime picolm_runtime;
 typedef struct picolm_model picolm_model;
 typedef struct picolm_context picolm_context;
 
-/* ---- models ---- */
+/* Codes beside -1 that some calls return (with a message). */
+#define PICOLM_ERR_KV_FULL (-2) /* picolm_decode / picolm_seq_reserve: the pool has no free block */
+#define PICOLM_ERR_USAGE (-3)   /* picolm_runtime_new: a backend name that is not there (a usage error) */
 
-typedef struct picolm_model_params {
-    const char *path;       /* GGUF file (required) */
+/* ---- the runtime: plugins, the kernel table, the thread pool ----
+   Made once (plugins found and checked, the CPU probed, the best backend
+   chosen, one dispatch table built) and shared by the models loaded on it. */
+
+typedef struct picolm_runtime_params {
     const char *plugin_dir; /* NULL or "": $PICOLM_PLUGIN_DIR, then next to the executable */
     const char *backend;    /* NULL or "auto": the best backend this CPU runs; else its name */
     int threads;            /* <= 0: every online CPU */
+    int verbose;            /* log every plugin file not loaded and why */
+} picolm_runtime_params;
+
+/* NULL with a message on failure (*code, when code is non-NULL:
+   PICOLM_ERR_USAGE for a backend name that is not there, else -1). */
+picolm_runtime *picolm_runtime_new(const picolm_runtime_params *p, int *code, char *err, size_t errlen);
+void picolm_runtime_free(picolm_runtime *rt);
+/* The backend whose kernels run ("reference": the formats' portable code). */
+const char *picolm_runtime_backend(const picolm_runtime *rt);
+int picolm_runtime_threads(const picolm_runtime *rt);
+/* Every plugin file found, its score and why it was or was not chosen,
+   the CPU and its features (picolm --list-plugins); stream is a FILE *. */
+void picolm_runtime_report(const picolm_runtime *rt, void *stream);
+/* The parameters the loaded sampler plugins declare, i = 0, 1, ... (NULL
+   past the last); *sampler gets the plugin's name. */
+const picolm_param_desc *picolm_runtime_sampler_param(const picolm_runtime *rt, int i, const char **sampler);
+/* The loaded sampler plugins, i = 0, 1, ... (NULL past the last). */
+const char *picolm_runtime_sampler(const picolm_runtime *rt, int i);
+
+/* A tensor type as this runtime runs it. */
+typedef struct picolm_type_info {
+    const picolm_format *format;   /* its layout and reference code (NULL: no format plugin has it) */
+    const char *name;              /* the format's name, else ggml's ("Q4_K"), else "typeN" */
+    const char *plugin;            /* the format plugin's name */
+    uint32_t row_group;            /* rows stored interleaved (1: plain rows) */
+    const char *kernels_from;      /* the backend whose kernels run it, or "reference" */
+    picolm_vec_dot_fn vec_dot;     /* the kernels the forward pass calls (of base_type when to_base) */
+    picolm_gemm_fn gemm;           /* NULL: vec_dot per column */
+    picolm_from_float_fn act_quant;
+    uint32_t act_type;             /* the activations' type */
+    void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n); /* NULL unless its kernels are base_type's */
+    uint32_t base_type;
+} picolm_type_info;
+/* 0, or -1 for an id no loaded plugin describes (out gets its name still). */
+int picolm_runtime_type(const picolm_runtime *rt, uint32_t type, picolm_type_info *out);
+/* Bytes of a row of n elements (n a multiple of the block size). */
+size_t picolm_type_row_bytes(const picolm_runtime *rt, uint32_t type, int64_t n);
+/* Run fn(ctx, i0, i1, thread) over [0, n) in chunks on the runtime's threads. */
+void picolm_runtime_parallel(picolm_runtime *rt, int64_t n, void (*fn)(void *ctx, int64_t i0, int64_t i1, int thread), void *ctx);
+
+/* ---- models ---- */
+
+/* What a model file may hold (bounds checked while reading it). */
+typedef struct picolm_limits {
+    uint64_t max_metadata, max_tensors, max_string, max_array, max_dim;
+} picolm_limits;
+
+typedef struct picolm_model_params {
+    const char *path;       /* GGUF file (required) */
+    const char *plugin_dir; /* without a runtime: NULL or "": $PICOLM_PLUGIN_DIR, then next to the executable */
+    const char *backend;    /* without a runtime: NULL or "auto": the best backend this CPU runs; else its name */
+    int threads;            /* without a runtime: <= 0: every online CPU */
+    picolm_runtime *runtime;       /* NULL: the model makes its own from the three above */
+    const picolm_limits *limits;   /* NULL: the defaults */
+    int vocab_only;                /* 1: the tokenizer and metadata only (a vocabulary file) */
 } picolm_model_params;
 
 picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t errlen);
 void picolm_model_free(picolm_model *m);
+
+/* What a model is and how it runs here. */
+typedef struct picolm_model_info {
+    const char *arch;        /* general.architecture: "llama", "qwen3", "gemma3", "lfm2", ... */
+    int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int n_kv_layers;         /* layers with K/V in the cache (the rest: recurrent) */
+    uint64_t file_bytes;     /* the GGUF file, mapped */
+    uint64_t weight_bytes;   /* matrix bytes read per token */
+    const char *backend;     /* the kernels' backend ("reference": the portable code) */
+    int n_threads;
+} picolm_model_info;
+void picolm_model_describe(const picolm_model *m, picolm_model_info *out);
+/* The runtime the model runs on. */
+picolm_runtime *picolm_model_runtime(const picolm_model *m);
+/* Metadata of the file: a string (into the mapping, *len bytes, not
+   NUL-terminated) or an integer.  0, or -1 when absent or of another type. */
+int picolm_meta_str(const picolm_model *m, const char *key, const char **s, size_t *len);
+int picolm_meta_int(const picolm_model *m, const char *key, int64_t *out);
+/* Bytes of KV cache per position and of a batch's workspace, for memory plans. */
+size_t picolm_kv_bytes_per_token(const picolm_model *m, int kv_type);
+size_t picolm_batch_bytes(const picolm_model *m, int n_tokens);
 
 int32_t picolm_n_vocab(const picolm_model *m);
 int picolm_n_ctx_train(const picolm_model *m);
@@ -67,10 +152,144 @@ int picolm_tokenize(const picolm_model *m, const char *text, size_t len, int add
 int picolm_detokenize(const picolm_model *m, const int32_t *toks, int n, char *out, int cap);
 /* The bytes one token adds to streamed output (not NUL-terminated). */
 const char *picolm_token_piece(const picolm_model *m, int32_t tok, size_t *len);
+/* The token's raw vocabulary text ("▁the", "<0x0A>"; not NUL-terminated). */
+const char *picolm_token_text(const picolm_model *m, int32_t tok, size_t *len);
+/* GGUF token type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; -1 out of range). */
+int picolm_token_type(const picolm_model *m, int32_t tok);
+/* A token by its exact text, or -1. */
+int32_t picolm_token_find(const picolm_model *m, const char *text, size_t len);
+int32_t picolm_token_bos(const picolm_model *m);  /* -1 when the vocabulary has none */
+int32_t picolm_token_eos(const picolm_model *m);
+/* Streaming: the length of the longest prefix of buf[0..len) that does not
+   end inside a UTF-8 character. */
+size_t picolm_utf8_complete(const char *buf, size_t len);
 
-/* ---- contexts ---- */
+/* ---- the KV pool, sequences and batches ----
+   A KV pool is memory for the per-sequence state of the forward pass:
+   fixed-size blocks of positions (K and V of every attention layer, and a
+   checkpoint of the recurrent state where the architecture has one).  A
+   sequence is one stream of tokens (a conversation, a request) over a
+   pool: it takes blocks as it grows, and sequences that begin alike can
+   share blocks (copy on write).  A batch is the workspace of one forward
+   pass over tokens of any sequences of the model: the weights are read
+   once for all of them, and each token's logits are the same bits as if
+   its sequence were evaluated alone.  One pool and one batch serve any
+   number of sequences; calls on the objects of one model must not overlap
+   in time. */
 
 enum picolm_kv_type { PICOLM_KV_F16 = 0, PICOLM_KV_Q8_0 = 1 };
+
+typedef struct picolm_kv picolm_kv;
+typedef struct picolm_seq picolm_seq;
+typedef struct picolm_batch picolm_batch;
+
+typedef struct picolm_kv_params {
+    int kv_type;          /* enum picolm_kv_type */
+    int block_size;       /* positions per block; <= 0: 16 */
+    int n_blocks;         /* > 0: the pool's size in blocks ... */
+    size_t bytes;         /* ... else in bytes (whole blocks); both 0: one training context */
+} picolm_kv_params;
+
+picolm_kv *picolm_kv_new(picolm_model *m, const picolm_kv_params *p, char *err, size_t errlen);
+/* Free a pool after its sequences. */
+void picolm_kv_free(picolm_kv *kv);
+int picolm_kv_n_blocks(const picolm_kv *kv);
+int picolm_kv_n_free(const picolm_kv *kv);      /* blocks no sequence holds */
+int picolm_kv_block_size(const picolm_kv *kv);
+/* Bytes of one block of a pool for m (K, V and the recurrent checkpoint). */
+size_t picolm_kv_block_bytes(const picolm_model *m, int kv_type, int block_size);
+
+/* An empty sequence of up to n_ctx positions (<= 0: the model's training context). */
+picolm_seq *picolm_seq_new(picolm_kv *kv, int n_ctx, char *err, size_t errlen);
+/* Its blocks go back to the pool (those it shares stay with the others). */
+void picolm_seq_free(picolm_seq *s);
+int picolm_seq_n_past(const picolm_seq *s);     /* positions in its cache */
+int picolm_seq_n_ctx(const picolm_seq *s);
+/* A new sequence holding src's first n_tokens positions, sharing their
+   blocks.  Where the architecture has a recurrent state, a cut inside
+   src's history lands on a block boundary (the last checkpoint at or
+   below n_tokens): picolm_seq_n_past says how much was taken, and the
+   caller evaluates the rest again.  NULL with a message on failure. */
+picolm_seq *picolm_seq_fork(const picolm_seq *src, int n_tokens, char *err, size_t errlen);
+/* The same into an existing sequence of the same pool (its own positions
+   are dropped first).  Returns the positions taken. */
+int picolm_seq_share(picolm_seq *dst, const picolm_seq *src, int n_tokens);
+/* Keep the first n_tokens positions (with a recurrent state: the last
+   checkpoint at or below them); whole blocks past them go back to the
+   pool.  Returns the new length. */
+int picolm_seq_truncate(picolm_seq *s, int n_tokens);
+/* Make room for n more positions now (picolm_decode does it too): 0, or
+   PICOLM_ERR_KV_FULL when the pool has no free block. */
+int picolm_seq_reserve(picolm_seq *s, int n);
+
+/* KV-cache files: positions [0, n) of s with their tokens, written
+   atomically (a temporary file, then rename); the model's identity and
+   shape are checked when read back.  With a recurrent state, n must be
+   picolm_seq_n_past(s). */
+int picolm_seq_save(const picolm_seq *s, const char *path, const int32_t *toks, int n, char *err, size_t errlen);
+/* Restore into the empty sequence s the longest prefix of toks[0..n) that
+   the file at path holds and s can take back (at most n - 1 positions, so
+   that the last token is evaluated for its logits): *n_restored receives
+   it.  0; 1 when the file does not exist; -1 with a message when it
+   cannot be used (another model, KV type or shape, corrupt). */
+int picolm_seq_load(picolm_seq *s, const char *path, const int32_t *toks, int n, int *n_restored, char *err, size_t errlen);
+
+/* A workspace for forward passes over up to n_tokens tokens at once. */
+picolm_batch *picolm_batch_new(picolm_model *m, int n_tokens, char *err, size_t errlen);
+void picolm_batch_free(picolm_batch *b);
+int picolm_batch_size(const picolm_batch *b);
+
+/* One forward pass over n tokens (n <= picolm_batch_size): token i goes
+   into seqs[i] at that sequence's next position (several tokens of one
+   sequence follow each other in order).  The logits of the tokens i with
+   want[i] (want NULL: none) land in logits, n_vocab floats each, in batch
+   order.  0; -1 with a message; PICOLM_ERR_KV_FULL (nothing evaluated)
+   when the pool cannot hold them. */
+int picolm_decode(picolm_batch *b, picolm_seq *const *seqs, const int32_t *toks, int n, const uint8_t *want, float *logits,
+                  char *err, size_t errlen);
+/* toks[0..n) into s, in steps of the batch size; the logits of the last
+   token into logits (NULL: none; the output matrix runs once). */
+int picolm_prefill(picolm_batch *b, picolm_seq *s, const int32_t *toks, int n, float *logits, char *err, size_t errlen);
+
+/* Where a batch's time goes, summed while profiling is on (picolm-bench). */
+typedef struct picolm_profile {
+    double matmul_s;      /* weight matmuls, activation quantization included */
+    double attention_s;   /* attention over the KV cache */
+    uint64_t logit_rows;  /* rows of logits computed (the output matrix's columns) */
+} picolm_profile;
+/* on: 1 zeroes the sums and starts them, 0 stops; *out (may be NULL) gets the sums so far. */
+void picolm_batch_profile(picolm_batch *b, int on, picolm_profile *out);
+
+/* ---- samplers ----
+   A chain of sampler plugins (logit processors, then a selector) with its
+   own history (penalties, the JSON grammar's state) and random state. */
+
+typedef struct picolm_sampler picolm_sampler;
+
+typedef struct picolm_sampler_params {
+    const char *chain;             /* sampler plugin names, comma-separated; NULL: "greedy" */
+    const picolm_param *params;    /* key = value for the samplers (their declared keys) */
+    int n_params;
+    uint64_t seed;                 /* for seeded samplers (dist) */
+} picolm_sampler_params;
+
+picolm_sampler *picolm_sampler_new(picolm_model *m, const picolm_sampler_params *p, char *err, size_t errlen);
+void picolm_sampler_free(picolm_sampler *s);
+/* The next token from n_vocab logits (not accepted: call
+   picolm_sampler_accept with the token kept).  n_remaining = tokens left
+   in the budget, this one included (-1: unlimited): the JSON grammar
+   closes its document within it.  0, or -1 with a message. */
+int picolm_sampler_sample(picolm_sampler *s, const float *logits, int n_remaining, int32_t *tok, char *err, size_t errlen);
+/* A token entering the sequence: every prompt token and every kept one. */
+void picolm_sampler_accept(picolm_sampler *s, int32_t tok);
+/* Forget the history; seeded samplers restart from the seed. */
+void picolm_sampler_reset(picolm_sampler *s);
+/* One line: each stage with its parameters. */
+void picolm_sampler_describe(const picolm_sampler *s, char *buf, size_t n);
+
+/* ---- contexts: one sequence, the simple way ----
+   A context is a sequence with a pool of its own, a batch and a sampler
+   chain: enough for one conversation at a time. */
 
 typedef struct picolm_context_params {
     int n_ctx;                   /* <= 0: the model's training context (larger: clamped to it) */
@@ -116,6 +335,13 @@ typedef struct picolm_chat_msg {
    string (*len its length; free() it), or NULL with a message. */
 char *picolm_chat_render(const picolm_model *m, const char *tmpl, const picolm_chat_msg *msgs, int n, int add_assistant,
                          size_t *len, char *err, size_t errlen);
+/* The template tmpl resolves to for m (m may be NULL: a name only): its
+   name ("chatml", "gemma", ...), or NULL with a message; *note (may be
+   NULL) gets a remark such as "the model has no chat template; using
+   chatml". */
+const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *note, size_t notelen, char *err, size_t errlen);
+/* The template names picolm renders, comma-separated. */
+const char *picolm_chat_templates(void);
 
 #ifdef __cplusplus
 }

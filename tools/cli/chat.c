@@ -101,7 +101,7 @@ int chat_session_open(chat_session *s, engine *e, const picolm_config *cfg, char
     if (generate_check_memory(e, cfg, err, errlen)) goto bad;
     if (build_ctx(&s->c, &e->model, generate_n_ctx(e, cfg), cfg->batch, kv, e->pool, err, errlen)) goto bad;
     if (cli_sampling_build(&s->smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto bad;
-    s->hist = malloc((size_t)s->c.n_ctx * sizeof *s->hist);
+    s->hist = malloc((size_t)s->c.seq.n_ctx * sizeof *s->hist);
     if (!s->hist) { pl_fail(err, errlen, "out of memory"); goto bad; }
     return 0;
 bad:
@@ -120,7 +120,7 @@ void chat_session_close(chat_session *s) {
 }
 
 void chat_session_reset(chat_session *s) {
-    s->c.n_past = 0;
+    kv_seq_truncate(&s->c.seq, 0);
     s->n_hist = 0;
     s->turns = 0;
     if (s->smp) sampling_reset(s->smp);
@@ -142,7 +142,7 @@ static int conversation_tokens(chat_session *s, int32_t **toks, int *n, char *er
    new message) until the conversation fits, then, if one message is still
    too long, keep BOS and the last tokens, as a plain prompt does. */
 static int truncate_conversation(chat_session *s, int32_t **toks, int *n, char *err, size_t errlen) {
-    const int n_ctx = s->c.n_ctx, first = s->n_msgs && is_role(&s->msgs[0], "system") ? 1 : 0;
+    const int n_ctx = s->c.seq.n_ctx, first = s->n_msgs && is_role(&s->msgs[0], "system") ? 1 : 0;
     int dropped = 0;
     while (*n >= n_ctx && s->n_msgs - first > 1) {
         /* a user message goes with the reply that follows it */
@@ -185,16 +185,16 @@ int chat_session_turn(chat_session *s, const char *user, size_t len, FILE *out, 
     int n = 0;
     if (conversation_tokens(s, &toks, &n, err, errlen)) goto fail;
     memset(&s->st, 0, sizeof s->st);
-    if (n >= s->c.n_ctx) {
+    if (n >= s->c.seq.n_ctx) {
         if (s->cfg->truncate) {
             if (truncate_conversation(s, &toks, &n, err, errlen)) goto fail;
         } else {
             if (s->turns == 0)
                 pl_fail(err, errlen, "the message is %d tokens with the template, which does not fit in the context of %d "
-                                     "(use -c to enlarge it, or --truncate to drop the oldest tokens)", n, s->c.n_ctx);
+                                     "(use -c to enlarge it, or --truncate to drop the oldest tokens)", n, s->c.seq.n_ctx);
             else
                 pl_fail(err, errlen, "the conversation has filled the context: it would need %d of %d tokens "
-                                     "(--truncate drops the oldest messages instead)", n + 1, s->c.n_ctx);
+                                     "(--truncate drops the oldest messages instead)", n + 1, s->c.seq.n_ctx);
             free(toks);
             drop_msgs(s, n_msgs0, s->n_msgs - n_msgs0);
             return 1;
@@ -204,13 +204,13 @@ int chat_session_turn(chat_session *s, const char *user, size_t len, FILE *out, 
     int keep = 0;
     while (keep < s->n_hist && keep < n && s->hist[keep] == toks[keep]) keep++;
     if (keep == n) keep = n - 1; /* the last token is evaluated again for its logits */
-    s->c.n_past = keep;
+    keep = kv_seq_truncate(&s->c.seq, keep); /* a recurrent state: back to its last checkpoint */
     s->n_hist = keep;
 
     double t = pl_now();
     int rc;
     if (keep == 0 && s->cfg->cache_path[0]) rc = generate_prefill(e, s->cfg, &s->c, toks, n, &s->st, err, errlen);
-    else rc = llama_prefill(&s->c, toks + keep, n - keep, err, errlen);
+    else rc = ctx_prefill(&s->c, toks + keep, n - keep, err, errlen);
     if (rc) goto fail;
     for (int i = keep; i < n; i++) sampling_accept(s->smp, toks[i]);
     memcpy(s->hist + keep, toks + keep, (size_t)(n - keep) * sizeof *toks);
@@ -228,7 +228,7 @@ int chat_session_turn(chat_session *s, const char *user, size_t len, FILE *out, 
     out_init(&o, s->cfg, f);
     /* feed_last: the next turn continues after the reply's last token */
     gen_decode_args a = {.end_ids = s->end_ids, .n_end_ids = s->n_end_ids, .feed_last = 1,
-                         .hist = s->hist, .n_hist = &s->n_hist, .hist_cap = s->c.n_ctx};
+                         .hist = s->hist, .n_hist = &s->n_hist, .hist_cap = s->c.seq.n_ctx};
     t = pl_now();
     rc = generate_decode(e, s->cfg, &s->c, s->smp, &o, &a, &s->st, &s->last_end, err, errlen);
     out_flush(&o);
@@ -279,7 +279,7 @@ int chat_session_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg) {
     char err[1024];
     fprintf(msg, "picolm: chat (%s template, context %d). Type a message and Enter; a line ending in \\ continues.\n"
                  "        /reset starts over, /exit or Ctrl-D quits.\n",
-            chat_kind_name(s->kind), s->c.n_ctx);
+            chat_kind_name(s->kind), s->c.seq.n_ctx);
     for (;;) {
         fputs("\n> ", msg);
         fflush(msg);
@@ -304,9 +304,9 @@ int chat_session_interactive(chat_session *s, FILE *in, FILE *out, FILE *msg) {
         fputc('\n', out);
         fflush(out);
         if (s->last_end == GEN_END_CTX)
-            fprintf(msg, "picolm: the context is full (%d tokens): the reply was cut. Type /reset to start a new conversation.\n", s->c.n_ctx);
+            fprintf(msg, "picolm: the context is full (%d tokens): the reply was cut. Type /reset to start a new conversation.\n", s->c.seq.n_ctx);
         if (s->cfg->verbose)
             fprintf(msg, "picolm: turn %d: prefill %d tokens, %d generated, %d of %d context tokens used\n", s->turns, s->st.n_prompt,
-                    s->st.n_gen, s->c.n_past, s->c.n_ctx);
+                    s->st.n_gen, s->c.seq.n_past, s->c.seq.n_ctx);
     }
 }

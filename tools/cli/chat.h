@@ -11,6 +11,7 @@
 
 #include "chat_template.h"
 #include "config.h"
+#include "ctx.h"
 #include "engine.h"
 #include "generate.h"
 #include "sampling.h"

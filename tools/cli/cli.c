@@ -5,10 +5,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 int cli_usage_error(const char *tool, const char *msg) {
     fprintf(stderr, "%s: %s\n(see %s --help)\n", tool, msg, tool);
@@ -35,6 +38,40 @@ int cli_check_env(const char *tool) {
     return 0;
 }
 
+static const uint8_t *g_model_base;
+static size_t g_model_len;
+static volatile sig_atomic_t g_model_fault;
+
+int cli_model_fault(void) { return g_model_fault; }
+
+/* A fault inside the model's mapping (the file shrank under it): zeros over
+   the mapping, and the faulting read runs again.  Any other SIGBUS is the
+   default death. */
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    const uint8_t *a = si->si_addr;
+    if (g_model_base && a >= g_model_base && a < g_model_base + g_model_len &&
+        mmap((void *)g_model_base, g_model_len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+        g_model_fault = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);
+}
+
+static void guard_model(const engine *e) {
+    const gguf_file *f = &e->model.gguf;
+    if (!f->mapped || g_model_base) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    g_model_base = f->base;
+    g_model_len = (f->size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc) {
     char err[2048];
     if ((*rc = cli_check_env(tool))) return NULL;
@@ -50,7 +87,11 @@ engine *cli_build_engine(const picolm_config *c, const char *tool, const char *m
     engine_opts o = {.model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
                      .tokenizer = tokenizer, .limits = &lim, .verbose = c->verbose};
     engine *e = build_engine(&o, err, sizeof err);
-    if (e) { *rc = CLI_OK; return e; }
+    if (e) {
+        guard_model(e);
+        *rc = CLI_OK;
+        return e;
+    }
     /* the registry's two messages about a backend by name (plugins.c) */
     if (strcmp(c->backend, "auto") && (!strncmp(err, "no backend named", 16) || !strncmp(err, "backend '", 9))) {
         char where[1200];
@@ -92,24 +133,67 @@ static void add_name(char *chain, size_t n, const char *name) {
     snprintf(chain + used, n - used, "%s%s", used ? "," : "", name);
 }
 
+const char *cli_grammar(const picolm_config *c) { return c->json_schema[0] ? "json_schema" : c->json_mode ? "json" : NULL; }
+
 /* c->sampler_chain with "auto" (or nothing) read as the default chain;
-   --json puts json first unless the chain names it.  The stages the
-   settings switch off are left out by the core (picolm_sampler_vtable.neutral). */
+   --json-schema (or --json) puts its grammar first unless the chain names
+   it.  The stages the settings switch off are left out by the core
+   (picolm_sampler_vtable.neutral). */
 static void chain_from_config(const picolm_config *c, char *chain, size_t n) {
     char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN] = "";
     snprintf(buf, sizeof buf, "%s", c->sampler_chain);
-    int has_json = 0;
+    const char *grammar = cli_grammar(c);
+    int named = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*tok)) tok++;
         char *e = tok + strlen(tok);
         while (e > tok && isspace((unsigned char)e[-1])) *--e = 0;
         if (!*tok) continue;
         add_name(names, sizeof names, strcmp(tok, "auto") ? tok : PICOLM_DEFAULT_CHAIN);
-        has_json |= !strcmp(tok, "json");
+        named |= grammar && !strcmp(tok, grammar);
     }
     chain[0] = 0;
-    if (c->json_mode && !has_json) add_name(chain, n, "json");
+    if (grammar && !named) add_name(chain, n, grammar);
     add_name(chain, n, names[0] ? names : PICOLM_DEFAULT_CHAIN);
+}
+
+char *cli_read_all(FILE *f, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (n + 1024 > cap) {
+            if (cap > ((size_t)64 << 20)) { free(buf); errno = EFBIG; return NULL; }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); return NULL; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) { free(buf); errno = errno ? errno : EIO; return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+char *cli_schema_text(const picolm_config *c, char *err, size_t errlen) {
+    const char *v = c->json_schema;
+    while (isspace((unsigned char)*v)) v++;
+    if (*v == '{') return strdup(v);
+    errno = 0;
+    FILE *f = fopen(c->json_schema, "rb");
+    size_t len;
+    char *text = f ? cli_read_all(f, &len) : NULL;
+    if (!text) {
+        char where[1200];
+        cli_where(c, "generate", "json_schema", "--json-schema", where, sizeof where);
+        snprintf(err, errlen, "%scannot read the schema file '%s': %s", where, c->json_schema, strerror(errno ? errno : ENOMEM));
+    }
+    if (f) fclose(f);
+    return text;
 }
 
 int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *c, const picolm_vocab *vocab,
@@ -129,7 +213,7 @@ int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_conf
     snprintf(typed[5], 32, "%.9g", (double)c->freq_penalty);
     snprintf(typed[6], 32, "%.9g", (double)c->presence_penalty);
     snprintf(typed[7], 32, "%d", c->penalty_last_n);
-    sampling_param p[PICOLM_MAX_PARAMS + N_TYPED];
+    sampling_param p[PICOLM_MAX_PARAMS + N_TYPED + 1];
     int np = 0;
     for (int i = 0; i < c->n_params && i < PICOLM_MAX_PARAMS; i++) {
         int dup = !strcmp(c->params[i].key, "chain"); /* the chain itself, not a sampler's */
@@ -144,9 +228,17 @@ int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_conf
         config_where(c, "sampler", typed_keys[k], twhere[k], sizeof twhere[k]);
         p[np++] = (sampling_param){typed_keys[k], typed[k], twhere[k]};
     }
+    char *schema = NULL, swhere[1200];
+    if (c->json_schema[0]) { /* the schema's text, last (it wins over a [sampler] json_schema) */
+        if (!(schema = cli_schema_text(c, err, errlen))) return -1;
+        config_where(c, "generate", "json_schema", swhere, sizeof swhere);
+        p[np++] = (sampling_param){"json_schema", schema, swhere};
+    }
     chain_from_config(c, chain, sizeof chain);
     const sampling_settings set = {.chain = chain, .params = p, .n_params = np, .seed = c->seed};
-    return sampling_build(out, reg, &set, vocab, err, errlen);
+    const int rc = sampling_build(out, reg, &set, vocab, err, errlen);
+    free(schema);
+    return rc;
 }
 
 void cli_print_sampler_keys(const picolm_config *c, FILE *out, int as_ini) {
@@ -168,9 +260,15 @@ void cli_print_sampler_keys(const picolm_config *c, FILE *out, int as_ini) {
                                     : "\n[sampler] keys of the loaded sampler plugins (INI [sampler], or --param KEY=VALUE):\n");
             first = 0;
             const char *ty = d->type == PICOLM_PARAM_INT ? "integer" : "number";
-            if (as_ini) fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", p->name, d->key, d->def, ty, d->lo, d->hi);
-            else fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", p->name, ty, d->lo,
-                         d->hi, d->def);
+            if (d->type == PICOLM_PARAM_STRING) {
+                if (as_ini) fprintf(out, "; %s: %s = %s, text\n", p->name, d->key, d->def);
+                else fprintf(out, "  %-18s %s (%s: text%s%s)\n", d->key, d->help ? d->help : "", p->name, d->def[0] ? ", default " : "", d->def);
+            } else if (as_ini) {
+                fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", p->name, d->key, d->def, ty, d->lo, d->hi);
+            } else {
+                fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", p->name, ty, d->lo,
+                        d->hi, d->def);
+            }
         }
     }
     registry_free(&reg);

@@ -38,6 +38,13 @@ int cli_check_env(const char *tool);
    where it was set), else CLI_FAIL. */
 engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc);
 
+/* The engine's model file is mapped: another program that truncates it
+   would kill the process with SIGBUS at the next read of a lost page.
+   cli_build_engine installs a handler that maps zeros over the whole model
+   instead (the weights are lost either way) and notes it: a front end
+   checks cli_model_fault() after each step and gives up with a message. */
+int cli_model_fault(void);
+
 /* The context to use: c->context (0 = the model's), clamped to the model's
    training context n_ctx_train.  A clamp of a context the user set is a
    warning; of the built-in default, a note under -v.  Call once. */
@@ -52,9 +59,23 @@ int cli_close_stdout(const char *tool);
 void cli_print_sampler_keys(const picolm_config *cfg, FILE *out, int as_ini);
 
 /* The sampler chain cfg asks for: its chain, "auto" expanded (greedy for
-   temperature 0, else the stages whose parameters are not neutral, json
-   first with --json), the [sampler] keys and the seed.  0, or -1 with a
-   message. */
+   temperature 0, else the stages whose parameters are not neutral;
+   json_schema first with --json-schema, else json first with --json), the
+   [sampler] keys (json_schema: the schema's text, read from its file) and
+   the seed.  0, or -1 with a message. */
 int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *vocab,
                        char *err, size_t errlen);
+
+/* The name of the grammar stage cfg puts first: "json_schema" with
+   --json-schema, "json" with --json, else NULL (the output is free text). */
+const char *cli_grammar(const picolm_config *cfg);
+
+/* All of f, NUL-terminated (*len bytes before the NUL; at most 64 MiB), or
+   NULL with errno set. */
+char *cli_read_all(FILE *f, size_t *len);
+
+/* --json-schema's text: the value itself when it starts with '{' (after
+   blanks), else the file it names, read whole (free it).  NULL with a
+   message naming where the value was set when the file cannot be read. */
+char *cli_schema_text(const picolm_config *cfg, char *err, size_t errlen);
 #endif

@@ -832,12 +832,14 @@ void config_usage(const char *argv0, void *FILE_stream) {
     config_defaults(&d);
     fprintf(f,
             "usage: %s MODEL.gguf [-p PROMPT | -f FILE] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
-            "       [--json] [--cache FILE] [options]\n"
-            "Generates text from a GGUF model of the llama (Llama 1-3, TinyLlama, SmolLM),\n"
-            "qwen2 (Qwen2, Qwen2.5) or qwen3 architecture.  Settings come from the built-in\n"
-            "defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then these\n"
-            "flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",
+            "       [--json | --json-schema FILE] [--cache FILE] [options]\n"
+            "Generates text from a GGUF model of the architectures ",
             argv0 ? argv0 : "picolm");
+    for (const llama_arch *a = llama_archs; a->name; a++) fprintf(f, "%s%s", a == llama_archs ? "" : ", ", a->name);
+    fprintf(f, " (docs/architectures.md).\n"
+            "Settings come from the built-in defaults, then an INI file (--config FILE, else\n"
+            "$PICOLM_CONFIG), then these flags.  \"--flag value\" and \"--flag=value\" are both\n"
+            "accepted.\n\n");
     for (size_t i = 0; i < N_KEYS; i++)
         if (keys[i].lng && !o_is_alias(&keys[i])) print_opt(f, &keys[i], &d);
     fprintf(f,

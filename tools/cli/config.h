@@ -71,6 +71,9 @@ typedef struct picolm_config_param {
       "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)", OPT("ignore-eos", 0, NULL, A_TRUE)) \
     X("generate", "json", K_BOOL, int, json_mode, , 0, 0, NULL, "false", \
       "constrain the output to valid JSON", OPT("json", 0, NULL, A_TRUE)) \
+    X("generate", "json_schema", K_STR, char, json_schema, [8192], 0, 0, NULL, NULL, \
+      "constrain the output to JSON valid against the JSON Schema in FILE (or given inline: {...}); replaces --json", \
+      OPT("json-schema", 0, "FILE", A_KEY)) \
     X("generate", "cache", K_STR, char, cache_path, [1024], 0, 0, NULL, NULL, \
       "KV cache file to reuse a saved prompt prefix; empty = none", OPT("cache", 0, "FILE", A_KEY)) \
     /* -1 = auto (on in chat mode) */ \
@@ -93,7 +96,15 @@ typedef struct picolm_config_param {
       "address to bind: 127.0.0.1 = this machine only; 0.0.0.0 or :: = the network", NOFLAG) \
     X("server", "port", K_INT, int, srv_port, , 1, 65535, NULL, "8080", "TCP port", NOFLAG) \
     X("server", "api_key", K_STR, char, srv_api_key, [256], 0, 0, NULL, NULL, \
-      "require this Bearer key on /v1/* and /metrics; empty = none", NOFLAG) \
+      "require this Bearer key on /v1/* and /metrics (not set: none; empty: an error)", NOFLAG) \
+    X("server", "allow_host", K_STR, char, srv_allow_host, [1024], 0, 0, NULL, NULL, \
+      "Host names answered beside IP literals, localhost and host (NAME,NAME; .domain; *)", NOFLAG) \
+    X("server", "cors", K_STR, char, srv_cors, [1024], 0, 0, NULL, NULL, \
+      "origins whose pages may call the API (ORIGIN,ORIGIN; *)", NOFLAG) \
+    X("server", "header_timeout", K_INT, int, srv_header_timeout, , 1, 3600, NULL, "10", \
+      "seconds for a complete request header", NOFLAG) \
+    X("server", "max_connections_per_ip", K_INT, int, srv_max_per_ip, , 0, 4096, NULL, "0", \
+      "connections from one address; 0 = max_connections / 2 + 8", NOFLAG) \
     X("server", "max_body", K_SIZE, uint64_t, srv_max_body, , 0, 0, NULL, "1M", "largest request body", NOFLAG) \
     X("server", "max_connections", K_INT, int, srv_max_connections, , 1, 4096, NULL, "32", \
       "requests in flight at once; more get 429", NOFLAG) \

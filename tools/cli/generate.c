@@ -13,6 +13,14 @@
 #include "kvcache.h"
 #include "sampling.h"
 
+void generate_peak_rss(size_t *kb) {
+    FILE *s = fopen("/proc/self/status", "r");
+    char line[256];
+    *kb = 0;
+    while (s && fgets(line, sizeof line, s)) sscanf(line, "VmHWM: %zu", kb);
+    if (s) fclose(s);
+}
+
 void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb) {
     size_t a = 0, f = 0, hwm = 0;
     FILE *s = fopen("/proc/self/status", "r");
@@ -138,7 +146,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
     (void)e;
     st->n_reused = 0;
     int fresh = 0; /* the cache file does not exist yet */
-    if (c->n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
+    if (c->seq.n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
     const char *path = cfg->cache_path;
     if (path[0]) {
         kvcache_id id;
@@ -146,7 +154,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
         void *map;
         size_t msz;
         char msg[512];
-        kvcache_id_of(c, &id);
+        kvcache_id_of(&c->seq, &id);
         int r = kvcache_load_file(path, &id, &v, &map, &msz, msg, sizeof msg);
         if (r < 0) {
             fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
@@ -155,10 +163,11 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
         } else {
             int common = kvcache_common_prefix(&v, toks, n);
             if (common >= n) common = n - 1; /* re-evaluate one token: its logits start the reply */
-            if (common > 0 && kvcache_restore(c, &v, common, msg, sizeof msg)) {
+            common = kvcache_usable(&v, common); /* a recurrent state: its last checkpoint */
+            if (common > 0 && kvcache_restore(&c->seq, &v, common, msg, sizeof msg)) {
                 fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
                 common = 0;
-                c->n_past = 0;
+                kv_seq_truncate(&c->seq, 0);
             }
             st->n_reused = common;
             fprintf(stderr, "picolm: cache: reused %d of %d prompt tokens\n", common, n);
@@ -166,10 +175,10 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
             kvcache_unmap(map, msz);
         }
     }
-    if (llama_prefill(c, toks + c->n_past, n - c->n_past, err, errlen)) return -1;
+    if (ctx_prefill(c, toks + c->seq.n_past, n - c->seq.n_past, err, errlen)) return -1;
     if (path[0]) {
         char msg[1200];
-        if (kvcache_save(path, c, toks, n, msg, sizeof msg)) {
+        if (kvcache_save(path, &c->seq, toks, n, msg, sizeof msg)) {
             fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
             st->cache_unsaved = 1;
         } else if (fresh) {
@@ -191,11 +200,11 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         /* tokens that can still be printed: the generation budget or the
            room left in the context, whichever is smaller (--json closes
            its document within it) */
-        const int32_t room = c->n_ctx - c->n_past + 1;
+        const int32_t room = c->seq.n_ctx - c->seq.n_past + 1;
         const int32_t left = budget - i < room ? budget - i : room;
         if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
         /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
-        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
+        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cli_grammar(cfg))) { *end = GEN_END_EOS; break; }
         int is_end = 0;
         for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
         if (is_end) { *end = GEN_END_EOS; break; }
@@ -205,11 +214,13 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         const char *piece = tokenizer_piece(e->tok, tok, &pl);
         const int stopped = out_push(out, piece, pl);
         if (out->werr) { *end = GEN_END_STOP; return out_error(out, err, errlen); }
-        if (c->n_past >= c->n_ctx) { *end = GEN_END_CTX; break; }
+        if (c->seq.n_past >= c->seq.n_ctx) { *end = GEN_END_CTX; break; }
         if (stopped) *end = GEN_END_STOP;
         const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
         if (feed) {
             if (llama_forward(c, &tok, 1, NULL, err, errlen)) return -1;
+            if (cli_model_fault())
+                return pl_fail(err, errlen, "the model file %s was truncated while this ran: its weights are lost", cfg->model_path);
             if (a && a->hist && *a->n_hist < a->hist_cap) a->hist[(*a->n_hist)++] = tok;
         }
         if (stopped) break;
@@ -232,10 +243,12 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
     if (st->n_reused) fprintf(stderr, " + %d from the cache", st->n_reused);
     fprintf(stderr, " | generate %d token%s %.2f s (%.1f tok/s)\n", st->n_gen, st->n_gen == 1 ? "" : "s", st->decode_s,
             st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
-    fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file\n",
+    fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file; "
+            "peak RSS %.1f MB\n",
             e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
             st->rss_anon_kb / 1024.0,
-            (double)llama_kv_bytes_per_token(&e->model.hp, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0);
+            (double)kv_bytes_per_token(&e->model, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0,
+            st->rss_peak_kb / 1024.0);
 }
 
 int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
@@ -294,13 +307,13 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     gen_decode_args a = {0};
     if (cfg->cache_path[0]) {
         /* remember the evaluated tokens so the cache can cover the reply too */
-        hist = malloc((size_t)c.n_ctx * sizeof *hist);
+        hist = malloc((size_t)c.seq.n_ctx * sizeof *hist);
         if (!hist) { pl_fail(err, errlen, "out of memory"); goto done; }
         memcpy(hist, toks, (size_t)n * sizeof *hist);
         n_hist = n;
         a.hist = hist;
         a.n_hist = &n_hist;
-        a.hist_cap = c.n_ctx;
+        a.hist_cap = c.seq.n_ctx;
     }
     out_stream out;
     out_init(&out, cfg, stdout);
@@ -311,14 +324,15 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
        the text; into a pipe or file, exactly the generated text */
     if (!out_flush(&out) && out.last != '\n' && isatty(fileno(stdout))) out_write(&out, "\n", 1);
     if (out_error(&out, err, errlen)) goto done;
-    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", c.n_ctx);
+    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", c.seq.n_ctx);
     st->decode_s = pl_now() - t;
     /* extend the cache with the reply (unless the first save failed: no file) */
-    if (hist && n_hist > n && n_hist == c.n_past && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
+    if (hist && n_hist > n && n_hist == c.seq.n_past && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
         char msg[1200];
-        if (kvcache_save(cfg->cache_path, &c, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
+        if (kvcache_save(cfg->cache_path, &c.seq, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
     }
     generate_rss(&st->rss_anon_kb, &st->rss_file_kb, NULL);
+    generate_peak_rss(&st->rss_peak_kb);
     generate_print_stats(e, cfg, st, n_ctx);
     rc = 0;
 done:
@@ -332,15 +346,17 @@ done:
 /* ---------------- memory plan (--fit, and the start-up check) ---------------- */
 
 typedef struct mem_plan {
-    double weights, kv_tok, rope_tok, bufs, runtime;
+    double weights, kv_tok, bufs, runtime;
+    double code;         /* libraries and plugins mapped from files (measured; 0: not) */
+    int measured;        /* runtime is what the process holds, not an estimate */
     int n_ctx;
 } mem_plan;
 
-static double resident_bytes(const mem_plan *p, int n_ctx) { return (p->kv_tok + p->rope_tok) * n_ctx + p->bufs + p->runtime; }
+static double resident_bytes(const mem_plan *p, int n_ctx) { return p->kv_tok * n_ctx + p->bufs + p->runtime; }
 
 /* Largest context whose resident set fits in ram bytes (capped at the model's). */
 static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
-    long n = (long)((ram - p->bufs - p->runtime) / (p->kv_tok + p->rope_tok));
+    long n = (long)((ram - p->bufs - p->runtime) / p->kv_tok);
     if (n > n_ctx_train) n = n_ctx_train;
     return n < 0 ? 0 : n;
 }
@@ -349,16 +365,51 @@ static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
 static void fill_plan(const llama_model *m, int kv, int batch, int n_threads, mem_plan *p) {
     const llama_hparams *hp = &m->hp;
     p->weights = (double)m->gguf.size;
-    p->kv_tok = (double)llama_kv_bytes_per_token(hp, kv);
-    p->rope_tok = (double)hp->rope_dim * sizeof(float); /* cos + sin per position */
+    p->kv_tok = (double)kv_bytes_per_token(m, kv);
     const int nb = batch < hp->n_ctx_train ? batch : hp->n_ctx_train; /* build_ctx caps the batch at the context */
-    p->bufs = (double)llama_scratch_bytes(m, nb, n_threads);
+    p->bufs = (double)llama_batch_bytes(m, nb, n_threads);
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
 }
 
+/* Bytes mapped from files other than the model and resident now (the code
+   and data of libraries and plugins). */
+static double file_maps(const engine *e) {
+    double rss = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    unsigned long long lo = 0, hi = 0, kb;
+    int counted = 0;
+    const uintptr_t m0 = (uintptr_t)e->model.gguf.base, m1 = m0 + e->model.gguf.size;
+    while (f && fgets(line, sizeof line, f)) {
+        char path[256] = "";
+        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) >= 2 && strchr(line, '-') < strchr(line, ' ')) {
+            counted = path[0] == '/' && !(lo < m1 && hi > m0);
+            continue;
+        }
+        if (counted && sscanf(line, "Rss: %llu kB", &kb) == 1) rss += (double)kb * 1024;
+    }
+    if (f) fclose(f);
+    return rss;
+}
+
+/* The plan with the runtime measured: what the loaded engine holds now (the
+   tokenizer and its vocabulary tables, the plugins) with the sampler chain
+   a run builds (vocabulary-sized candidate lists), plus the logits and the
+   prompt's tokens; the code is what is mapped from files besides the model. */
 static void make_plan(engine *e, const picolm_config *cfg, mem_plan *p) {
     fill_plan(&e->model, cfg->kv_type, cfg->batch, threadpool_size(e->pool), p);
     p->n_ctx = generate_n_ctx(e, cfg);
+    if (!e->tok) return;
+    sampling *smp = NULL;
+    char err[256];
+    if (cli_sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, sizeof err)) return;
+    size_t anon_kb = 0;
+    generate_rss(&anon_kb, NULL, NULL);
+    sampling_free(smp);
+    const double nv = e->model.hp.n_vocab;
+    p->runtime = (double)anon_kb * 1024 + nv * sizeof(float) + (double)p->n_ctx * 2 * sizeof(int32_t);
+    p->code = file_maps(e);
+    p->measured = 1;
 }
 
 double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads) {
@@ -397,23 +448,26 @@ int generate_fit(engine *e, const picolm_config *cfg, FILE *out) {
     fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp->n_embd, hp->n_layer, hp->n_head,
             hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
     fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", p.weights / MB);
-    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, llama_kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
-    fprintf(out, "RoPE tables  %8.1f MB\n", p.rope_tok * n_ctx / MB);
+    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
     fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", p.bufs / MB, cfg->batch);
-    fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
+    if (p.measured) fprintf(out, "runtime      %8.1f MB  measured: tokenizer and vocabulary tables, sampler, plugins, logits\n", p.runtime / MB);
+    else fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
     const double resident = resident_bytes(&p, n_ctx);
     fprintf(out, "resident     %8.1f MB  anonymous, must fit in RAM\n", resident / MB);
+    if (p.measured)
+        fprintf(out, "peak RSS     %8.1f MB  resident + the weights (every page is read each token) + %.1f MB of code\n",
+                (resident + p.weights + p.code) / MB, p.code / MB);
     if (cfg->ram_bytes) {
         const double ram = (double)cfg->ram_bytes;
-        const double head = ram - resident - p.weights;
+        const double head = ram - resident - p.weights - p.code;
         fprintf(out, "RAM          %8.1f MB\n", ram / MB);
         fprintf(out, "headroom     %8.1f MB  after the resident set and the whole model cached%s\n", head / MB,
                 head < 0 ? " (negative: weights will be re-read from storage each token)" : "");
         const long max_ctx = max_ctx_for(&p, ram, hp->n_ctx_train);
         fprintf(out, "largest context that fits (resident set <= RAM): %ld tokens%s\n", max_ctx,
                 max_ctx >= hp->n_ctx_train ? " (the model's maximum)" : "");
-        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights, hp->n_ctx_train));
-        fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : resident + p.weights > ram ? "fits, but the weights will not stay cached" : "fits", n_ctx);
+        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights - p.code, hp->n_ctx_train));
+        fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : head < 0 ? "fits, but the weights will not stay cached" : "fits", n_ctx);
         if (resident > ram) return 1;
     }
     return 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "ctx.h"
 #include "engine.h"
 #include "sampling.h"
 
@@ -14,6 +15,7 @@ typedef struct gen_stats {
     double load_s, prefill_s, decode_s;
     int n_prompt, n_reused, n_gen;
     size_t rss_anon_kb, rss_file_kb;
+    size_t rss_peak_kb;       /* VmHWM: the most the process held at once */
     int cache_unsaved;          /* a cache save failed (and was reported) */
 } gen_stats;
 
@@ -96,6 +98,8 @@ int generate_fit(engine *e, const picolm_config *cfg, FILE *out);
 double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads);
 
 /* Resident memory of this process from /proc/self/status (kB; 0 if unknown). */
+/* VmHWM in kB (0 where unknown). */
+void generate_peak_rss(size_t *kb);
 void generate_rss(size_t *anon_kb, size_t *file_kb, size_t *peak_anon_kb);
 
 

@@ -185,7 +185,7 @@ int qp_quantizable(const char *n, uint32_t n_dims) {
     const size_t l = strlen(n);
     if (l < 6 || strcmp(n + l - 6, "weight")) return 0;
     if (n_dims < 2) return 0;
-    static const char *skip[] = {"_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d.weight", "attn_rel_b.weight"};
+    static const char *skip[] = {"_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d.weight", "shortconv.conv.weight", "attn_rel_b.weight"};
     for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
         if (strstr(n, skip[i])) return 0;
     if (!strcmp(n, "position_embd.weight") || !strcmp(n, "token_types.weight")) return 0;

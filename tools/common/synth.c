@@ -17,23 +17,38 @@
 #include "threadpool.h"
 
 const synth_shape synth_shapes[] = {
-    /* name        dim  layers heads kv   ffn    vocab  ctx     arch  head_dim tied rope_freqs base eps */
-    {"tinyllama", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 0, 0, 0, 0},  /* TinyLlama-1.1B */
-    {"tiny", 256, 4, 8, 4, 768, 32000, 512, NULL, 0, 0, 0, 0, 0},            /* seconds to make, for tests */
-    {"small", 768, 12, 12, 4, 2048, 32000, 1024, NULL, 0, 0, 0, 0, 0},
-    {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 0, 0, 0, 0},  /* Llama-2-7B */
+    /* name        dim  layers heads kv   ffn    vocab  ctx     arch  head_dim tied rope_freqs base eps [window conv] */
+    {"tinyllama", 2048, 22, 32, 4, 5632, 32000, 2048, NULL, 0, 0, 0, 0, 0, 0, NULL},  /* TinyLlama-1.1B */
+    {"tiny", 256, 4, 8, 4, 768, 32000, 512, NULL, 0, 0, 0, 0, 0, 0, NULL},            /* seconds to make, for tests */
+    {"small", 768, 12, 12, 4, 2048, 32000, 1024, NULL, 0, 0, 0, 0, 0, 0, NULL},
+    {"llama7b", 4096, 32, 32, 32, 11008, 32000, 4096, NULL, 0, 0, 0, 0, 0, 0, NULL},  /* Llama-2-7B */
     /* today's small models, with their real vocabulary sizes (rows of 896
        are not whole K-quant blocks: the mixes fall back as llama.cpp's do) */
-    {"qwen2.5-0.5b", 896, 24, 14, 2, 4864, 151936, 32768, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
-    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
-    {"llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f},
+    {"qwen2.5-0.5b", 896, 24, 14, 2, 4864, 151936, 32768, "qwen2", 0, 1, 0, 1e6f, 1e-6f, 0, NULL},
+    {"qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960, "qwen3", 128, 1, 0, 1e6f, 1e-6f, 0, NULL},
+    {"llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f, 0, NULL},
     /* the same architectures at test size (rows of 384 or 128: K-quant
        fallbacks); tiny-qwen3 and tiny-llama3 have the shapes of the shared
        rand-qwen3/rand-llama3 files but a small vocabulary */
-    {"tiny-qwen2", 384, 2, 6, 2, 1024, 2048, 512, "qwen2", 0, 1, 0, 1e6f, 1e-6f},
-    {"tiny-qwen3", 128, 2, 4, 2, 384, 2048, 512, "qwen3", 128, 1, 0, 1e6f, 1e-6f},
-    {"tiny-llama3", 256, 2, 4, 2, 768, 2048, 512, "llama", 0, 1, 1, 5e5f, 1e-5f},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0},
+    {"tiny-qwen2", 384, 2, 6, 2, 1024, 2048, 512, "qwen2", 0, 1, 0, 1e6f, 1e-6f, 0, NULL},
+    {"tiny-qwen3", 128, 2, 4, 2, 384, 2048, 512, "qwen3", 128, 1, 0, 1e6f, 1e-6f, 0, NULL},
+    {"tiny-llama3", 256, 2, 4, 2, 768, 2048, 512, "llama", 0, 1, 1, 5e5f, 1e-5f, 0, NULL},
+    /* the families boards run next: Gemma 3 (window 512 on 5 of 6 layers),
+       LFM2 (convolutions but in 6 of 16 layers), SmolLM3 (no RoPE in every
+       4th layer), and each at test size */
+    {"gemma3-270m", 640, 18, 4, 1, 2048, 262144, 32768, "gemma3", 256, 1, 0, 1e6f, 1e-6f, 512, NULL},
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, "gemma3", 256, 1, 0, 1e6f, 1e-6f, 512, NULL},
+    {"lfm2-350m", 1024, 16, 16, 8, 4608, 65536, 128000, "lfm2", 0, 1, 0, 1e6f, 1e-5f, 0, "ccaccaccacacacac"},
+    {"lfm2-700m", 1536, 16, 24, 8, 6912, 65536, 128000, "lfm2", 0, 1, 0, 1e6f, 1e-5f, 0, "ccaccaccacacacac"},
+    {"lfm2-1.2b", 2048, 16, 32, 8, 8192, 65536, 128000, "lfm2", 0, 1, 0, 1e6f, 1e-5f, 0, "ccaccaccacacacac"},
+    {"smollm3-3b", 2048, 36, 16, 4, 11008, 128256, 65536, "smollm3", 0, 1, 0, 5e6f, 1e-6f, 0, NULL},
+    {"tiny-gemma3", 128, 6, 2, 1, 384, 2048, 512, "gemma3", 64, 1, 0, 1e6f, 1e-6f, 8, NULL},
+    {"tiny-lfm2", 128, 6, 4, 2, 384, 2048, 512, "lfm2", 0, 1, 0, 1e6f, 1e-5f, 0, "ccacca"},
+    {"tiny-smollm3", 128, 4, 4, 2, 384, 2048, 512, "smollm3", 0, 1, 0, 5e6f, 1e-6f, 0, NULL},
+    /* Llama-3.2-1B's KV cache (16 layers x 8 KV heads of 64, 131072
+       positions: 32 KB per position) around small matrices */
+    {"tiny-longkv", 512, 16, 8, 8, 256, 2048, 131072, "llama", 0, 1, 1, 5e5f, 1e-5f, 0, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
 int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen) {
@@ -261,38 +276,51 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         return pl_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
     const char *arch = s.arch ? s.arch : "llama";
     const int hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head, qd = hd * s.n_head, kvd = hd * s.n_head_kv;
-    const int bias = !strcmp(arch, "qwen2"), qk_norm = !strcmp(arch, "qwen3");
-    const int per_layer = 9 + 3 * bias + 2 * qk_norm; /* tensors per layer */
+    const int bias = !strcmp(arch, "qwen2"), post_norm = !strcmp(arch, "gemma3");
+    const int qk_norm = !strcmp(arch, "qwen3") || post_norm || s.conv;
+    const int per_layer = 9 + 3 * bias + 2 * qk_norm + 2 * post_norm; /* tensors per layer, at most */
 
     /* Tensor list in llama.cpp's order (non-layer first, then by layer). */
-    const int n_top = 3 - s.tied + s.rope_freqs, n_t = n_top + per_layer * s.n_layer;
-    stensor *ts = calloc((size_t)n_t, sizeof *ts);
-    if (!ts) return pl_fail(err, errlen, "out of memory");
+    const int n_top = 3 - s.tied + s.rope_freqs, max_t = n_top + per_layer * s.n_layer;
+    stensor *ts = calloc((size_t)max_t, sizeof *ts);
+    int *layer_end = calloc((size_t)s.n_layer + 1, sizeof *layer_end);
+    if (!ts || !layer_end) { free(ts); free(layer_end); return pl_fail(err, errlen, "out of memory"); }
     int k = 0;
     add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab);
-    add_t(&ts[k++], "output_norm.weight", -1, s.n_embd, 1);
+    add_t(&ts[k++], s.conv ? "token_embd_norm.weight" : "output_norm.weight", -1, s.n_embd, 1);
     if (!s.tied) add_t(&ts[k++], "output.weight", -1, s.n_embd, s.n_vocab);
     if (s.rope_freqs) add_t(&ts[k++], "rope_freqs.weight", -1, hd / 2, 1);
     for (int l = 0; l < s.n_layer; l++) {
         add_t(&ts[k++], "blk.%d.attn_norm.weight", l, s.n_embd, 1);
-        add_t(&ts[k++], "blk.%d.attn_q.weight", l, s.n_embd, qd);
-        add_t(&ts[k++], "blk.%d.attn_k.weight", l, s.n_embd, kvd);
-        add_t(&ts[k++], "blk.%d.attn_v.weight", l, s.n_embd, kvd);
-        if (bias) {
-            add_t(&ts[k++], "blk.%d.attn_q.bias", l, qd, 1);
-            add_t(&ts[k++], "blk.%d.attn_k.bias", l, kvd, 1);
-            add_t(&ts[k++], "blk.%d.attn_v.bias", l, kvd, 1);
+        if (s.conv && s.conv[l] == 'c') {
+            add_t(&ts[k++], "blk.%d.shortconv.conv.weight", l, 3, s.n_embd);
+            ts[k - 1].norm = 0; /* a 2-D F32 tensor of random taps */
+            add_t(&ts[k++], "blk.%d.shortconv.in_proj.weight", l, s.n_embd, 3 * (int64_t)s.n_embd);
+            add_t(&ts[k++], "blk.%d.shortconv.out_proj.weight", l, s.n_embd, s.n_embd);
+        } else {
+            add_t(&ts[k++], "blk.%d.attn_q.weight", l, s.n_embd, qd);
+            add_t(&ts[k++], "blk.%d.attn_k.weight", l, s.n_embd, kvd);
+            add_t(&ts[k++], "blk.%d.attn_v.weight", l, s.n_embd, kvd);
+            if (bias) {
+                add_t(&ts[k++], "blk.%d.attn_q.bias", l, qd, 1);
+                add_t(&ts[k++], "blk.%d.attn_k.bias", l, kvd, 1);
+                add_t(&ts[k++], "blk.%d.attn_v.bias", l, kvd, 1);
+            }
+            if (qk_norm) {
+                add_t(&ts[k++], "blk.%d.attn_q_norm.weight", l, hd, 1);
+                add_t(&ts[k++], "blk.%d.attn_k_norm.weight", l, hd, 1);
+            }
+            add_t(&ts[k++], "blk.%d.attn_output.weight", l, qd, s.n_embd);
         }
-        if (qk_norm) {
-            add_t(&ts[k++], "blk.%d.attn_q_norm.weight", l, hd, 1);
-            add_t(&ts[k++], "blk.%d.attn_k_norm.weight", l, hd, 1);
-        }
-        add_t(&ts[k++], "blk.%d.attn_output.weight", l, qd, s.n_embd);
+        if (post_norm) add_t(&ts[k++], "blk.%d.post_attention_norm.weight", l, s.n_embd, 1);
         add_t(&ts[k++], "blk.%d.ffn_norm.weight", l, s.n_embd, 1);
         add_t(&ts[k++], "blk.%d.ffn_gate.weight", l, s.n_embd, s.n_ff);
         add_t(&ts[k++], "blk.%d.ffn_up.weight", l, s.n_embd, s.n_ff);
         add_t(&ts[k++], "blk.%d.ffn_down.weight", l, s.n_ff, s.n_embd);
+        if (post_norm) add_t(&ts[k++], "blk.%d.post_ffw_norm.weight", l, s.n_embd, 1);
+        layer_end[l] = k;
     }
+    const int n_t = k;
 
     /* Types: norms F32, matrices the pure type or the mix's rule.  The rule's
        counters are per tensor kind, so this order (by layer) is llama.cpp's. */
@@ -312,13 +340,14 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         if (!qp_quantizable(t->name, t->n_dims)) continue;
         t->type = mix ? qp_tensor_type(mix, t->name, t->ne[0], t->ne[1], &qm, &qc, d, NULL, err, errlen)
                       : qp_store_as(&pure, pure.store[0].base, t->name, t->ne[1], d, err, errlen);
-        if (t->type == UINT32_MAX) { free(ts); return -1; }
+        if (t->type == UINT32_MAX) { free(ts); free(layer_end); return -1; }
         int seen = 0;
         for (int u = 0; u < n_used; u++) seen |= used[u] == t->type;
         if (seen) continue;
         const picolm_format *f = d->types[t->type].fmt;
         if (!f || (t->type != PICOLM_TYPE_F32 && !f->quantize_row) || n_used == (int)(sizeof used / sizeof *used)) {
             free(ts);
+            free(layer_end);
             return pl_fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(t->type));
         }
         used[n_used++] = t->type;
@@ -356,6 +385,8 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     char name[96];
     snprintf(name, sizeof name, "picolm-synth %s %s (random weights)", s.name, tname);
     const int ft = mix ? (qp_mix_repacked(mix) ? -1 : mix->ftype) : qp_pure_ftype(base); /* repacked mixes: no llama.cpp file type */
+    int32_t kv_heads[256]; /* lfm2: 0 for a convolution layer */
+    for (int l = 0; l < s.n_layer && l < 256; l++) kv_heads[l] = s.conv && s.conv[l] == 'c' ? 0 : s.n_head_kv;
     char key[96];
 #define KEY(k) (snprintf(key, sizeof key, "%s." k, arch), key)
     int bad = gguf_writer_set_str(w, "general.architecture", arch) || gguf_writer_set_str(w, "general.name", name) ||
@@ -365,12 +396,15 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
               gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s.n_ff) ||
               gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd) ||
               gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s.n_head) ||
-              gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s.n_head_kv) ||
+              (s.conv ? set_arr(w, KEY("attention.head_count_kv"), GGUF_INT32, (uint64_t)s.n_layer, kv_heads, NULL)
+                      : gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s.n_head_kv)) ||
               (s.head_dim && (gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd) ||
                               gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd))) ||
               set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s.rms_eps > 0 ? s.rms_eps : 1e-5f) ||
               set_f32(w, KEY("rope.freq_base"), s.rope_base > 0 ? s.rope_base : 10000.0f) ||
               gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)s.n_vocab) ||
+              (s.n_swa && gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s.n_swa)) ||
+              (s.conv && gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3)) ||
               (ft >= 0 && gguf_writer_set_u32(w, "general.file_type", (uint32_t)ft)) ||
               gguf_writer_set_u32(w, "general.quantization_version", 2) || write_vocab(w, s.n_vocab);
 #undef KEY
@@ -424,10 +458,12 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
         if (gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
         done_bytes += t->nbytes;
         /* progress: the big non-layer tensors and each finished layer */
-        if (progress && (i < n_top ? !t->norm : (i - n_top) % per_layer == per_layer - 1)) {
+        int layer_done = -1;
+        for (int l = 0; l < s.n_layer && layer_done < 0; l++) layer_done = layer_end[l] == i + 1 ? l : -1;
+        if (progress && (i < n_top ? !t->norm : layer_done >= 0)) {
             char what[64];
             if (i < n_top) snprintf(what, sizeof what, "%s", t->name);
-            else snprintf(what, sizeof what, "layer %d/%d", (i - n_top) / per_layer + 1, s.n_layer);
+            else snprintf(what, sizeof what, "layer %d/%d", layer_done + 1, s.n_layer);
             fprintf(progress, "synth: %-20s %3.0f%%  %7.1f MB  %5.1f s\n", what, 100.0 * done_bytes / total, done_bytes / 1e6,
                     pl_now() - t0);
         }
@@ -445,5 +481,6 @@ done:
     free(buf);
     gguf_writer_free(w);
     free(ts);
+    free(layer_end);
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * Random-weight model synthesis: writes a real GGUF of a named shape
- * ("tinyllama", "qwen2.5-0.5b", ..., in its architecture: llama, qwen2 with
- * q/k/v biases, qwen3 with q/k head norms) and weight type (any weight format a loaded
+ * ("tinyllama", "qwen2.5-0.5b", "gemma3-1b", ..., in its architecture: llama,
+ * qwen2 with q/k/v biases, qwen3 with q/k head norms, smollm3, gemma3 with
+ * its post-norms and window, lfm2 with its convolution layers) and weight type (any weight format a loaded
  * format plugin can quantize to, for every matrix, or a llama.cpp mix that
  * is not a format name -- Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M -- with the
  * per-tensor rule of quant_policy.h), with a minimal SentencePiece-style
@@ -27,6 +28,8 @@ typedef struct synth_shape {
     int tied;              /* no output.weight: token_embd is the output too */
     int rope_freqs;        /* a rope_freqs.weight (Llama 3.1+; all ones) */
     float rope_base, rms_eps; /* 0: 10000, 1e-5 */
+    int n_swa;             /* gemma3, lfm2: a sliding window (0: none) */
+    const char *conv;      /* lfm2: one letter per layer, 'c' a convolution, 'a' attention */
 } synth_shape;
 
 /* The built-in shapes, terminated by an entry with name == NULL. */

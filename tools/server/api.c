@@ -86,13 +86,21 @@ static int get_bool(json_object *v, const char *param, int *out, api_error *e) {
     return 0;
 }
 
+/* Text for the engine: no NUL (it takes C strings), and UTF-8 without the
+   surrogates an escape like \ud800 decodes to. */
+static int check_text(const char *s, size_t n, const char *param, api_error *e) {
+    if (memchr(s, 0, n)) return BAD(param, "'%s' contains a NUL character", param);
+    if (!api_utf8_valid(s, n)) return BAD(param, "'%s' is not valid UTF-8 (a lone surrogate escape?)", param);
+    return 0;
+}
+
 /* A string without NUL characters (the engine takes C strings), copied. */
 static int get_string(json_object *v, const char *param, char **out, api_error *e) {
     if (json_object_is_type(v, json_type_null)) return 1;
     if (!json_object_is_type(v, json_type_string)) return BAD(param, "'%s' must be a string, not %s", param, type_name(v));
     size_t n = (size_t)json_object_get_string_len(v);
     const char *s = json_object_get_string(v);
-    if (memchr(s, 0, n)) return BAD(param, "'%s' contains a NUL character", param);
+    if (check_text(s, n, param, e)) return -1;
     free(*out);
     *out = strdup(s);
     if (!*out) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -147,9 +155,9 @@ static int parse_content(json_object *v, char **out, api_error *e) {
             return BAD("messages.content", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
         }
         size_t len = (size_t)json_object_get_string_len(text);
-        if (memchr(json_object_get_string(text), 0, len)) {
+        if (check_text(json_object_get_string(text), len, "messages.content", e)) {
             api_buf_free(&b);
-            return BAD("messages.content", "a message contains a NUL character");
+            return -1;
         }
         api_buf_add(&b, json_object_get_string(text), len);
     }
@@ -289,11 +297,46 @@ static int parse_field(const char *key, json_object *v, api_request *r, api_erro
     return BAD(key, "unrecognized request argument supplied: %.60s", key);
 }
 
+static int hex4(const char *s, size_t n, size_t i, unsigned *out) {
+    if (i + 4 > n) return 0;
+    *out = 0;
+    for (size_t k = i; k < i + 4; k++) {
+        const char c = s[k];
+        const unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                         : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+        if (d > 15) return 0;
+        *out = *out * 16 + d;
+    }
+    return 1;
+}
+
+/* Every \uD800-\uDFFF escape is half of a pair (json-c turns a lone one
+   into U+FFFD silently).  Escapes occur only inside strings, so pairs of
+   backslash + character are enough to follow them. */
+static int escapes_valid(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        unsigned u, v;
+        if (s[++i] != 'u' || !hex4(s, n, i + 1, &u)) continue;
+        i += 4;
+        if (u >= 0xDC00 && u <= 0xDFFF) return 0;
+        if (u < 0xD800 || u > 0xDBFF) continue;
+        if (i + 6 >= n || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(s, n, i + 3, &v) || v < 0xDC00 || v > 0xDFFF) return 0;
+        i += 6;
+    }
+    return 1;
+}
+
 int api_parse_request(const char *body, size_t len, int chat, api_request *r, api_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
     r->chat = chat;
     if (len > (size_t)0x7fffffff) return BAD(NULL, "request body too large");
+    /* json-c lets overlong forms and encoded surrogates through, and stops
+       at a NUL byte: the body is checked first, byte by byte */
+    if (memchr(body, 0, len)) return BAD(NULL, "the request body contains a NUL byte (at byte %zu)", (size_t)((const char *)memchr(body, 0, len) - body));
+    if (!api_utf8_valid(body, len)) return BAD(NULL, "the request body is not valid UTF-8");
+    if (!escapes_valid(body, len)) return BAD(NULL, "the request body has a \\u escape of a lone surrogate (not a character)");
     json_tokener *tok = json_tokener_new_ex(32);
     if (!tok) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -322,6 +365,8 @@ int api_parse_request(const char *body, size_t len, int chat, api_request *r, ap
     if (!rc && !chat && !r->prompt) rc = BAD("prompt", "'prompt' is required");
     if (!rc && r->top_logprobs && chat && !r->logprobs) rc = BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     if (!rc && r->include_usage && !r->stream) rc = BAD("stream_options", "'stream_options' is only allowed with 'stream': true");
+    if (!rc && r->json_object && (r->set & API_SET_MAX_TOKENS) && r->max_tokens < 2)
+        rc = BAD("max_tokens", "response_format json_object needs 'max_tokens' of at least 2: no JSON object fits in fewer tokens");
     json_object_put(root);
     if (rc) api_free_request(r);
     return rc ? -1 : 0;
@@ -383,6 +428,30 @@ void api_error_body(const api_error *e, api_buf *out) {
     json_object_object_add(err, "code", str_or_null(e->code));
     json_object_object_add(root, "error", err);
     put_json(out, root);
+}
+
+int api_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        if (c < 0x80) {
+            if (!c) return 0;
+            i++;
+            continue;
+        }
+        /* the second byte's range rules out overlongs (E0, F0), surrogates
+           (ED) and code points above U+10FFFF (F4) */
+        unsigned len, lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else return 0;
+        if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return 0;
+        for (unsigned k = 2; k < len; k++)
+            if ((p[i + k] & 0xC0) != 0x80) return 0;
+        i += len;
+    }
+    return 1;
 }
 
 size_t api_utf8_complete(const char *s, size_t n) {
@@ -477,19 +546,19 @@ static json_object *usage_json(const api_usage *u) {
     return o;
 }
 
-static json_object *head_json(const api_request *r, const api_meta *m, const char *object) {
+static json_object *head_json(const api_meta *m, const char *object, int seed) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "id", json_object_new_string(m->id));
     json_object_object_add(o, "object", json_object_new_string(object));
     json_object_object_add(o, "created", json_object_new_int64(m->created));
     json_object_object_add(o, "model", json_object_new_string(m->model));
-    (void)r;
+    if (seed) json_object_object_add(o, "seed", json_object_new_uint64(m->seed));
     return o;
 }
 
 void api_response_body(const api_request *r, const api_meta *m, const char *text, size_t len, const api_token *toks,
                        int n_toks, const char *finish, const api_usage *u, api_buf *out) {
-    json_object *root = head_json(r, m, r->chat ? "chat.completion" : "text_completion");
+    json_object *root = head_json(m, r->chat ? "chat.completion" : "text_completion", 1);
     json_object *choice = json_object_new_object(), *choices = json_object_new_array();
     size_t offset = 0;
     json_object_object_add(choice, "index", json_object_new_int(0));
@@ -511,7 +580,7 @@ void api_response_body(const api_request *r, const api_meta *m, const char *text
 
 void api_chunk_event(const api_request *r, const api_meta *m, int first, const char *text, size_t len,
                      const api_token *toks, int n_toks, const char *finish, const api_usage *usage, api_buf *out) {
-    json_object *root = head_json(r, m, r->chat ? "chat.completion.chunk" : "text_completion");
+    json_object *root = head_json(m, r->chat ? "chat.completion.chunk" : "text_completion", first);
     json_object *choices = json_object_new_array();
     if (!usage) {
         json_object *choice = json_object_new_object();
@@ -536,12 +605,17 @@ void api_chunk_event(const api_request *r, const api_meta *m, int first, const c
     api_buf_add(out, "\n\n", 2);
 }
 
-void api_models_body(const char *model_id, long long created, api_buf *out) {
-    json_object *root = json_object_new_object(), *data = json_object_new_array(), *m = json_object_new_object();
+void api_models_body(const char *model_id, long long created, int one, api_buf *out) {
+    json_object *m = json_object_new_object();
     json_object_object_add(m, "id", json_object_new_string(model_id));
     json_object_object_add(m, "object", json_object_new_string("model"));
     json_object_object_add(m, "created", json_object_new_int64(created));
     json_object_object_add(m, "owned_by", json_object_new_string("picolm"));
+    if (one) {
+        put_json(out, m);
+        return;
+    }
+    json_object *root = json_object_new_object(), *data = json_object_new_array();
     json_object_array_add(data, m);
     json_object_object_add(root, "object", json_object_new_string("list"));
     json_object_object_add(root, "data", data);

@@ -100,6 +100,7 @@ typedef struct api_meta {
     const char *id;
     long long created;
     const char *model;
+    uint64_t seed;           /* the sampler's seed: in the body, and a stream's first chunk */
 } api_meta;
 
 /* Whole (non-streamed) response.  finish: "stop" or "length". */
@@ -112,8 +113,12 @@ void api_response_body(const api_request *r, const api_meta *m, const char *text
 void api_chunk_event(const api_request *r, const api_meta *m, int first, const char *text, size_t len,
                      const api_token *toks, int n_toks, const char *finish, const api_usage *usage, api_buf *out);
 
-/* GET /v1/models. */
-void api_models_body(const char *model_id, long long created, api_buf *out);
+/* GET /v1/models (one = 0: the list), or /v1/models/{id} (one = 1: the model). */
+void api_models_body(const char *model_id, long long created, int one, api_buf *out);
+
+/* 1 when s[0..n) is UTF-8 as RFC 3629 defines it: no overlong forms, no
+   surrogates, nothing above U+10FFFF, and no NUL. */
+int api_utf8_valid(const char *s, size_t n);
 
 /* Byte length of the longest prefix of s[0..n) that ends on a UTF-8
    character boundary (what can be sent as JSON text now). */

@@ -14,8 +14,21 @@ typedef struct http_opts {
     const char *api_key;      /* NULL/"": no key */
     size_t max_body;          /* bytes */
     int max_connections;      /* requests in flight; more get 429 */
-    int idle_timeout;         /* seconds a connection may stay silent */
+    int idle_timeout;         /* seconds a connection may stay silent (also the
+                                 write deadline of a client that stops reading) */
+    int header_timeout;       /* seconds for a complete request header (and an idle
+                                 keep-alive connection's next one) */
+    int max_per_ip;           /* connections from one address */
+    const char *const *allow_hosts; /* Host names accepted beside IP literals, localhost
+                                       and the bound name ("*": any) */
+    int n_allow_hosts;
+    const char *const *cors;  /* origins allowed cross-site ("*": any) */
+    int n_cors;
     const char *model_id;     /* for /v1/models and responses */
+    int (*prepare)(void *, job *, api_error *); /* a request made ready (prep.h) */
+    void *prepare_arg;
+    const char *(*model_problem)(void *); /* non-NULL: why the model cannot serve (503) */
+    void *model_problem_arg;
 } http_opts;
 
 /* Live counters for /metrics (updated under the server's lock). */
@@ -36,6 +49,9 @@ typedef struct http_server http_server;
 /* Start listening; the queue is where requests go.  NULL + err on failure. */
 http_server *http_start(const http_opts *o, job_queue *q, char *err, size_t errlen);
 void http_stop(http_server *s);
+/* Wait (at most 'seconds') until no request is being answered: the last
+   bytes of every stream reach their clients before the server stops. */
+void http_drain(http_server *s, double seconds);
 
 /* The scheduler reports what /metrics shows. */
 void http_note_done(http_server *s, const job *j);

@@ -1,6 +1,7 @@
 /* Jobs and the queue: see job.h. */
 #include "job.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,40 @@ double mono_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* KMP failure table of a stop string: f[i] = length of the longest proper
+   prefix of s[0..i] that is also its suffix. */
+static int *stop_table(const char *s) {
+    const int n = (int)strlen(s);
+    int *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    if (!f) return NULL;
+    f[0] = 0;
+    for (int i = 1, k = 0; i < n; i++) {
+        while (k && s[i] != s[k]) k = f[k - 1];
+        f[i] = k += s[i] == s[k];
+    }
+    return f;
+}
+
+/* A clock for pthread_cond_timedwait: 'seconds' from now. */
+static struct timespec deadline(double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const long long ns = ts.tv_nsec + (long long)(seconds * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    return ts;
+}
+
 job *job_new(api_request *req, const char *model, double now) {
     static unsigned long long counter;
     job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
+    for (int s = 0; s < req->n_stop; s++)
+        if (!(j->stop_fail[s] = stop_table(req->stop[s]))) {
+            for (int k = 0; k < s; k++) free(j->stop_fail[k]);
+            free(j);
+            return NULL;
+        }
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
@@ -40,6 +71,8 @@ void job_unref(job *j) {
     int last = --j->refs == 0;
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
+    if (j->prep_free) j->prep_free(j->prep);
+    for (int s = 0; s < API_MAX_STOP; s++) free(j->stop_fail[s]);
     api_free_request(&j->req);
     api_buf_free(&j->out);
     api_buf_free(&j->text);
@@ -51,7 +84,7 @@ void job_unref(job *j) {
     free(j);
 }
 
-static api_meta meta(const job *j) { return (api_meta){j->id, j->created, j->model}; }
+static api_meta meta(const job *j) { return (api_meta){j->id, j->created, j->model, j->seed}; }
 
 void job_start(job *j, int prompt_tokens, int cached_tokens) {
     pthread_mutex_lock(&j->mu);
@@ -117,18 +150,34 @@ static api_token *token_views(job *j, int from, int to, api_alt **alt_out) {
     return v;
 }
 
-/* Bytes at the end of the text that could still grow into a stop string. */
+/* Bytes at the end of the text that could still grow into a stop string:
+   the longest stop-string prefix the text ends with. */
 static size_t stop_holdback(const job *j) {
-    size_t hold = 0, n = j->text.n;
+    int hold = 0;
+    for (int s = 0; s < j->req.n_stop; s++) hold = j->stop_at[s] > hold ? j->stop_at[s] : hold;
+    return (size_t)hold;
+}
+
+/* Run the stop strings' automata over text[from..n): each byte is looked at
+   once (a long stop string costs no more per token than a short one).
+   Returns where the earliest match ending in these bytes starts, or n. */
+static size_t stop_scan(job *j, size_t from) {
+    size_t cut = j->text.n;
     for (int s = 0; s < j->req.n_stop; s++) {
-        size_t sl = strlen(j->req.stop[s]);
-        for (size_t k = sl - 1; k > hold; k--)
-            if (k <= n && !memcmp(j->text.s + n - k, j->req.stop[s], k)) {
-                hold = k;
+        const char *p = j->req.stop[s];
+        const int *f = j->stop_fail[s], len = (int)strlen(p);
+        int k = j->stop_at[s];
+        for (size_t i = from; i < j->text.n; i++) {
+            const char c = j->text.s[i];
+            while (k && c != p[k]) k = f[k - 1];
+            if (c == p[k] && ++k == len) {
+                if (i + 1 - (size_t)len < cut) cut = i + 1 - (size_t)len;
                 break;
             }
+        }
+        j->stop_at[s] = k;
     }
-    return hold;
+    return cut;
 }
 
 /* Send the sendable part of the unsent text (and the logprobs of the tokens
@@ -157,16 +206,11 @@ int job_token(job *j, const char *piece, size_t len, float logprob, const api_al
     api_buf_add(&j->text, piece, len);
     if (j->req.logprobs) add_token(j, piece, len, logprob, alts, n_alts);
     int stopped = 0;
-    for (int s = 0; s < j->req.n_stop && j->text.s; s++) {
-        /* a new match must end inside the new bytes */
-        size_t sl = strlen(j->req.stop[s]);
-        size_t from = before >= sl ? before - sl + 1 : 0;
-        char *hit = memmem(j->text.s + from, j->text.n - from, j->req.stop[s], sl);
-        if (hit && (size_t)(hit - j->text.s) < j->text.n) {
-            j->text.n = (size_t)(hit - j->text.s);
-            j->text.s[j->text.n] = 0;
-            stopped = 1;
-        }
+    const size_t cut = j->text.s ? stop_scan(j, before) : j->text.n;
+    if (cut < j->text.n) {
+        j->text.n = cut;
+        j->text.s[cut] = 0;
+        stopped = 1;
     }
     if (j->req.stream && !stopped) stream_text(j, 0);
     pthread_cond_broadcast(&j->cv);
@@ -195,23 +239,57 @@ void job_finish(job *j, const char *finish) {
     pthread_mutex_unlock(&j->mu);
 }
 
-enum job_state job_wait_start(job *j) {
+enum job_state job_wait_start(job *j, int (*gone)(void *), void *arg) {
     pthread_mutex_lock(&j->mu);
-    while (!j->started && j->state != JOB_FAILED) pthread_cond_wait(&j->cv, &j->mu);
+    while (!j->started && j->state != JOB_FAILED) {
+        const struct timespec ts = deadline(0.1);
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && gone && !j->started && j->state != JOB_FAILED) {
+            pthread_mutex_unlock(&j->mu);
+            const int left = gone(arg);
+            pthread_mutex_lock(&j->mu);
+            if (left) {
+                /* the scheduler drops a cancelled job it has not started */
+                j->cancelled = 1;
+                if (!j->started) {
+                    j->state = JOB_FAILED;
+                    api_fail(&j->err, 499, "invalid_request_error", NULL, NULL, "the client went away");
+                }
+            }
+        }
+    }
     enum job_state s = j->state;
     pthread_mutex_unlock(&j->mu);
     return s;
 }
 
-size_t job_read(job *j, char *buf, size_t max) {
+long job_read(job *j, char *buf, size_t max, double timeout) {
     pthread_mutex_lock(&j->mu);
-    while (j->sent == j->out.n && j->state == JOB_RUNNING && !j->cancelled) pthread_cond_wait(&j->cv, &j->mu);
+    const struct timespec ts = deadline(timeout);
+    int timed_out = 0;
+    while (j->sent == j->out.n && j->state == JOB_RUNNING && !j->cancelled && !timed_out)
+        timed_out = pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT;
     size_t n = j->out.n - j->sent;
     if (n > max) n = max;
     memcpy(buf, j->out.s + j->sent, n);
     j->sent += n;
+    if (j->sent == j->out.n) j->sent = j->out.n = 0; /* all sent: the buffer starts over */
+    const long ret = n ? (long)n : j->state == JOB_RUNNING && !j->cancelled ? -1 : 0;
     pthread_mutex_unlock(&j->mu);
-    return n;
+    return ret;
+}
+
+int job_cancelled(job *j) {
+    pthread_mutex_lock(&j->mu);
+    const int c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+int job_backlogged(job *j) {
+    pthread_mutex_lock(&j->mu);
+    const int b = j->out.n - j->sent > JOB_BACKLOG;
+    pthread_mutex_unlock(&j->mu);
+    return b;
 }
 
 void job_cancel(job *j) {
@@ -276,6 +354,13 @@ int jq_closing(job_queue *q) {
     int c = q->closing;
     pthread_mutex_unlock(&q->mu);
     return c;
+}
+
+void jq_wait(job_queue *q, double seconds) {
+    pthread_mutex_lock(&q->mu);
+    const struct timespec ts = deadline(seconds);
+    if (!q->head && !q->closing) pthread_cond_timedwait(&q->cv, &q->mu, &ts);
+    pthread_mutex_unlock(&q->mu);
 }
 
 void jq_close(job_queue *q) {

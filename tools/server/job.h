@@ -31,6 +31,13 @@ typedef struct job {
     struct job *next;         /* queue link */
 
     api_request req;
+    /* prepared on the HTTP thread (the prompt's tokens, the sampler), taken
+       by the scheduler; prep_free frees what it did not take */
+    void *prep;
+    void (*prep_free)(void *);
+    uint64_t seed;            /* the sampler's seed, reported in the reply */
+    int *stop_fail[API_MAX_STOP]; /* stop strings' KMP failure tables ... */
+    int stop_at[API_MAX_STOP];    /* ... and how much of each the text ends with */
     char id[48];
     long long created;
     const char *model;        /* the server's model id (outlives the job) */
@@ -69,14 +76,24 @@ void job_fail(job *j, const api_error *e);                /* before start: an er
    Returns 1 when the text now contains a stop string: the reply is cut
    before it, and the caller finishes the job with "stop". */
 int job_token(job *j, const char *piece, size_t len, float logprob, const api_alt *alts, int n_alts, double now);
-/* Finished ("stop" / "length"): last events, or the whole body. */
+/* Finished ("stop", "length", or "shutdown" when the server stops): last
+   events, or the whole body. */
 void job_finish(job *j, const char *finish);
+/* The client went away (read under the job's lock). */
+int job_cancelled(job *j);
+/* More than JOB_BACKLOG bytes wait for a client that reads slowly (or not
+   at all): the scheduler pauses the sequence until it catches up. */
+#define JOB_BACKLOG (64 * 1024)
+int job_backlogged(job *j);
 
-/* HTTP side: wait until started or failed (returns the state). */
-enum job_state job_wait_start(job *j);
-/* Copy up to max pending bytes to buf; blocks until there are some or the
-   job is over.  Returns the count, 0 at the end. */
-size_t job_read(job *j, char *buf, size_t max);
+/* HTTP side: wait until started or failed (returns the state); gone(arg)
+   is asked every 100 ms whether the client left (the job is then cancelled
+   and dropped from the queue). */
+enum job_state job_wait_start(job *j, int (*gone)(void *), void *arg);
+/* Copy up to max pending bytes to buf; blocks until there are some, the
+   job is over or 'timeout' seconds passed.  Returns the count, 0 at the
+   end, -1 when the time ran out. */
+long job_read(job *j, char *buf, size_t max, double timeout);
 void job_cancel(job *j);
 
 /* A bounded FIFO of queued jobs. */
@@ -97,6 +114,8 @@ job *jq_pop(job_queue *q, int wait);
 int jq_depth(job_queue *q);
 int jq_closing(job_queue *q);
 void jq_close(job_queue *q);
+/* Sleep until a job is pushed (or the queue closes), at most 'seconds'. */
+void jq_wait(job_queue *q, double seconds);
 
 double mono_now(void);
 #endif

@@ -1,10 +1,14 @@
 /* picolm-server: an OpenAI-compatible HTTP server over one mapped model. */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "picolm/picolm.h"
 #include "cli.h"
@@ -27,16 +31,32 @@ static void usage(FILE *o) {
             "                        0.0.0.0 or :: to serve the network)\n"
             "  --port P              TCP port (default 8080)\n"
             "  --api-key K           require \"Authorization: Bearer K\" on /v1/* and /metrics\n"
-            "                        (default: [server] api_key, else $PICOLM_API_KEY, else none)\n"
+            "                        (default: [server] api_key, else $PICOLM_API_KEY, else none;\n"
+            "                        an empty key is an error)\n"
+            "  --allow-host NAME     also answer requests whose Host header is NAME (repeatable,\n"
+            "                        or NAME,NAME; .example.com: its subdomains; *: any).  IP\n"
+            "                        literals, localhost and --host are always accepted: other\n"
+            "                        names get a 403 (DNS rebinding)\n"
+            "  --cors ORIGIN         let pages from ORIGIN (e.g. https://app.example; *: any)\n"
+            "                        call the API (repeatable); requests from other sites'\n"
+            "                        pages get a 403.  Request bodies must be application/json\n"
             "  --max-body BYTES      largest request body (default 1M; K/M suffixes)\n"
             "  --max-connections N   requests in flight at once; more get 429 (default 32)\n"
             "  --queue N             requests waiting for the model; more get 503 (default 16)\n"
-            "  --idle-timeout S      close a connection silent for S seconds (default 60)\n"
+            "  --idle-timeout S      close a connection silent for S seconds, or one whose\n"
+            "                        client has not read for S seconds (default 60)\n"
+            "  --header-timeout S    close a connection that has not sent a complete request\n"
+            "                        header S seconds after it opened or its last reply (10)\n"
+            "  --max-connections-per-ip N  connections from one address (default\n"
+            "                        max-connections / 2 + 8); /health is answered whatever\n"
+            "                        the load\n"
+            "  --chat-template NAME  the chat template (default: the model's; see picolm --help)\n"
             "  --max-prompt-tokens N longer prompts get a 400 (default: the context)\n"
             "  --slots N             sequences generated at once (default 4), each up to\n"
             "                        the context (-c)\n"
             "  --kv-ram BYTES        the KV-cache pool, shared by every sequence in blocks\n"
-            "                        (K/M/G suffixes; default: --slots full contexts).  When\n"
+            "                        (K/M/G suffixes; default: --slots full contexts, or what\n"
+            "                        half of the machine's memory leaves, said at start).  When\n"
             "                        it runs out, cached prefixes go first, then the newest\n"
             "                        sequence waits (and is evaluated again later)\n"
             "  --ram BYTES           the whole server's memory budget (K/M/G suffixes; INI\n"
@@ -48,8 +68,10 @@ static void usage(FILE *o) {
             "                        long prompt does not stall the others' replies (default 64)\n"
             "  -n N                  max_tokens when a request gives none (default 256;\n"
             "                        -1: until the context is full)\n"
-            "Each option above (but --kv-blocks, -n and --ram) is also a key of the INI's [server]\n"
-            "section, with _ for - (e.g. max_connections = 8); the flags override it.\n"
+            "Each option above (but --kv-blocks, -n, --ram and --chat-template: [generate]\n"
+            "chat_template) is also a key of the INI's [server] section, with _ for - (e.g.\n"
+            "max_connections = 8; allow_host and cors take NAME,NAME); the flags add to or\n"
+            "override it.\n"
             "  -h, --help            this text\n"
             "Sampling defaults for what a request leaves out come from the INI's [sampler]\n"
             "section (see picolm --help); the request's values override them.\n"
@@ -58,17 +80,54 @@ static void usage(FILE *o) {
     fprintf(o, "Exit status: 0 after a signal, 1 runtime failure, 2 usage error.\n");
 }
 
+/* A number in [lo, hi], with an optional K/M/G suffix on a non-negative one
+   (checked before multiplying: no overflow). */
 static int parse_num(const char *v, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (!*v || errno || x < lo || x > hi) return -1;
-    if (*end == 'K' || *end == 'k') x *= 1024, end++;
-    else if (*end == 'M' || *end == 'm') x *= 1024 * 1024, end++;
-    else if (*end == 'G' || *end == 'g') x *= 1024L * 1024 * 1024, end++;
-    if (*end || x > hi) return -1;
-    *out = x;
+    if (!*v || end == v || errno || x < lo || x > hi) return -1;
+    long mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024L * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024L * 1024 * 1024, end++;
+    if (*end || (mul > 1 && (x < 0 || x > hi / mul))) return -1;
+    *out = x * mul;
     return 0;
+}
+
+/* Append each NAME of a NAME,NAME list to list (strings of argv, cut in place). */
+static int add_names(char *v, const char **list, int *n, int cap) {
+    for (char *t = strtok(v, ","); t; t = strtok(NULL, ",")) {
+        if (*n >= cap) return -1;
+        list[(*n)++] = t;
+    }
+    return 0;
+}
+
+/* The model file as it was mapped: a per-request check that it is still
+   the same file at the same size (another program may truncate or
+   overwrite it), and the SIGBUS guard's verdict. */
+typedef struct model_watch {
+    const char *path;
+    struct stat st;
+    char why[256];
+} model_watch;
+
+static const char *model_problem(void *p) {
+    model_watch *w = p;
+    struct stat now;
+    if (w->why[0]) return w->why;
+    const char *what = cli_model_fault() ? "could not be read (truncated?)"
+                       : stat(w->path, &now) ? "is gone"
+                       : now.st_ino != w->st.st_ino || now.st_dev != w->st.st_dev ? "was replaced"
+                       : now.st_size != w->st.st_size ? "changed size"
+                       : now.st_mtim.tv_sec != w->st.st_mtim.tv_sec || now.st_mtim.tv_nsec != w->st.st_mtim.tv_nsec ? "was modified"
+                       : NULL;
+    if (!what) return NULL;
+    /* once wrong, for good: the mapped weights cannot be trusted again */
+    snprintf(w->why, sizeof w->why, "the model file %s %s while the server ran: restart the server", w->path, what);
+    return w->why;
 }
 
 typedef struct sched_arg {
@@ -85,6 +144,14 @@ static void *sched_main(void *p) {
 
 int main(int argc, char **argv) {
     picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
+#ifdef __GLIBC__
+    /* requests are prepared on their connections' threads: a vocabulary-
+       sized sampler buffer made on one and freed on the scheduler's would
+       otherwise stay in that thread's arena, and the server grow with the
+       connections it has seen; large blocks go back to the system at once */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_ARENA_MAX, 2);
+#endif
     picolm_config cfg;
     char err[2048];
     const char *model = NULL;
@@ -94,10 +161,16 @@ int main(int argc, char **argv) {
     }
     /* the INI's [server] section (or its defaults), then the flags */
     const char *env_key = getenv("PICOLM_API_KEY");
+    const int ini_key = config_is_set(&cfg, "server", "api_key");
     http_opts ho = {.host = cfg.srv_host, .port = cfg.srv_port,
-                    .api_key = cfg.srv_api_key[0] ? cfg.srv_api_key : env_key,
+                    .api_key = ini_key ? cfg.srv_api_key : env_key,
                     .max_body = (size_t)cfg.srv_max_body, .max_connections = cfg.srv_max_connections,
-                    .idle_timeout = cfg.srv_idle_timeout};
+                    .idle_timeout = cfg.srv_idle_timeout, .header_timeout = cfg.srv_header_timeout};
+    const char *key_from = ini_key ? "the INI's [server] api_key" : "PICOLM_API_KEY";
+    static const char *allow[64], *cors[64];
+    long per_ip = cfg.srv_max_per_ip;
+    add_names(cfg.srv_allow_host, allow, &ho.n_allow_hosts, 64);
+    add_names(cfg.srv_cors, cors, &ho.n_cors, 64);
     long queue = cfg.srv_queue, max_prompt = cfg.srv_max_prompt_tokens, n_max = cfg.max_tokens, slots = cfg.srv_slots,
          chunk = cfg.srv_prefill_chunk, kv_ram = (long)cfg.srv_kv_ram, block = cfg.srv_kv_block, kv_blocks = 0,
          ram = (long)cfg.ram_bytes;
@@ -115,16 +188,29 @@ int main(int argc, char **argv) {
                 {"--port", 1, 65535}, {"--max-body", 1, 1L << 30}, {"--max-connections", 1, 4096}, {"--queue", 1, 65536},
                 {"--idle-timeout", 1, 86400}, {"--max-prompt-tokens", 1, 1L << 24}, {"--slots", 1, 256},
                 {"--prefill-chunk", 1, 4096}, {"--kv-ram", 1, 1L << 40}, {"--kv-block", 1, 4096}, {"--kv-blocks", 1, 1L << 30},
-                {"-n", -1, 1L << 24}, {"--ram", 1, 1L << 40}};
-            if (!strcmp(a, "--host") || !strcmp(a, "--api-key")) {
+                {"-n", -1, 1L << 24}, {"--ram", 1, 1L << 40}, {"--header-timeout", 1, 3600},
+                {"--max-connections-per-ip", 1, 4096}};
+            static const char *const strs[] = {"--host", "--api-key", "--allow-host", "--cors", "--chat-template"};
+            size_t k = 0;
+            while (k < sizeof strs / sizeof strs[0] && strcmp(a, strs[k])) k++;
+            if (k < sizeof strs / sizeof strs[0]) {
                 if (i + 1 >= argc) {
                     snprintf(err, sizeof err, "option %s needs a value", a);
                     return cli_usage_error(T, err);
                 }
-                *(!strcmp(a, "--host") ? &ho.host : &ho.api_key) = argv[++i];
+                char *v = argv[++i];
+                if (k == 0) ho.host = v;
+                else if (k == 1) ho.api_key = v, key_from = "--api-key";
+                else if (k == 4) {
+                    if (!*v || strlen(v) >= sizeof cfg.chat_template) return cli_usage_error(T, "--chat-template needs a template name");
+                    snprintf(cfg.chat_template, sizeof cfg.chat_template, "%s", v);
+                } else if (add_names(v, k == 2 ? allow : cors, k == 2 ? &ho.n_allow_hosts : &ho.n_cors, 64)) {
+                    snprintf(err, sizeof err, "too many %s values (at most 64)", a);
+                    return cli_usage_error(T, err);
+                }
                 continue;
             }
-            size_t k = 0;
+            k = 0;
             while (k < sizeof nums / sizeof nums[0] && strcmp(a, nums[k].flag)) k++;
             if (k == sizeof nums / sizeof nums[0]) {
                 snprintf(err, sizeof err, "unknown option %s", a);
@@ -150,7 +236,9 @@ int main(int argc, char **argv) {
             case 9: block = v; break;
             case 10: kv_blocks = v; break;
             case 11: n_max = v; break;
-            default: ram = v; break;
+            case 12: ram = v; break;
+            case 13: ho.header_timeout = (int)v; break;
+            default: per_ip = v; break;
             }
             continue;
         }
@@ -164,9 +252,19 @@ int main(int argc, char **argv) {
         usage(stderr);
         return CLI_USAGE;
     }
+    /* an empty key would silently mean "no key" */
+    if (ho.api_key && !ho.api_key[0]) {
+        snprintf(err, sizeof err, "the API key from %s is empty (leave it out to run without a key)", key_from);
+        return cli_usage_error(T, err);
+    }
+    ho.allow_hosts = allow;
+    ho.cors = cors;
+    ho.max_per_ip = per_ip ? (int)per_ip : ho.max_connections / 2 + 8;
     cfg.max_tokens = (int)n_max;
 
     int rc;
+    model_watch watch = {.path = model};
+    if (stat(model, &watch.st)) memset(&watch.st, 0, sizeof watch.st);
     engine *e = cli_build_engine(&cfg, T, model, 1, &rc);
     if (!e) return rc;
     const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
@@ -182,6 +280,10 @@ int main(int argc, char **argv) {
     /* the model's id: its file name */
     const char *slash = strrchr(model, '/');
     ho.model_id = slash ? slash + 1 : model;
+    ho.prepare = runner_prepare;
+    ho.prepare_arg = r;
+    ho.model_problem = model_problem;
+    ho.model_problem_arg = &watch;
 
     /* signals go to sigwait below, not to the HTTP or scheduler threads */
     sigset_t sigs;
@@ -217,13 +319,16 @@ int main(int argc, char **argv) {
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "%s: %s: stopping\n", T, sig == SIGINT ? "SIGINT" : "SIGTERM");
-    /* no new requests; the running one ends at its next step */
+    /* no new requests; the running ones end at the next step with a last
+       chunk that says so ("shutdown"), which reaches their clients before
+       the server closes their connections */
     jq_close(&q);
     for (job *j; (j = jq_pop(&q, 0));) {
         job_fail(j, &(api_error){.status = 503, .type = "server_error", .message = "the server is stopping"});
         job_unref(j);
     }
     pthread_join(sched, NULL);
+    http_drain(h, 5);
     http_stop(h);
     jq_destroy(&q);
     runner_free(r);

@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "cli.h"
 #include "generate.h"
-#include "kvpool.h"
+#include "kv.h"
+#include "prep.h"
 #include "sampling.h"
 #include "threadpool.h"
 #include "tokenizer.h"
@@ -19,7 +21,8 @@
    request (a prefix cache) until the pool needs them. */
 typedef struct slot {
     job *j;                  /* NULL: free */
-    llama_ctx c;             /* paged: blocks of r->pool */
+    kv_seq seq;              /* blocks of r->pool */
+    float *logits;           /* after its last evaluated token */
     int32_t *cached;         /* tokens whose K/V the blocks hold, in order */
     int n_cached;
     int32_t *prompt;         /* what to evaluate before generating ... */
@@ -37,14 +40,15 @@ typedef struct slot {
 struct runner {
     engine *e;
     runner_opts o;
+    prep_env env;            /* what the HTTP threads prepare requests with */
     int chat_kind;
     slot *slots;
     int n_slots;
     kv_pool pool;            /* the KV blocks of every sequence */
     unsigned long long preempted;
     unsigned long long clock;
-    llama_ctx step;          /* the activations of one step over every slot */
-    llama_ctx **who;         /* per token of the step: its slot's cache */
+    llama_batch step;        /* the activations of one step over every slot */
+    kv_seq **who;            /* per token of the step: its slot's sequence */
     int32_t *toks;
     uint8_t *want;
     float *logits;           /* one row per slot that wants logits */
@@ -62,11 +66,27 @@ static double ram_without_kv(const runner *r, int cap, int nv) {
     generate_rss(&anon_kb, &file_kb, NULL);
     const double MB = 1048576.0, slots = r->n_slots;
     double b = (double)(anon_kb + file_kb) * 1024 + (double)m->gguf.size;
-    b += (double)llama_scratch_bytes(m, cap, nthr) + slots * (double)llama_scratch_bytes(m, 1, nthr);
-    b += (slots + 1) * nv * sizeof(float);                                   /* logits, log-softmax */
+    b += (double)llama_batch_bytes(m, cap, nthr) + slots * (double)kv_state_floats(m) * sizeof(float);
+    b += (2 * slots + 1) * nv * sizeof(float);                               /* logits (the step's, each slot's), log-softmax */
     b += slots * ((double)r->o.n_ctx * sizeof(int32_t) + (double)nv * 24);  /* cached tokens, sampler lists and counts */
     b += (r->o.max_connections > 0 ? r->o.max_connections : 32) * 0.25 * MB; /* thread stack pages, HTTP buffers */
+    b += slots * 2.0 * JOB_BACKLOG;                                          /* replies a slow client has not read */
     return b + 4 * MB;                                                       /* allocator slack, jobs, replies */
+}
+
+static int cap_tokens(const runner *r) { return r->o.prefill_chunk + r->n_slots; }
+
+/* The memory the system can give now (MemAvailable), else all of it. */
+static double memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (double)kb * 1024;
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * psz : 0;
 }
 
 runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
@@ -76,7 +96,7 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     r->o = *o;
     r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
     if (r->o.prefill_chunk < 1) r->o.prefill_chunk = 1;
-    const int cap = r->o.prefill_chunk + r->n_slots, nv = e->model.hp.n_vocab; /* tokens in one step */
+    const int cap = cap_tokens(r), nv = e->model.hp.n_vocab; /* tokens in one step */
     r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
     r->lp = malloc((size_t)nv * sizeof *r->lp);
     r->who = malloc((size_t)cap * sizeof *r->who);
@@ -93,7 +113,7 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         return NULL;
     }
     const int kv = o->cfg->kv_type, bs = o->block_size > 0 ? o->block_size : 16;
-    const size_t block = kv_pool_block_bytes(&e->model, kv, bs);
+    const size_t block = kv_block_bytes(&e->model, kv, bs);
     /* the pool: --kv-ram, else what --ram leaves, else what every slot's full context takes */
     size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
     if (o->ram && !o->kv_ram && !o->kv_blocks) {
@@ -106,6 +126,18 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
             return NULL;
         }
         want = (size_t)((double)o->ram - rest);
+    } else if (!o->kv_ram && !o->kv_blocks) {
+        /* no budget given: every slot's full context, unless that is more
+           than half of what the machine has free (a long-context model's
+           full contexts can take many times its RAM) */
+        const double MB = 1048576.0, avail = memory_available(), cap = avail / 2 - ram_without_kv(r, cap_tokens(r), nv);
+        if (avail > 0 && (double)want > cap) {
+            const size_t full = want;
+            want = cap > (double)block * r->n_slots ? (size_t)cap : block * (size_t)r->n_slots;
+            fprintf(stderr, "picolm-server: note: %d slots of the full context (%d tokens) would take %.0f MB of KV cache; "
+                    "the pool gets %.0f MB, half of the %.0f MB this machine has available (--kv-ram, --ram or -c choose otherwise)\n",
+                    r->n_slots, o->n_ctx, (double)full / MB, (double)want / MB, avail / MB);
+        }
     }
     const int n_blocks = o->kv_blocks > 0 ? o->kv_blocks : (int)(want / block < 1u << 30 ? want / block : 1u << 30);
     if (n_blocks < 1) {
@@ -120,23 +152,25 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         slot *s = &r->slots[i];
         s->cached = malloc((size_t)o->n_ctx * sizeof *s->cached);
         s->cfg = malloc(sizeof *s->cfg);
-        if (!s->cached || !s->cfg) {
+        s->logits = malloc((size_t)nv * sizeof *s->logits);
+        if (!s->cached || !s->cfg || !s->logits) {
             runner_free(r);
             return pl_fail(err, errlen, "out of memory"), NULL;
         }
-        /* a slot holds a block table; the step's context does the work */
-        if (build_ctx_paged(&s->c, &e->model, o->n_ctx, 1, &r->pool, e->pool, err, errlen)) {
+        /* a slot holds a block table; the step's workspace does the work */
+        if (build_kv_seq(&s->seq, &r->pool, o->n_ctx, err, errlen)) {
             runner_free(r);
             return NULL;
         }
     }
-    if (build_ctx_kv(&r->step, &e->model, cap, cap, kv, e->pool, 0, err, errlen)) {
+    if (build_batch(&r->step, &e->model, cap, e->pool, err, errlen)) {
         runner_free(r);
         return NULL;
     }
+    r->env = (prep_env){e, o->cfg, r->chat_kind, o->n_ctx, o->max_prompt_tokens, n_blocks * bs};
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
-    fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB\n", n_blocks, bs,
-            (double)block * n_blocks / (1 << 20));
+    fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB (%.1f full contexts of %d)\n", n_blocks, bs,
+            (double)block * n_blocks / (1 << 20), (double)n_blocks * bs / o->n_ctx, o->n_ctx);
     return r;
 }
 
@@ -144,13 +178,14 @@ void runner_free(runner *r) {
     if (!r) return;
     for (int i = 0; r->slots && i < r->n_slots; i++) {
         slot *s = &r->slots[i];
-        free_ctx(&s->c);
+        if (s->seq.pool) free_kv_seq(&s->seq);
+        free(s->logits);
         free(s->cached);
         free(s->cfg);
         free(s->prompt);
         sampling_free(s->smp);
     }
-    free_ctx(&r->step);
+    free_batch(&r->step);
     free_kv_pool(&r->pool);
     free(r->slots);
     free(r->who);
@@ -159,60 +194,6 @@ void runner_free(runner *r) {
     free(r->logits);
     free(r->lp);
     free(r);
-}
-
-/* The request's settings: the server's, with what the request sets. */
-static int settings(runner *r, picolm_config *cfg, const api_request *q, api_error *ae) {
-    char v[64], err[512];
-    *cfg = *r->o.cfg;
-    struct { unsigned bit; const char *key; double val; int is_int; } keys[] = {
-        {API_SET_TEMPERATURE, "temperature", q->temperature, 0}, {API_SET_TOP_P, "top_p", q->top_p, 0},
-        {API_SET_TOP_K, "top_k", q->top_k, 1},                   {API_SET_MIN_P, "min_p", q->min_p, 0},
-        {API_SET_PRESENCE, "presence_penalty", q->presence_penalty, 0},
-        {API_SET_FREQUENCY, "freq_penalty", q->frequency_penalty, 0},
-    };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        if (!(q->set & keys[i].bit)) continue;
-        if (keys[i].is_int) snprintf(v, sizeof v, "%d", (int)keys[i].val);
-        else snprintf(v, sizeof v, "%.9g", keys[i].val);
-        if (config_set_param(cfg, keys[i].key, v, "request", 0, err, sizeof err))
-            return api_fail(ae, 400, "invalid_request_error", keys[i].key, NULL, "%s", err);
-    }
-    if (q->set & API_SET_SEED) cfg->seed = q->seed;
-    if (q->set & API_SET_MAX_TOKENS) cfg->max_tokens = q->max_tokens;
-    cfg->json_mode = q->json_object;
-    return 0;
-}
-
-/* The prompt's tokens: the chat rendered with the model's template, or
-   the completion prompt; special tokens are parsed as llama.cpp's server
-   does. */
-static int prompt_tokens(runner *r, const api_request *q, int32_t **toks, int *n, api_error *ae) {
-    char err[512];
-    char *text = NULL;
-    size_t len;
-    if (q->chat) {
-        chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
-        if (!m) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
-        for (int i = 0; i < q->n_msgs; i++) m[i] = (chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
-        text = chat_render(r->chat_kind, m, q->n_msgs, 1, &len);
-        free(m);
-        if (!text) return api_fail(ae, 400, "invalid_request_error", "messages", NULL,
-                                    "the %s chat template cannot render these messages", chat_kind_name(r->chat_kind));
-    } else {
-        text = q->prompt;
-        len = strlen(text);
-    }
-    int rc = generate_tokenize(r->e, text, len, tokenizer_add_bos(r->e->tok), 1, toks, n, err, sizeof err);
-    if (q->chat) free(text);
-    if (rc) return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL, "%s", err);
-    int limit = r->o.max_prompt_tokens > 0 && r->o.max_prompt_tokens < r->o.n_ctx ? r->o.max_prompt_tokens : r->o.n_ctx - 1;
-    if (*n == 0) return api_fail(ae, 400, "invalid_request_error", "prompt", NULL, "the prompt is empty");
-    if (*n > limit)
-        return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", "context_length_exceeded",
-                        "the prompt is %d tokens; this server takes at most %d (%s)", *n, limit,
-                        limit == r->o.n_ctx - 1 ? "its context, leaving room for one generated token" : "max_prompt_tokens");
-    return 0;
 }
 
 /* How many leading tokens of toks[0..n) slot s's cache can keep (at least
@@ -252,63 +233,37 @@ static void seat(runner *r, slot *s, const int32_t *toks, int n) {
         if (k > keep) keep = k, from = o;
     }
     if (from) {
-        llama_seq_share(&s->c, &from->c, keep / bs, keep);
+        keep = kv_seq_share(&s->seq, &from->seq, keep);
         memcpy(s->cached, toks, (size_t)keep * sizeof *toks);
     } else {
-        llama_seq_truncate(&s->c, keep);
+        keep = kv_seq_truncate(&s->seq, keep); /* a recurrent state: its last checkpoint */
     }
     s->n_fed = s->n_cached = keep;
     s->used = ++r->clock;
 }
 
-/* Give job j a free slot: 0, or -1 after failing the job. */
-static int admit(runner *r, job *j) {
-    api_error ae = {0};
-    char err[1024];
-    int32_t *toks = NULL;
-    int n = 0;
-    sampling *smp = NULL;
-    picolm_config *cfg = malloc(sizeof *cfg);
-    const api_request *q = &j->req;
-    if (!cfg) {
-        api_fail(&ae, 500, "server_error", NULL, NULL, "out of memory");
-        goto failed;
-    }
-    if (settings(r, cfg, q, &ae) || prompt_tokens(r, q, &toks, &n, &ae)) goto failed;
-    const int bs = r->pool.block_size;
-    if ((n + bs) / bs > r->pool.n_blocks) {
-        api_fail(&ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", "context_length_exceeded",
-                 "the prompt is %d tokens; the server's KV pool holds %d (--kv-ram)", n, r->pool.n_blocks * bs - 1);
-        goto failed;
-    }
-    if (cli_sampling_build(&smp, &r->e->reg, cfg, tokenizer_vocab(r->e->tok), err, sizeof err)) {
-        api_fail(&ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
-        goto failed;
-    }
-    for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
-    slot *s = pick_slot(r, toks, n);
+int runner_prepare(void *r, job *j, api_error *ae) { return prep_request(&((runner *)r)->env, j, ae); }
+
+/* Give job j (prepared) a free slot. */
+static void admit(runner *r, job *j) {
+    prepared *p = prep_take(j);
+    slot *s = pick_slot(r, p->toks, p->n);
     free(s->cfg);
-    s->cfg = cfg;
-    s->smp = smp;
+    s->cfg = p->cfg;
+    s->smp = p->smp;
     s->j = j;
-    s->prompt = toks;
-    s->n_prompt = n;
-    seat(r, s, toks, n);
+    s->prompt = p->toks;
+    s->n_prompt = p->n;
+    free(p);
+    seat(r, s, s->prompt, s->n_prompt);
     s->n_gen = 0;
     s->has_last = 0;
     s->parked = 0;
     s->since = r->clock;
     /* the request's max_tokens, else the server's -n (< 0: until the
        context is full, as OpenAI's default) */
-    s->budget = cfg->max_tokens >= 0 ? cfg->max_tokens : 1 << 30;
-    job_start(j, n, s->n_fed);
-    return 0;
-failed:
-    job_fail(j, &ae);
-    sampling_free(smp);
-    free(cfg);
-    free(toks);
-    return -1;
+    s->budget = s->cfg->max_tokens >= 0 ? s->cfg->max_tokens : 1 << 30;
+    job_start(j, s->n_prompt, s->n_fed);
 }
 
 /* Preempt s: its blocks go back to the pool; what it must evaluate again
@@ -324,7 +279,7 @@ static void park(slot *s) {
             s->n_prompt = s->n_cached;
         }
     }
-    llama_seq_truncate(&s->c, 0);
+    kv_seq_truncate(&s->seq, 0);
     s->n_cached = s->n_fed = 0;
     s->parked = 1;
 }
@@ -333,7 +288,7 @@ static void park(slot *s) {
    cache goes, then the newest running sequence is preempted (possibly s).
    Returns 0, or -1 when s itself was preempted or cannot fit at all. */
 static int make_room(runner *r, slot *s, int k) {
-    while (llama_seq_reserve(&s->c, k)) {
+    while (kv_seq_reserve(&s->seq, k)) {
         slot *idle = NULL, *newest = NULL;
         int running = 0;
         for (int i = 0; i < r->n_slots; i++) {
@@ -345,7 +300,7 @@ static int make_room(runner *r, slot *s, int k) {
             }
         }
         if (idle) {
-            llama_seq_truncate(&idle->c, 0);
+            kv_seq_truncate(&idle->seq, 0);
             idle->n_cached = 0;
         } else if (running > 1) {
             park(newest);
@@ -409,13 +364,13 @@ static const char *emit(runner *r, slot *s) {
     job *j = s->j;
     const api_request *q = &j->req;
     char err[512];
-    const int32_t room = s->c.n_ctx - s->c.n_past + 1, want = s->budget - s->n_gen;
+    const int32_t room = s->seq.n_ctx - s->seq.n_past + 1, want = s->budget - s->n_gen;
     const int32_t left = want < room ? want : room;
     api_alt top[API_MAX_TOP_LOGPROBS];
     int n_top = 0;
     int32_t tok;
-    if (q->logprobs) logprobs(r, s->c.logits, q->top_logprobs, top, &n_top);
-    if (sampling_sample(s->smp, s->c.logits, left, &tok, err, sizeof err)) {
+    if (q->logprobs) logprobs(r, s->logits, q->top_logprobs, top, &n_top);
+    if (sampling_sample(s->smp, s->logits, left, &tok, err, sizeof err)) {
         fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
         return "length";
     }
@@ -429,7 +384,7 @@ static const char *emit(runner *r, slot *s) {
     if (job_token(j, piece, pl, q->logprobs ? r->lp[tok] : 0, top, n_top, mono_now())) {
         return "stop";
     }
-    if (s->n_gen >= s->budget || s->c.n_past >= s->c.n_ctx) {
+    if (s->n_gen >= s->budget || s->seq.n_past >= s->seq.n_ctx) {
         return "length";
     }
     s->last = tok;
@@ -443,7 +398,7 @@ static const char *emit(runner *r, slot *s) {
    decoding; then a
    token for each slot whose logits are ready.  A slot that is done is
    released (and reported). */
-static void step_all(runner *r, http_server *h) {
+static int step_all(runner *r, http_server *h) {
     char err[512];
     int n = 0, first[r->n_slots], count[r->n_slots], order[r->n_slots], n_order = 0;
     /* prompt tokens this step, oldest prompt first: the first reply starts
@@ -463,6 +418,7 @@ static void step_all(runner *r, http_server *h) {
         slot *s = &r->slots[i];
         first[i] = n, count[i] = 0;
         if (!s->j || s->parked) continue;
+        if (job_backlogged(s->j)) continue; /* its client reads slowly: it waits */
         const int prefill = s->n_fed < s->n_prompt;
         const int k = !prefill ? 1 : s->n_prompt - s->n_fed < budget ? s->n_prompt - s->n_fed : budget;
         if (!k) continue; /* the step's prompt tokens went to older sequences */
@@ -473,16 +429,19 @@ static void step_all(runner *r, http_server *h) {
         }
         const int32_t *src = prefill ? s->prompt + s->n_fed : &s->last;
         if (prefill) s->n_fed += k;
-        for (int t = 0; t < k; t++) r->who[n] = &s->c, r->toks[n] = src[t], r->want[n++] = 0;
+        for (int t = 0; t < k; t++) r->who[n] = &s->seq, r->toks[n] = src[t], r->want[n++] = 0;
         /* logits: for the next token, unless a resumed sequence still has
            its last sampled token to feed */
         if (!prefill || (s->n_fed == s->n_prompt && !s->has_last)) r->want[n - 1] = 1;
         count[i] = k;
         s->used = r->clock;
     }
-    if (!n) return;
-    const int failed = llama_forward_seqs(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
+    if (!n) return 0;
+    int failed = llama_decode(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
     if (failed) fprintf(stderr, "picolm-server: a step failed: %s\n", err);
+    /* the model file shrank under the mapping: the step read zeros */
+    const int lost = cli_model_fault();
+    if (lost) failed = 1;
     for (int o = 0, row = 0; o < n_order; o++) {
         const int i = order[o];
         slot *s = &r->slots[i];
@@ -491,16 +450,17 @@ static void step_all(runner *r, http_server *h) {
         s->n_cached += count[i];
         const char *done = NULL;
         if (failed) {
-            llama_seq_truncate(&s->c, 0); /* what the cache holds is unknown */
+            kv_seq_truncate(&s->seq, 0); /* what the cache holds is unknown */
             s->n_cached = 0;
-            done = "length";
+            done = lost ? "error" : "length";
         } else if (r->want[first[i] + count[i] - 1]) {
-            memcpy(s->c.logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
+            memcpy(s->logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
                    (size_t)r->e->model.hp.n_vocab * sizeof(float));
             done = emit(r, s);
         }
         if (done) finish(h, s, done);
     }
+    return n;
 }
 
 static void report(runner *r, http_server *h) {
@@ -528,7 +488,7 @@ static void unpark(runner *r, http_server *h) {
         const int bs = r->pool.block_size, need = (old->n_prompt + bs) / bs;
         if (need > r->pool.n_free - promised) {
             if (idle) {
-                llama_seq_truncate(&idle->c, 0);
+                kv_seq_truncate(&idle->seq, 0);
                 idle->n_cached = 0;
                 continue;
             }
@@ -557,8 +517,10 @@ void runner_loop(runner *r, job_queue *q, http_server *h) {
                 closed = active == 0;
                 break;
             }
-            if (j->cancelled) job_fail(j, &(api_error){.status = 499, .message = "cancelled"});
-            else if (!admit(r, j)) {
+            /* a client that left while its request waited is not served */
+            if (job_cancelled(j) || !j->prep) job_fail(j, &(api_error){.status = 499, .message = "cancelled"});
+            else {
+                admit(r, j);
                 active++;
                 report(r, h);
                 continue;
@@ -566,14 +528,15 @@ void runner_loop(runner *r, job_queue *q, http_server *h) {
             job_unref(j);
         }
         if (closed) break;
-        /* a client gone, or the server stopping, ends a reply where it is */
+        /* a client gone ends its reply where it is; the server stopping
+           ends every reply with a last chunk that says so */
         const int stopping = jq_closing(q);
         for (int i = 0; i < r->n_slots; i++) {
             slot *s = &r->slots[i];
-            if (!s->j || !(stopping || s->j->cancelled)) continue;
-            finish(h, s, "length");
+            if (s->j && (stopping || job_cancelled(s->j))) finish(h, s, stopping ? "shutdown" : "length");
         }
-        step_all(r, h);
+        /* nothing to step (every client behind on reading): wait a little */
+        if (!step_all(r, h)) jq_wait(q, 0.005);
         report(r, h);
     }
 }

@@ -3,7 +3,7 @@
  * queued jobs into tokens.  Up to n_slots sequences are served at once:
  * every step advances each of them in one forward pass (a chunk of its
  * prompt, or one token), new requests join at the next step and finished
- * ones leave.  Their KV caches are block tables over one pool (kvpool.h):
+ * ones leave.  Their KV caches are block tables over one pool (core/kv.h):
  * a request whose prompt begins like another sequence's shares those
  * blocks (copy on write), and a finished sequence's blocks stay as a
  * prefix cache until the pool needs them.  When the pool runs out, idle
@@ -38,6 +38,10 @@ typedef struct runner_opts {
 /* NULL + err on failure (template, memory, ...). */
 runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen);
 void runner_free(runner *r);
+
+/* Prepare a request for the scheduler (on the HTTP thread that received
+   it: prep.h); r is the runner.  0, or -1 with ae filled. */
+int runner_prepare(void *r, job *j, api_error *ae);
 
 /* Take jobs from q until it is closed; reports to h for /metrics. */
 void runner_loop(runner *r, job_queue *q, http_server *h);

@@ -1,0 +1,136 @@
+/* Request preparation off the step loop: see prep.h. */
+#include "prep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "generate.h"
+#include "tokenizer.h"
+
+void prep_free(prepared *p) {
+    if (!p) return;
+    sampling_free(p->smp);
+    free(p->cfg);
+    free(p->toks);
+    free(p);
+}
+
+static void prep_free_void(void *p) { prep_free(p); }
+
+prepared *prep_take(job *j) {
+    prepared *p = j->prep;
+    j->prep = NULL;
+    j->prep_free = NULL;
+    return p;
+}
+
+/* A seed nobody can predict, below 2^53 so that a JavaScript client reads
+   it back exactly. */
+static uint64_t fresh_seed(void) {
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) {
+        static unsigned long long n;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ (__atomic_add_fetch(&n, 1, __ATOMIC_RELAXED) << 40);
+        s ^= s >> 29, s *= 0xbf58476d1ce4e5b9u, s ^= s >> 32;
+    }
+    return s & ((1ull << 53) - 1);
+}
+
+/* The request's settings: the server's, with what the request sets.  No
+   seed in the request (nor in the INI): a fresh one. */
+static int settings(const prep_env *env, picolm_config *cfg, const api_request *q, api_error *ae) {
+    char v[64], err[512];
+    *cfg = *env->cfg;
+    struct { unsigned bit; const char *key; double val; int is_int; } keys[] = {
+        {API_SET_TEMPERATURE, "temperature", q->temperature, 0}, {API_SET_TOP_P, "top_p", q->top_p, 0},
+        {API_SET_TOP_K, "top_k", q->top_k, 1},                   {API_SET_MIN_P, "min_p", q->min_p, 0},
+        {API_SET_PRESENCE, "presence_penalty", q->presence_penalty, 0},
+        {API_SET_FREQUENCY, "freq_penalty", q->frequency_penalty, 0},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (!(q->set & keys[i].bit)) continue;
+        if (keys[i].is_int) snprintf(v, sizeof v, "%d", (int)keys[i].val);
+        else snprintf(v, sizeof v, "%.9g", keys[i].val);
+        if (config_set_param(cfg, keys[i].key, v, "request", 0, err, sizeof err))
+            return api_fail(ae, 400, "invalid_request_error", keys[i].key, NULL, "%s", err);
+    }
+    if (q->set & API_SET_SEED) cfg->seed = q->seed;
+    else if (!config_is_set(env->cfg, "generate", "seed")) cfg->seed = fresh_seed();
+    if (q->set & API_SET_MAX_TOKENS) cfg->max_tokens = q->max_tokens;
+    cfg->json_mode = q->json_object;
+    /* OpenAI's json_object is an object, never a top-level array */
+    if (q->json_object && config_set_param(cfg, "json_object", "1", "request", 0, err, sizeof err))
+        return api_fail(ae, 500, "server_error", NULL, NULL, "%s", err);
+    if (q->json_object && cfg->max_tokens >= 0 && cfg->max_tokens < 2)
+        return api_fail(ae, 400, "invalid_request_error", "max_tokens", NULL,
+                        "response_format json_object needs max_tokens of at least 2 (the server's default is %d)", cfg->max_tokens);
+    return 0;
+}
+
+/* The prompt's tokens: the chat rendered with the model's template, or
+   the completion prompt; special tokens are parsed as llama.cpp's server
+   does. */
+static int prompt_tokens(const prep_env *env, const api_request *q, int32_t **toks, int *n, api_error *ae) {
+    char err[512];
+    char *text = NULL;
+    size_t len;
+    if (q->chat) {
+        chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
+        if (!m) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
+        for (int i = 0; i < q->n_msgs; i++) m[i] = (chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
+        text = chat_render(env->chat_kind, m, q->n_msgs, 1, &len);
+        free(m);
+        if (!text) return api_fail(ae, 400, "invalid_request_error", "messages", NULL,
+                                    "the %s chat template cannot render these messages", chat_kind_name(env->chat_kind));
+    } else {
+        text = q->prompt;
+        len = strlen(text);
+    }
+    int rc = generate_tokenize(env->e, text, len, tokenizer_add_bos(env->e->tok), 1, toks, n, err, sizeof err);
+    if (q->chat) free(text);
+    if (rc) return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL, "%s", err);
+    const int limit = env->max_prompt_tokens > 0 && env->max_prompt_tokens < env->n_ctx ? env->max_prompt_tokens : env->n_ctx - 1;
+    const char *param = q->chat ? "messages" : "prompt";
+    if (*n == 0) return api_fail(ae, 400, "invalid_request_error", "prompt", NULL, "the prompt is empty");
+    if (*n > limit)
+        return api_fail(ae, 400, "invalid_request_error", param, "context_length_exceeded",
+                        "the prompt is %d tokens; this server takes at most %d (%s)", *n, limit,
+                        limit == env->n_ctx - 1 ? "its context, leaving room for one generated token" : "max_prompt_tokens");
+    if (*n >= env->kv_positions)
+        return api_fail(ae, 400, "invalid_request_error", param, "context_length_exceeded",
+                        "the prompt is %d tokens; the server's KV pool holds %d (--kv-ram)", *n, env->kv_positions - 1);
+    return 0;
+}
+
+int prep_request(const prep_env *env, job *j, api_error *ae) {
+    char err[1024];
+    prepared *p = calloc(1, sizeof *p);
+    if (!p || !(p->cfg = malloc(sizeof *p->cfg))) {
+        free(p);
+        return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    const api_request *q = &j->req;
+    if (settings(env, p->cfg, q, ae) || prompt_tokens(env, q, &p->toks, &p->n, ae)) goto failed;
+    /* the tokenizer's buffer holds 4 tokens per prompt byte: keep what is used */
+    int32_t *fit = realloc(p->toks, (size_t)p->n * sizeof *fit);
+    if (fit) p->toks = fit;
+    if (cli_sampling_build(&p->smp, &env->e->reg, p->cfg, tokenizer_vocab(env->e->tok), err, sizeof err)) {
+        api_fail(ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
+        goto failed;
+    }
+    for (int i = 0; i < p->n; i++) sampling_accept(p->smp, p->toks[i]);
+    j->seed = p->cfg->seed;
+    j->prep = p;
+    j->prep_free = prep_free_void;
+    return 0;
+failed:
+    prep_free(p);
+    return -1;
+}
