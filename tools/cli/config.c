@@ -833,10 +833,10 @@ void config_usage(const char *argv0, void *FILE_stream) {
     fprintf(f,
             "usage: %s MODEL.gguf [-p PROMPT | -f FILE] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
             "       [--json | --json-schema FILE] [--cache FILE] [options]\n"
-            "Generates text from a GGUF model of the architectures ",
+            "Generates text from a GGUF model of these architectures (docs/architectures.md):\n  ",
             argv0 ? argv0 : "picolm");
     for (const llama_arch *a = llama_archs; a->name; a++) fprintf(f, "%s%s", a == llama_archs ? "" : ", ", a->name);
-    fprintf(f, " (docs/architectures.md).\n"
+    fprintf(f, ".\n"
             "Settings come from the built-in defaults, then an INI file (--config FILE, else\n"
             "$PICOLM_CONFIG), then these flags.  \"--flag value\" and \"--flag=value\" are both\n"
             "accepted.\n\n");
