@@ -19,7 +19,8 @@
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 
-typedef struct gguf_writer gguf_writer;
+/* The library's picolm_gguf_writer (picolm.h) under its internal name. */
+typedef struct picolm_gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_new(void);
 void gguf_writer_free(gguf_writer *w);

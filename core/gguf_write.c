@@ -26,7 +26,7 @@ typedef struct wtensor {
     uint64_t nbytes, offset;
 } wtensor;
 
-struct gguf_writer {
+struct picolm_gguf_writer {
     wkv *kv;
     int n_kv, cap_kv;
     wtensor *t;
