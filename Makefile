@@ -106,7 +106,7 @@ SERVER_BIN = $(if $(HAVE_SERVER),$(BUILD)/bin/picolm-server)
 TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
 # Tests of the front end (config, generation, chat session): the others are
 # the engine's and link without it and without libinih.
-FRONT_TESTS = test_config test_chat test_kvcache test_samplers
+FRONT_TESTS = test_config test_chat test_samplers
 
 FORMAT_SO  = $(FORMATS:%=$(BUILD)/plugins/format-%.so)
 SAMPLER_SO = $(SAMPLERS:%=$(BUILD)/plugins/sampler-%.so)
