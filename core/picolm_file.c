@@ -1,5 +1,5 @@
-/* The library's file API (include/picolm/picolm.h): GGUF reading and
-   writing, output files written whole. */
+/* The library's file API (include/picolm/picolm.h): GGUF reading (the
+   writer is gguf_write.c), output files written whole. */
 #include "picolm/picolm.h"
 
 #include <stdlib.h>
@@ -7,7 +7,6 @@
 
 #include "engine.h"
 #include "gguf.h"
-#include "gguf_write.h"
 #include "util.h"
 
 _Static_assert((int)PICOLM_GGUF_UINT8 == (int)GGUF_UINT8 && (int)PICOLM_GGUF_ARRAY == (int)GGUF_ARRAY && (int)PICOLM_GGUF_FLOAT64 == (int)GGUF_FLOAT64,
@@ -99,61 +98,6 @@ int picolm_gguf_tensor_at(const picolm_gguf *g, int64_t i, picolm_tensor *out) {
 int64_t picolm_gguf_find_tensor(const picolm_gguf *g, const char *name) {
     const gguf_tensor *t = gguf_find_tensor(g->f, name);
     return t ? t - g->f->tensors : -1;
-}
-
-/* ---- writing ---- */
-
-picolm_gguf_writer *picolm_gguf_writer_new(void) { return gguf_writer_new(); }
-void picolm_gguf_writer_free(picolm_gguf_writer *w) { gguf_writer_free(w); }
-
-int picolm_gguf_writer_copy(picolm_gguf_writer *w, const picolm_gguf *g, int64_t i) {
-    return i < 0 || (uint64_t)i >= g->f->n_kv ? -1 : gguf_writer_copy_kv(w, &g->f->kv[i]);
-}
-
-int picolm_gguf_writer_set(picolm_gguf_writer *w, const picolm_gguf_kv *p) {
-    gguf_kv kv = {.key = {p->key_len, p->key}, .type = p->type};
-    gguf_str *strs = NULL;
-    switch (p->type) {
-    case GGUF_STRING: kv.v.s = (gguf_str){p->str_len, p->str}; break;
-    case GGUF_ARRAY:
-        kv.v.arr.type = p->arr_type, kv.v.arr.n = p->arr_n, kv.v.arr.data = p->arr_data;
-        if (p->arr_type == GGUF_STRING) { /* the writer takes the reader's decoded strings */
-            if (p->arr_n > SIZE_MAX / sizeof *strs || !(strs = malloc((size_t)(p->arr_n ? p->arr_n : 1) * sizeof *strs))) return -1;
-            const char *const *s = p->arr_data;
-            for (uint64_t j = 0; j < p->arr_n; j++) strs[j] = (gguf_str){strlen(s[j]), s[j]};
-            kv.v.arr.strs = strs;
-        }
-        break;
-    case GGUF_FLOAT32: case GGUF_FLOAT64: kv.v.f = p->f; break;
-    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64: kv.v.i = p->i; break;
-    default: kv.v.u = p->u;
-    }
-    const int rc = gguf_writer_copy_kv(w, &kv);
-    free(strs);
-    return rc;
-}
-
-int picolm_gguf_writer_set_u32(picolm_gguf_writer *w, const char *key, uint32_t v) { return gguf_writer_set_u32(w, key, v); }
-int picolm_gguf_writer_set_str(picolm_gguf_writer *w, const char *key, const char *v) { return gguf_writer_set_str(w, key, v); }
-int picolm_gguf_writer_remove(picolm_gguf_writer *w, const char *key) { return gguf_writer_remove_kv(w, key); }
-int picolm_gguf_writer_n_kv(const picolm_gguf_writer *w) { return gguf_writer_n_kv(w); }
-
-int picolm_gguf_writer_add_tensor(picolm_gguf_writer *w, const char *name, size_t name_len, uint32_t n_dims, const int64_t *ne,
-                                  uint32_t type, uint64_t nbytes) {
-    return gguf_writer_add_tensor(w, name, name_len, n_dims, ne, type, nbytes);
-}
-
-uint64_t picolm_gguf_writer_alignment(const picolm_gguf_writer *w) { return gguf_writer_alignment(w); }
-uint64_t picolm_gguf_writer_header_size(const picolm_gguf_writer *w) { return gguf_writer_header_size(w); }
-uint64_t picolm_gguf_writer_file_size(const picolm_gguf_writer *w) { return gguf_writer_file_size(w); }
-
-int picolm_gguf_writer_write_header(picolm_gguf_writer *w, void *stream, char *err, size_t errlen) {
-    return gguf_writer_write_header(w, stream, err, errlen);
-}
-
-int picolm_gguf_writer_write_tensor(picolm_gguf_writer *w, void *stream, const void *data, uint64_t nbytes, char *err,
-                                    size_t errlen) {
-    return gguf_writer_write_tensor(w, stream, data, nbytes, err, errlen);
 }
 
 /* ---- output files ---- */

@@ -73,16 +73,16 @@ static const struct {
 };
 
 static int header_only_gguf(gguf_file *g, char **buf, const char *tmpl, char *err, size_t errlen) {
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "tokenizer.chat_template", tmpl);
+    gguf_writer *w = picolm_gguf_writer_new();
+    picolm_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl);
     FILE *f = tmpfile();
-    int ok = w && f && !gguf_writer_write_header(w, f, err, errlen);
+    int ok = w && f && !picolm_gguf_writer_write_header(w, f, err, errlen);
     long sz = f ? ftell(f) : 0;
     *buf = malloc((size_t)sz + 1);
     if (ok && *buf) { rewind(f); ok = fread(*buf, 1, (size_t)sz, f) == (size_t)sz; }
     ok = ok && *buf && !gguf_parse(g, *buf, (size_t)sz, NULL, err, errlen);
     if (f) fclose(f);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     return ok ? 0 : -1;
 }
 
