@@ -22,6 +22,7 @@ typedef struct stage {
     int (*apply_logits)(void *, const float *, float, picolm_candidates *, char *, size_t);
     double (*draw)(void *, int);
     int (*apply_select)(void *, const float *, float, double, picolm_candidates *, char *, size_t);
+    int32_t (*min_budget)(const void *);
     char name[64];
     char detail[96];                 /* for sampling_describe */
 } stage;
@@ -67,8 +68,11 @@ static void list_samplers(const pl_registry *reg, char *buf, size_t n) {
     if (!buf[0]) snprintf(buf, n, "none");
 }
 
-/* A value as its declaration says: 0, or -1 when malformed or out of range. */
+/* A value as its declaration says: 0, or -1 when malformed or out of range
+   (text is taken as written: *out = 0). */
 static int parse_value(const picolm_param_desc *d, const char *v, double *out) {
+    *out = 0;
+    if (d->type == PICOLM_PARAM_STRING) return 0;
     char *end;
     const double x = d->type == PICOLM_PARAM_INT ? (double)strtoll(v, &end, 10) : strtod(v, &end);
     while (isspace((unsigned char)*end)) end++;
@@ -130,6 +134,17 @@ static const char *setting(const picolm_param *p, int n, const char *key) {
     return v;
 }
 
+/* A text value in a description: its size, and its start on one line. */
+static size_t text_detail(char *buf, size_t n, const char *v) {
+    char head[24];
+    size_t k = 0;
+    for (const char *p = v; *p && k + 4 < sizeof head; p++)
+        if (!isspace((unsigned char)*p) || (k && head[k - 1] != ' ')) head[k++] = isspace((unsigned char)*p) ? ' ' : *p;
+    head[k] = 0;
+    const size_t len = strlen(v);
+    return (size_t)snprintf(buf, n, "%s%s (%zu bytes)", head, k < len ? "..." : "", len);
+}
+
 /* "(v)", "(label v, label v)" and "seed N" from the stage's declarations. */
 static void stage_detail(stage *s, const picolm_param *p, int np, uint64_t seed) {
     size_t used = 0;
@@ -141,7 +156,8 @@ static void stage_detail(stage *s, const picolm_param *p, int np, uint64_t seed)
         used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%s%s%s", used ? ", " : "(",
                                  d->label ? d->label : "", d->label ? " " : "");
         if (used >= sizeof s->detail) break;
-        if (d->type == PICOLM_PARAM_INT) used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%lld", (long long)x);
+        if (d->type == PICOLM_PARAM_STRING) used += text_detail(s->detail + used, sizeof s->detail - used, v ? v : d->def);
+        else if (d->type == PICOLM_PARAM_INT) used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%lld", (long long)x);
         else used += (size_t)snprintf(s->detail + used, sizeof s->detail - used, "%g", (double)(float)x);
     }
     if ((s->vt->flags & PICOLM_SAMPLER_SEEDED) && used < sizeof s->detail)
@@ -225,6 +241,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
         st->apply_logits = vt->struct_size >= offsetof(picolm_sampler_vtable, apply_logits) + fn ? vt->apply_logits : NULL;
         st->draw = vt->struct_size >= offsetof(picolm_sampler_vtable, draw) + fn ? vt->draw : NULL;
         st->apply_select = vt->struct_size >= offsetof(picolm_sampler_vtable, apply_select) + fn ? vt->apply_select : NULL;
+        st->min_budget = vt->struct_size >= offsetof(picolm_sampler_vtable, min_budget) + fn ? vt->min_budget : NULL;
         char e[256] = "";
         if (vt->create(&init, &st->state, e, sizeof e)) {
             snprintf(err, errlen, "sampler '%s': %s", names[i], e[0] ? e : "create failed");
@@ -315,6 +332,18 @@ void sampling_timing(sampling *s, int on) {
 }
 
 double sampling_stage_seconds(const sampling *s, int i) { return i >= -1 && i < s->n ? s->t[i + 1] : 0; }
+
+int32_t sampling_min_budget(const sampling *s, const char **stage) {
+    int32_t most = 0;
+    for (int i = 0; i < s->n; i++) {
+        const int32_t m = s->st[i].min_budget ? s->st[i].min_budget(s->st[i].state) : 0;
+        if (m > most) {
+            most = m;
+            if (stage) *stage = s->st[i].name;
+        }
+    }
+    return most;
+}
 
 void sampling_accept(sampling *s, int32_t token) {
     for (int i = 0; i < s->n; i++)

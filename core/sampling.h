@@ -70,6 +70,11 @@ void sampling_direct(sampling *s, int on);
    same tokens either way. */
 void sampling_fused(sampling *s, int on);
 
+/* The fewest tokens a generation needs under this chain (the largest
+   picolm_sampler_vtable.min_budget of its stages; the stage's name in
+   *stage when non-NULL), or 0 when any budget will do. */
+int32_t sampling_min_budget(const sampling *s, const char **stage);
+
 /* Tell the chain about a token entering the context: every prompt token and
    every generated token (after sampling_sample picked it). */
 void sampling_accept(sampling *s, int32_t token);

@@ -26,7 +26,7 @@ QEMU_AARCH64    ?= qemu-aarch64
 # test_logits (minutes each; t_aarch64 covers logits on 32 positions),
 # test_plugin_loader and test_quantize (they build or spawn host programs),
 # and the other t_*.sh (they run the binaries without the wrapper).
-AARCH64_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_bpe test_config test_json test_samplers t_aarch64
+AARCH64_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_bpe test_config test_json test_schema test_samplers t_aarch64
 
 # Builds `all` (core, tools, tests, formats, samplers) with the scalar and
 # neon backends (the ones that exist).

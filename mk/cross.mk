@@ -44,7 +44,7 @@ endef
 # leaves out test_formats and test_kquants (the format plugins' portable C,
 # run natively and under qemu-aarch64/arm): qemu-riscv64 emulates floating
 # point in software and takes over 10 minutes for each.
-ARMHF_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_config test_json test_samplers t_cross
-RISCV64_TESTS ?= test_kernels test_tokenizer test_config test_json test_samplers t_cross
+ARMHF_TESTS   ?= test_kernels test_formats test_kquants test_tokenizer test_config test_json test_schema test_samplers t_cross
+RISCV64_TESTS ?= test_kernels test_tokenizer test_config test_json test_schema test_samplers t_cross
 $(eval $(call CROSS_TEST,armhf,arm-linux-gnueabihf-gcc,qemu-arm,/usr/arm-linux-gnueabihf,scalar neon,tools/ci-armhf-setup.sh,$$(ARMHF_TESTS)))
 $(eval $(call CROSS_TEST,riscv64,riscv64-linux-gnu-gcc,qemu-riscv64,/usr/riscv64-linux-gnu,scalar rvv,tools/ci-riscv64-setup.sh,$$(RISCV64_TESTS)))

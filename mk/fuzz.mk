@@ -24,8 +24,9 @@ $(FUZZ_DIR)/ini: $(FUZZ_DIR)/obj/tools/cli/config.o $(FUZZ_DIR)/obj/tools/common
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-# fuzz/json.c compiles plugins/json.c in
+# fuzz/json.c and fuzz/json_schema.c compile their plugin in
 $(FUZZ_DIR)/obj/fuzz/json.o: plugins/json.c
+$(FUZZ_DIR)/obj/fuzz/json_schema.o: plugins/json_schema.c
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/fuzz/%.o $(FUZZ_CORE)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ $(if $(filter ini,$*),$(INIH_LIBS)) $(CORE_LIBS)

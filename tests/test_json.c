@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "plugins.h"
+#include "tvocab.h"
 
 /* ======================= reference validator (RFC 8259) ================== */
 
@@ -182,46 +183,6 @@ static int plugin_should_accept(const char *s, size_t n) {
 static pl_registry reg;
 static const picolm_sampler_vtable *vt;
 
-/* A vocabulary: 0 <unk>, 1 <s>, 2 </s> (control), then tokens. */
-typedef struct tvocab {
-    picolm_vocab v;
-    int n;
-    const char **piece;
-    uint32_t *len;
-    int32_t *type;
-    char *store;
-} tvocab;
-
-static void tv_init(tvocab *t, int cap) {
-    memset(t, 0, sizeof *t);
-    t->piece = calloc((size_t)cap, sizeof *t->piece);
-    t->len = calloc((size_t)cap, sizeof *t->len);
-    t->type = calloc((size_t)cap, sizeof *t->type);
-    t->store = calloc((size_t)cap, 16);
-    for (int i = 0; i < 3; i++) { t->piece[i] = ""; t->type[i] = i ? 3 : 2; }
-    t->n = 3;
-    t->v = (picolm_vocab){0, 1, 2, t->piece, t->len, t->type};
-}
-static int tv_add(tvocab *t, const char *s, uint32_t len, int type) {
-    char *dst = t->store + (size_t)t->n * 16;
-    memcpy(dst, s, len < 16 ? len : 15);
-    t->piece[t->n] = dst;
-    t->len[t->n] = len < 16 ? len : 15;
-    t->type[t->n] = type;
-    t->v.n_vocab = t->n + 1;
-    return t->n++;
-}
-static void tv_free(tvocab *t) { free(t->piece); free(t->len); free(t->type); free(t->store); }
-
-/* all 256 bytes as byte tokens: byte b is token 3 + b */
-static void byte_vocab(tvocab *t) {
-    tv_init(t, 300);
-    for (int b = 0; b < 256; b++) {
-        char c = (char)b;
-        tv_add(t, &c, 1, 6);
-    }
-}
-
 static void *create(const tvocab *t, char *err, size_t errlen) {
     picolm_sampler_init in = {sizeof in, &reg.host, &t->v, NULL, 0, 0};
     void *st = NULL;
@@ -292,7 +253,7 @@ static const char *esc(const char *s) {
 
 static void test_automaton(void) {
     tvocab bv;
-    byte_vocab(&bv);
+    byte_vocab(&bv, 300);
     char err[256];
     void *st = create(&bv, err, sizeof err);
     CHECK(st != NULL, "json create on a byte vocabulary (%s)", err);

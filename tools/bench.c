@@ -95,6 +95,9 @@ static void usage(FILE *o) {
             "                    with the time of each stage and of the same chain with the direct path off\n"
             "                    (same tokens, checked); -n N x -r REPS draws of each (no model needed)\n"
             "  --vocab LIST      --sampling: vocabulary sizes (default 32000,151936)\n"
+            "  --sampling MODEL  the same over MODEL's vocabulary (its pieces: what a grammar stage needs)\n"
+            "  --json, --json-schema FILE|JSON  --sampling MODEL: put that grammar stage first (as picolm does);\n"
+            "                    the draws write documents of at most 256 tokens, each begun anew at its end\n"
             "  --synth SHAPE:TYPE  synthesise a random-weight model first (shapes: ");
     for (const synth_shape *s = synth_shapes; s->name; s++) fprintf(o, "%s%s", s->name, s[1].name ? ", " : "");
     fprintf(o,
@@ -1239,24 +1242,31 @@ static void synth_logits(float *l, int n, float lead, uint64_t *s) {
     }
 }
 
-static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *cfg, FILE *f, char *err, size_t errlen) {
+/* With a grammar stage (--json, --json-schema), the draws write documents
+   of at most this many tokens, each ended by EOS or its budget. */
+#define BENCH_DOC_TOKENS 256
+
+/* model: the vocabulary is its tokenizer's (o->vocabs holds its size). */
+static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *cfg, const picolm_vocab *model, FILE *f,
+                        char *err, size_t errlen) {
     static const char *const shape[2] = {"peaked", "flat"};
-    int max_nv = 0;
+    const int grammar = cli_grammar(cfg) != NULL;
+    int max_nv = 0, docs = 0, doc_left[2] = {BENCH_DOC_TOKENS, BENCH_DOC_TOKENS};
     for (int v = 0; v < o->n_vocabs; v++) max_nv = o->vocabs[v] > max_nv ? o->vocabs[v] : max_nv;
     float *l = malloc((size_t)max_nv * sizeof *l);
     const char **pc = calloc((size_t)max_nv, sizeof *pc);
     uint32_t *pl = calloc((size_t)max_nv, sizeof *pl);
     const int draws = o->n_gen * o->reps;
     int rc = -1;
-    cli_sampler_spec *spec = malloc(sizeof *spec);
+    cli_sampler_spec *spec = calloc(1, sizeof *spec);
     if (!l || !pc || !pl || !spec) { snprintf(err, errlen, "out of memory"); goto done; }
-    cli_sampler_spec_of(cfg, spec);
+    if (cli_sampler_spec_of(cfg, spec, err, errlen)) goto done;
     if (draws <= 0) { snprintf(err, errlen, "--sampling: -n and -r must give at least one draw"); goto done; }
     if (o->format == OUT_CSV) fprintf(f, "vocab,shape,draws,ms_mean,ms_min,stage,stage_ms,ms_mean_direct_off\n");
     if (o->format == OUT_JSON) fprintf(f, "[\n");
     for (int v = 0; v < o->n_vocabs; v++) {
         const int nv = o->vocabs[v];
-        picolm_vocab vocab = {nv, -1, -1, pc, pl, NULL};
+        const picolm_vocab vocab = model ? *model : (picolm_vocab){nv, -1, -1, pc, pl, NULL};
         /* s[0..1]: peaked, flat; s[2..3]: the same chains with the direct
            path off (every stage's apply() over the full list), drawn
            alternately first and second: an A/B in the same run, and a
@@ -1275,7 +1285,7 @@ static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *
             int32_t tok[2];
             for (int j = 0; j < 2; j++) {
                 const int w = (j ^ (d / 2 % 2)) ? 2 + k : k, x = w == k ? 0 : 1;
-                if (picolm_sampler_sample(s[w], l, -1, &tok[x], err, errlen)) goto free_s;
+                if (picolm_sampler_sample(s[w], l, grammar ? doc_left[k] : -1, &tok[x], err, errlen)) goto free_s;
                 double t = -sum[w]; /* the counters' total less the earlier draws */
                 for (int i = -1; i < picolm_sampler_n_stages(s[w]); i++) t += picolm_sampler_seconds(s[w], i);
                 sum[w] += t;
@@ -1285,6 +1295,13 @@ static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *
                 snprintf(err, errlen, "the direct path drew token %d, the full list %d (vocab %d, %s logits, draw %d)", (int)tok[0],
                          (int)tok[1], nv, shape[k], d / 2);
                 goto free_s;
+            }
+            if (grammar && (tok[0] == vocab.eos_id || --doc_left[k] == 0)) { /* the document is complete: a new one */
+                picolm_sampler_reset(s[k]);
+                picolm_sampler_reset(s[2 + k]);
+                doc_left[k] = BENCH_DOC_TOKENS;
+                docs++;
+                continue;
             }
             picolm_sampler_accept(s[k], tok[0]);
             picolm_sampler_accept(s[2 + k], tok[0]);
@@ -1321,6 +1338,9 @@ static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *
             fprintf(f, "\nchain: %s; %d draws each, CPU time of the sampling thread; peaked = 8 tokens near 16 over a body "
                        "of N(0, 2) logits, flat = the same near 6 (a nucleus of thousands); direct off = every stage over the "
                        "full candidate list (the same tokens, checked).\n", desc, draws);
+        if (o->format == OUT_MD && grammar)
+            fprintf(f, "Documents of at most %d tokens each, %d of them completed (EOS or budget) and a new one begun.\n",
+                    BENCH_DOC_TOKENS, docs);
         for (int k = 0; k < 4; k++) picolm_sampler_free(s[k]);
         continue;
     free_s:
@@ -1330,6 +1350,7 @@ static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *
     if (o->format == OUT_JSON) fprintf(f, "]\n");
     rc = 0;
 done:
+    if (spec) cli_sampler_spec_free(spec);
     free(spec);
     free(l);
     free(pc);
@@ -1367,6 +1388,7 @@ int main(int argc, char **argv) {
         if (common) continue;
         if (!strcmp(a, "--micro")) { o.micro = 1; continue; }
         if (!strcmp(a, "--sampling")) { o.sampling = 1; continue; }
+        if (!strcmp(a, "--json")) { cfg.json_mode = 1; continue; }
         if (!strcmp(a, "--tune")) { o.tune = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) continue;
         if (!strcmp(a, "--synth-exact")) { o.synth_exact = 1; continue; }
@@ -1386,6 +1408,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--micro-ms")) bad = parse_int(v, 1, 100000, &micro_ms);
             else if (!strcmp(a, "--formats")) flist = strdup(v);
             else if (!strcmp(a, "--vocab")) vlist = (char *)v; /* parsed in place (argv is writable) */
+            else if (!strcmp(a, "--json-schema")) bad = snprintf(cfg.json_schema, sizeof cfg.json_schema, "%s", v) >= (int)sizeof cfg.json_schema;
             else if (!strcmp(a, "--synth")) o.synth = v;
             else if (!strcmp(a, "--out")) o.out = v;
             else if (!strcmp(a, "-o")) o.ini_out = v;
@@ -1406,6 +1429,7 @@ int main(int argc, char **argv) {
     }
     if (vlist && !o.sampling) { fprintf(stderr, "picolm-bench: --vocab goes with --sampling\n"); return 2; }
     if (!o.model && !o.synth && !o.micro && !o.sampling) { usage(stderr); return 2; }
+    if (!o.sampling && cli_grammar(&cfg)) { fprintf(stderr, "picolm-bench: --json and --json-schema go with --sampling\n"); return 2; }
     o.plugin_dir = cfg.plugin_dir;
     o.kv_type = cfg.kv_type;
     /* an INI's [engine] threads, backend and context, unless the flags say otherwise */
@@ -1429,7 +1453,9 @@ int main(int argc, char **argv) {
             if (parse_int(vv[i], 2, 1 << 24, &o.vocabs[i])) { fprintf(stderr, "picolm-bench: --vocab: bad size '%s'\n", vv[i]); return 2; }
         if (!vlist) o.vocabs[o.n_vocabs++] = 32000, o.vocabs[o.n_vocabs++] = 151936;
         if (o.format == OUT_SVG) { fprintf(stderr, "picolm-bench: --sampling prints md, csv or json\n"); return 2; }
-        if (o.model || o.synth || o.micro || o.tune) { fprintf(stderr, "picolm-bench: --sampling takes no model, --synth, --micro or --tune\n"); return 2; }
+        if (o.synth || o.micro || o.tune) { fprintf(stderr, "picolm-bench: --sampling takes no --synth, --micro or --tune\n"); return 2; }
+        if (o.model && vlist) { fprintf(stderr, "picolm-bench: --sampling MODEL takes the model's vocabulary: no --vocab\n"); return 2; }
+        if (!o.model && cli_grammar(&cfg)) { fprintf(stderr, "picolm-bench: --sampling with --json or --json-schema needs a MODEL (its vocabulary)\n"); return 2; }
     }
     if (o.model && o.synth) { fprintf(stderr, "picolm-bench: give a MODEL or --synth, not both\n"); return 2; }
     if (o.synth) { /* an unknown shape is a usage error, found before any work */
@@ -1494,8 +1520,19 @@ int main(int argc, char **argv) {
     }
 
     if (o.sampling) {
-        if (run_sampling(&o, plugins, &cfg, stdout, err, sizeof err)) { fprintf(stderr, "picolm-bench: --sampling: %s\n", err); goto out; }
-        rc = cli_close_stdout("picolm-bench");
+        picolm_model *m = NULL;
+        if (o.model) { /* its vocabulary */
+            if (!(m = cli_load_model(&cfg, "picolm-bench", o.model, 1, &rc))) goto out;
+            o.vocabs[0] = picolm_n_vocab(m);
+            o.n_vocabs = 1;
+        }
+        if (run_sampling(&o, plugins, &cfg, m ? picolm_model_vocab(m) : NULL, stdout, err, sizeof err)) {
+            fprintf(stderr, "picolm-bench: --sampling: %s\n", err);
+            rc = 1;
+        } else {
+            rc = cli_close_stdout("picolm-bench");
+        }
+        cli_free_model(m);
         goto out;
     }
     if (o.micro) {

@@ -379,6 +379,11 @@ double picolm_sampler_seconds(const picolm_sampler *s, int i);
    next-to-last stage and the selector run as one step. */
 void picolm_sampler_direct(picolm_sampler *s, int on);
 void picolm_sampler_fused(picolm_sampler *s, int on);
+/* The fewest tokens a generation needs under this chain (a grammar that
+   closes its document within the budget: picolm_sampler_vtable.min_budget;
+   the stage's name in *stage when non-NULL), or 0 when any budget will do.
+   Front ends refuse a smaller budget before generating. */
+int32_t picolm_sampler_min_budget(const picolm_sampler *s, const char **stage);
 
 /* ---- contexts: one sequence, the simple way ----
    A context is a sequence with a pool of its own, a batch and a sampler

@@ -339,7 +339,13 @@ typedef struct picolm_sampler_init {
 /* A parameter a sampler takes: the front ends list these in --help and
    --dump-config, and the core checks every [sampler] value against them
    before create() (so create() sees only well-formed values in range). */
-enum picolm_param_type { PICOLM_PARAM_INT = 1, PICOLM_PARAM_FLOAT = 2 };
+enum picolm_param_type {
+    PICOLM_PARAM_INT = 1,
+    PICOLM_PARAM_FLOAT = 2,
+    /* appended after v1: any text, handed over as written (lo and hi
+       unused); e.g. a grammar.  Keep its def short ("" = none). */
+    PICOLM_PARAM_STRING = 3
+};
 typedef struct picolm_param_desc {
     const char *key;     /* [sampler] key, e.g. "top_k"; NULL ends the table */
     uint32_t type;       /* enum picolm_param_type */
@@ -412,6 +418,13 @@ typedef struct picolm_sampler_vtable {
        its own failure, or 2 when the rule failed (reported as the last
        stage's failure, with the message that stage's apply() would give). */
     int (*apply_select)(void *state, const float *logits, float scale, double u, picolm_candidates *cand, char *err, size_t errlen);
+    /* ---- appended after apply_select (read only when struct_size covers it) ---- */
+    /* (optional, PROCESS stages) the fewest tokens, n_remaining at the first
+       apply() of a generation, with which this instance as configured can
+       produce a complete output (a grammar that closes its document within
+       the budget), or 0 when any budget will do.  Front ends refuse a
+       smaller budget before generating. */
+    int32_t (*min_budget)(const void *state);
 } picolm_sampler_vtable;
 
 /* The softmax rule that draw() promises, over a list d[0..n): max = the

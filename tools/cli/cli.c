@@ -142,27 +142,70 @@ static void add_name(char *chain, size_t n, const char *name) {
     snprintf(chain + used, n - used, "%s%s", used ? "," : "", name);
 }
 
+const char *cli_grammar(const picolm_config *c) { return c->json_schema[0] ? "json_schema" : c->json_mode ? "json" : NULL; }
+
 /* c->sampler_chain with "auto" (or nothing) read as the default chain;
-   --json puts json first unless the chain names it.  The stages the
-   settings switch off are left out by the core (picolm_sampler_vtable.neutral). */
+   --json-schema (or --json) puts its grammar first unless the chain names
+   it.  The stages the settings switch off are left out by the core
+   (picolm_sampler_vtable.neutral). */
 static void chain_from_config(const picolm_config *c, char *chain, size_t n) {
     char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN] = "";
     snprintf(buf, sizeof buf, "%s", c->sampler_chain);
-    int has_json = 0;
+    const char *grammar = cli_grammar(c);
+    int named = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*tok)) tok++;
         char *e = tok + strlen(tok);
         while (e > tok && isspace((unsigned char)e[-1])) *--e = 0;
         if (!*tok) continue;
         add_name(names, sizeof names, strcmp(tok, "auto") ? tok : PICOLM_DEFAULT_CHAIN);
-        has_json |= !strcmp(tok, "json");
+        named |= grammar && !strcmp(tok, grammar);
     }
     chain[0] = 0;
-    if (c->json_mode && !has_json) add_name(chain, n, "json");
+    if (grammar && !named) add_name(chain, n, grammar);
     add_name(chain, n, names[0] ? names : PICOLM_DEFAULT_CHAIN);
 }
 
-void cli_sampler_spec_of(const picolm_config *c, cli_sampler_spec *s) {
+char *cli_read_all(FILE *f, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (n + 1024 > cap) {
+            if (cap > ((size_t)64 << 20)) { free(buf); errno = EFBIG; return NULL; }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); return NULL; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) { free(buf); errno = errno ? errno : EIO; return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+char *cli_schema_text(const picolm_config *c, char *err, size_t errlen) {
+    const char *v = c->json_schema;
+    while (isspace((unsigned char)*v)) v++;
+    if (*v == '{') return strdup(v);
+    errno = 0;
+    FILE *f = fopen(c->json_schema, "rb");
+    size_t len;
+    char *text = f ? cli_read_all(f, &len) : NULL;
+    if (!text) {
+        char where[1200];
+        cli_where(c, "generate", "json_schema", "--json-schema", where, sizeof where);
+        snprintf(err, errlen, "%scannot read the schema file '%s': %s", where, c->json_schema, strerror(errno ? errno : ENOMEM));
+    }
+    if (f) fclose(f);
+    return text;
+}
+
+int cli_sampler_spec_of(const picolm_config *c, cli_sampler_spec *s, char *err, size_t errlen) {
     /* The typed keys go last with their parsed values (so a flag and an INI
        line that spell one number differently give the samplers the same
        bits); the other [sampler] keys as written. */
@@ -188,9 +231,21 @@ void cli_sampler_spec_of(const picolm_config *c, cli_sampler_spec *s) {
         config_where(c, "sampler", typed_keys[k], s->places[np], sizeof s->places[np]);
         s->kv[np++] = (picolm_param){typed_keys[k], s->typed[k]};
     }
+    s->schema = NULL;
+    if (c->json_schema[0]) { /* the schema's text, last (it wins over a [sampler] json_schema) */
+        if (!(s->schema = cli_schema_text(c, err, errlen))) return -1;
+        config_where(c, "generate", "json_schema", s->places[np], sizeof s->places[np]);
+        s->kv[np++] = (picolm_param){"json_schema", s->schema};
+    }
     for (int i = 0; i < np; i++) s->where[i] = s->places[i];
     chain_from_config(c, s->chain, sizeof s->chain);
     s->p = (picolm_sampler_params){.chain = s->chain, .params = s->kv, .n_params = np, .seed = c->seed, .where = s->where};
+    return 0;
+}
+
+void cli_sampler_spec_free(cli_sampler_spec *s) {
+    free(s->schema);
+    s->schema = NULL;
 }
 
 int cli_sampler_new(picolm_sampler **out, picolm_model *m, const picolm_config *c, char *err, size_t errlen) {
@@ -199,8 +254,8 @@ int cli_sampler_new(picolm_sampler **out, picolm_model *m, const picolm_config *
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    cli_sampler_spec_of(c, s);
-    *out = picolm_sampler_new(m, &s->p, err, errlen);
+    *out = cli_sampler_spec_of(c, s, err, errlen) ? NULL : picolm_sampler_new(m, &s->p, err, errlen);
+    cli_sampler_spec_free(s);
     free(s);
     return *out ? 0 : -1;
 }
@@ -220,9 +275,15 @@ void cli_print_sampler_keys(const picolm_config *c, FILE *out, int as_ini) {
                                 : "\n[sampler] keys of the loaded sampler plugins (INI [sampler], or --param KEY=VALUE):\n");
         first = 0;
         const char *ty = d->type == PICOLM_PARAM_INT ? "integer" : "number";
-        if (as_ini) fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", name, d->key, d->def, ty, d->lo, d->hi);
-        else fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", name, ty, d->lo,
-                     d->hi, d->def);
+        if (d->type == PICOLM_PARAM_STRING) {
+            if (as_ini) fprintf(out, "; %s: %s = %s, text\n", name, d->key, d->def);
+            else fprintf(out, "  %-18s %s (%s: text%s%s)\n", d->key, d->help ? d->help : "", name, d->def[0] ? ", default " : "", d->def);
+        } else if (as_ini) {
+            fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", name, d->key, d->def, ty, d->lo, d->hi);
+        } else {
+            fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", name, ty, d->lo,
+                    d->hi, d->def);
+        }
     }
     picolm_runtime_free(rt);
 }

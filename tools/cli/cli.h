@@ -64,9 +64,11 @@ void cli_print_sampler_keys(const picolm_config *cfg, FILE *out, int as_ini);
 
 /* The sampler chain cfg asks for, as picolm_sampler_new takes it: its
    chain, "auto" expanded (greedy for temperature 0, else the stages whose
-   parameters are not neutral, json first with --json), the [sampler] keys
-   with where each was set, and the seed.  p points into the rest. */
-enum { CLI_TYPED_KEYS = 8, CLI_SAMPLER_PARAMS = PICOLM_MAX_PARAMS + CLI_TYPED_KEYS };
+   parameters are not neutral; json_schema first with --json-schema, else
+   json first with --json), the [sampler] keys with where each was set
+   (json_schema: the schema's text, read from its file), and the seed.  p
+   points into the rest.  0, or -1 with a message (free it either way). */
+enum { CLI_TYPED_KEYS = 8, CLI_SAMPLER_PARAMS = PICOLM_MAX_PARAMS + CLI_TYPED_KEYS + 1 };
 typedef struct cli_sampler_spec {
     picolm_sampler_params p;
     picolm_param kv[CLI_SAMPLER_PARAMS];
@@ -74,10 +76,25 @@ typedef struct cli_sampler_spec {
     char places[CLI_SAMPLER_PARAMS][300];
     char typed[CLI_TYPED_KEYS][32];
     char chain[320];
+    char *schema;            /* --json-schema's text (malloc'd), or NULL */
 } cli_sampler_spec;
-void cli_sampler_spec_of(const picolm_config *cfg, cli_sampler_spec *s);
+int cli_sampler_spec_of(const picolm_config *cfg, cli_sampler_spec *s, char *err, size_t errlen);
+void cli_sampler_spec_free(cli_sampler_spec *s);
 /* That chain over m's vocabulary: 0, or -1 with a message. */
 int cli_sampler_new(picolm_sampler **out, picolm_model *m, const picolm_config *cfg, char *err, size_t errlen);
+
+/* The name of the grammar stage cfg puts first: "json_schema" with
+   --json-schema, "json" with --json, else NULL (the output is free text). */
+const char *cli_grammar(const picolm_config *cfg);
+
+/* All of f, NUL-terminated (*len bytes before the NUL; at most 64 MiB), or
+   NULL with errno set. */
+char *cli_read_all(FILE *f, size_t *len);
+
+/* --json-schema's text: the value itself when it starts with '{' (after
+   blanks), else the file it names, read whole (free it).  NULL with a
+   message naming where the value was set when the file cannot be read. */
+char *cli_schema_text(const picolm_config *cfg, char *err, size_t errlen);
 
 /* "f16", "q8_0": the [engine] kv_type names. */
 const char *cli_kv_type_name(int kv_type);

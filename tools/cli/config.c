@@ -831,7 +831,7 @@ void config_usage(const char *argv0, void *FILE_stream) {
     config_defaults(&d);
     fprintf(f,
             "usage: %s MODEL.gguf [-p PROMPT | -f FILE] [-n N] [-t TEMP] [-k TOP_P] [-s SEED] [-c CTX] [-j THREADS]\n"
-            "       [--json] [--cache FILE] [options]\n"
+            "       [--json | --json-schema FILE] [--cache FILE] [options]\n"
             "Generates text from a Llama-architecture GGUF model.  Settings come from the\n"
             "built-in defaults, then an INI file (--config FILE, else $PICOLM_CONFIG), then\n"
             "these flags.  \"--flag value\" and \"--flag=value\" are both accepted.\n\n",

@@ -71,6 +71,9 @@ typedef struct picolm_config_param {
       "keep generating past end-of-generation tokens (EOS, <|eot_id|>, ...)", OPT("ignore-eos", 0, NULL, A_TRUE)) \
     X("generate", "json", K_BOOL, int, json_mode, , 0, 0, NULL, "false", \
       "constrain the output to valid JSON", OPT("json", 0, NULL, A_TRUE)) \
+    X("generate", "json_schema", K_STR, char, json_schema, [8192], 0, 0, NULL, NULL, \
+      "constrain the output to JSON valid against the JSON Schema in FILE (or given inline: {...}); replaces --json", \
+      OPT("json-schema", 0, "FILE", A_KEY)) \
     X("generate", "cache", K_STR, char, cache_path, [1024], 0, 0, NULL, NULL, \
       "KV cache file to reuse a saved prompt prefix; empty = none", OPT("cache", 0, "FILE", A_KEY)) \
     /* -1 = auto (on in chat mode) */ \

@@ -196,7 +196,7 @@ int generate_decode(const picolm_model *m, const picolm_config *cfg, picolm_cont
         const int32_t left = budget - i < room ? budget - i : room;
         if (picolm_sampler_sample(smp, picolm_logits(c), left, &tok, err, errlen)) return -1;
         /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
-        if (picolm_is_eog(m, tok) && (!cfg->ignore_eos || cfg->json_mode)) { *end = GEN_END_EOS; break; }
+        if (picolm_is_eog(m, tok) && (!cfg->ignore_eos || cli_grammar(cfg))) { *end = GEN_END_EOS; break; }
         int is_end = 0;
         for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
         if (is_end) { *end = GEN_END_EOS; break; }

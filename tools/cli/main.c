@@ -15,28 +15,6 @@
 #include "generate.h"
 #include "tool.h"
 
-/* Read all of f (the prompt from stdin or -f FILE). */
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return NULL;
-    for (;;) {
-        if (n + 1024 > cap) {
-            if (cap > ((size_t)64 << 20)) { free(buf); errno = EFBIG; return NULL; }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); return NULL; }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) { free(buf); errno = errno ? errno : EIO; return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 /* --chat: one reply to the whole prompt, or a conversation on a terminal. */
 static int run_chat(picolm_model *m, const picolm_config *cfg, int interactive, const char *msg, size_t len, double load_s) {
@@ -67,10 +45,11 @@ static int run_chat(picolm_model *m, const picolm_config *cfg, int interactive, 
 
 /* Refuse up front what cannot work (a usage error): 0, or -1 with a message. */
 static int check_request(const picolm_config *cfg, char *err, size_t errlen) {
-    if (cfg->json_mode && cfg->n_stops)
-        return tool_fail(err, errlen, "--json and --stop cannot be combined: a stop string could cut the JSON document short "
-                                    "(--json ends by itself once the document is complete)");
-    if (cfg->json_mode && cfg->max_tokens >= 0 && cfg->max_tokens < 2)
+    const char *flag = cfg->json_schema[0] ? "--json-schema" : "--json";
+    if (cli_grammar(cfg) && cfg->n_stops)
+        return tool_fail(err, errlen, "%s and --stop cannot be combined: a stop string could cut the JSON document short "
+                                      "(%s ends by itself once the document is complete)", flag, flag);
+    if (cfg->json_mode && !cfg->json_schema[0] && cfg->max_tokens >= 0 && cfg->max_tokens < 2)
         return tool_fail(err, errlen, "--json with -n %d: no complete JSON document fits in a budget of fewer than 2 tokens "
                                     "('{' and '}'; use a larger -n, or -n -1)", cfg->max_tokens);
     return 0;
@@ -138,7 +117,16 @@ int main(int argc, char **argv) {
         cli_free_model(m);
         return samplers ? CLI_USAGE : CLI_FAIL;
     }
+    /* a grammar that closes its document needs a budget of a few tokens */
+    const char *stage = NULL;
+    const int32_t need = picolm_sampler_min_budget(probe, &stage);
     picolm_sampler_free(probe);
+    if (cfg.max_tokens >= 0 && cfg.max_tokens < need) {
+        snprintf(err, sizeof err, "-n %d: too few tokens: the shortest document %s allows takes %d (sampler %s); use -n %d or more",
+                 cfg.max_tokens, cfg.json_schema[0] ? "the schema" : "the grammar", (int)need, stage, (int)need);
+        cli_free_model(m);
+        return cli_usage_error("picolm", err);
+    }
 
     size_t plen = 0;
     char *read_prompt = NULL;
@@ -149,14 +137,14 @@ int main(int argc, char **argv) {
         plen = strlen(prompt);
     } else if (cfg.prompt_file) {
         FILE *f = fopen(cfg.prompt_file, "rb");
-        read_prompt = f ? read_all(f, &plen) : NULL;
+        read_prompt = f ? cli_read_all(f, &plen) : NULL;
         if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from %s: %s\n", cfg.prompt_file, strerror(errno)); }
         if (f) fclose(f);
         if (!read_prompt) { cli_free_model(m); return CLI_FAIL; }
         prompt = read_prompt;
     } else if (!interactive) {
         if (isatty(0)) fprintf(stderr, "picolm: reading the prompt from stdin (end with Ctrl-D)\n");
-        read_prompt = read_all(stdin, &plen);
+        read_prompt = cli_read_all(stdin, &plen);
         if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); cli_free_model(m); return CLI_FAIL; }
         prompt = read_prompt;
     }
