@@ -84,7 +84,7 @@ int picolm_runtime_plugin(const picolm_runtime *rt, int i, picolm_plugin_info *o
     return -1;
 }
 
-void picolm_plugins_report(const char *plugin_dir, void *stream) {
+void picolm_runtime_report_dir(const char *plugin_dir, void *stream) {
     pl_registry r;
     char err[512];
     registry_load(&r, plugin_dir, err, sizeof err);

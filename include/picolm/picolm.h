@@ -97,10 +97,10 @@ typedef struct picolm_plugin_info {
 } picolm_plugin_info;
 /* The accepted plugins, i = 0, 1, ...: 0, or -1 past the last. */
 int picolm_runtime_plugin(const picolm_runtime *rt, int i, picolm_plugin_info *out);
-/* picolm_runtime_report without a runtime, for when picolm_runtime_new
-   fails: the plugin files found from plugin_dir (as in
-   picolm_runtime_params) and why each was or was not loaded. */
-void picolm_plugins_report(const char *plugin_dir, void *stream);
+/* The same report without a runtime, for when picolm_runtime_new fails:
+   the plugin files found from plugin_dir (as in picolm_runtime_params) and
+   why each was or was not loaded. */
+void picolm_runtime_report_dir(const char *plugin_dir, void *stream);
 
 /* A tensor type as this runtime runs it. */
 typedef struct picolm_type_info {
@@ -116,8 +116,8 @@ typedef struct picolm_type_info {
     void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n); /* NULL unless its kernels are base_type's */
     uint32_t base_type;
     /* a layout of another type's values (Q4_K_R16 of Q4_K): that type and the
-       lossless conversion from its rows (picolm_format.from_base); 0 and NULL
-       otherwise, or when the plugin predates them */
+       lossless conversion from its rows (picolm_format.base_type, from_base);
+       0 and NULL otherwise */
     uint32_t layout_of;
     void (*from_base)(const void *src, size_t src_stride, void *dst, int64_t n);
 } picolm_type_info;
@@ -146,7 +146,7 @@ typedef struct picolm_model_params {
     picolm_runtime *runtime;       /* NULL: the model makes its own from the three above (vocab_only: none) */
     const picolm_limits *limits;   /* NULL: the defaults */
     int vocab_only;                /* 1: the tokenizer and metadata only (a vocabulary file) */
-    int weights_only;              /* 1: no tokenizer (the text calls refuse, picolm_n_vocab stays right) */
+    int weights_only;              /* 1: no tokenizer (the text calls give -1 and empty pieces; picolm_n_vocab stays right) */
 } picolm_model_params;
 
 picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t errlen);
@@ -386,8 +386,8 @@ void picolm_sampler_fused(picolm_sampler *s, int on);
 int32_t picolm_sampler_min_budget(const picolm_sampler *s, const char **stage);
 
 /* ---- contexts: one sequence, the simple way ----
-   A context is a sequence with a pool of its own, a batch and a sampler
-   chain: enough for one conversation at a time. */
+   A context is a sequence with a pool of its own, a batch and (unless
+   no_sampler) a sampler chain: enough for one conversation at a time. */
 
 typedef struct picolm_context_params {
     int n_ctx;                   /* <= 0: the model's training context (larger: clamped to it) */

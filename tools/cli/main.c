@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     if (cfg.list_plugins) {
         picolm_runtime *rt = cli_runtime(&cfg, "picolm", &rc);
         if (rt) picolm_runtime_report(rt, stdout);
-        else picolm_plugins_report(cfg.plugin_dir, stdout); /* still explain what was found */
+        else picolm_runtime_report_dir(cfg.plugin_dir, stdout); /* still explain what was found */
         picolm_runtime_free(rt);
         const int wrc = cli_close_stdout("picolm");
         return rt ? wrc : rc;
