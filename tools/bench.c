@@ -328,6 +328,15 @@ static picolm_runtime *bench_runtime(const opts *o, const char *backend, int thr
     return picolm_runtime_new(&p, NULL, err, errlen);
 }
 
+/* measure_bw on `threads` threads (a runtime made for it and gone after):
+   -1 with a message when the threads cannot start. */
+static double bench_bw(const opts *o, int threads, int passes, char *err, size_t errlen) {
+    picolm_runtime *rt = bench_runtime(o, "reference", threads, err, errlen);
+    const double bw = rt ? measure_bw(rt, (size_t)o->bw_mib << 20, passes) : -1;
+    picolm_runtime_free(rt);
+    return bw;
+}
+
 /* The model at path on rt (backend bname, named in the results). */
 static int run_one(const opts *o, const char *path, picolm_runtime *rt, const char *bname, double bw, result *res, char *err,
                    size_t errlen) {
@@ -1480,7 +1489,6 @@ int main(int argc, char **argv) {
     result *res = NULL;
     micro_result *mres = NULL;
     int n_res = 0, n_mres = 0;
-    picolm_runtime *rt = NULL;
 
     /* Backends: the list, or reference + every accepted backend (lowest score first). */
     if (blist) {
@@ -1488,10 +1496,14 @@ int main(int argc, char **argv) {
         if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); rc = CLI_USAGE; goto out; }
     } else {
         bk all[MAX_LIST];
+        static char names[MAX_LIST][64]; /* kept when the runtime that lists them is gone */
         int na = 0;
         picolm_plugin_info pi;
         for (int i = 0; na < MAX_LIST && !picolm_runtime_plugin(plugins, i, &pi); i++)
-            if (pi.kind == PICOLM_KIND_BACKEND) all[na++] = (bk){pi.name, pi.score};
+            if (pi.kind == PICOLM_KIND_BACKEND) {
+                snprintf(names[na], sizeof names[na], "%s", pi.name);
+                all[na] = (bk){names[na], pi.score}, na++;
+            }
         qsort(all, (size_t)na, sizeof *all, cmp_bk);
         o.backends[o.n_backends++] = "reference";
         for (int i = 0; i < na && o.n_backends < MAX_LIST; i++) o.backends[o.n_backends++] = all[i].name;
@@ -1543,6 +1555,10 @@ int main(int argc, char **argv) {
         goto out;
     }
 
+    /* the runs' memory is their own (RssAnon): no runtime beside theirs */
+    picolm_runtime_free(plugins);
+    plugins = NULL;
+
     /* --synth: make (or reuse) the model file */
     char synth_path[4096];
     const char *path = o.model;
@@ -1575,8 +1591,8 @@ int main(int argc, char **argv) {
     const double fsize = stat(path, &st) ? 0 : st.st_size / 1e6;
     for (int t = 0; t < o.n_threads; t++) {
         /* bandwidth before and after this thread count's runs: the best of both */
-        if (!(rt = bench_runtime(&o, "reference", o.threads[t], err, sizeof err))) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
-        double bw = measure_bw(rt, (size_t)o.bw_mib << 20, 5);
+        double bw = bench_bw(&o, o.threads[t], 5, err, sizeof err);
+        if (bw < 0) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
         fprintf(stderr, "picolm-bench: %d thread%s: read bandwidth %.2f GB/s\n", o.threads[t], o.threads[t] == 1 ? "" : "s", bw);
         const int first = n_res;
         for (int b = 0; b < o.n_backends; b++) {
@@ -1594,7 +1610,7 @@ int main(int argc, char **argv) {
                     x->backend, x->threads, x->prefill_tps, x->decode_tps, x->decode_tps_std, x->gbps, x->matmul_gbps,
                     100 * x->matmul_frac, 100 * x->attn_frac, x->rss_anon_mb);
         }
-        const double bw2 = measure_bw(rt, (size_t)o.bw_mib << 20, 3);
+        const double bw2 = bench_bw(&o, o.threads[t], 3, err, sizeof err);
         if (bw2 > bw) {
             fprintf(stderr, "picolm-bench: %d thread%s: read bandwidth after the runs %.2f GB/s (used)\n", o.threads[t],
                     o.threads[t] == 1 ? "" : "s", bw2);
@@ -1603,8 +1619,6 @@ int main(int argc, char **argv) {
                 res[i].roofline = res[i].gbps / bw2;
             }
         }
-        picolm_runtime_free(rt);
-        rt = NULL;
     }
     const char *base = strrchr(path, '/');
     snprintf(desc, sizeof desc, "%.200s, %.1f MB; CPU %s; kv %s", o.synth ? o.synth : base ? base + 1 : path, fsize, cpu,
@@ -1612,7 +1626,6 @@ int main(int argc, char **argv) {
     print_results(&o, path, res, n_res, stdout, desc);
     rc = cli_close_stdout("picolm-bench");
 out:
-    picolm_runtime_free(rt);
     free(res);
     free(mres);
     free(blist);
