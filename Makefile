@@ -8,9 +8,11 @@
 #                                  -> build/plugins/backend-<name>.so, with
 #                                  the lower levels' objects (LEVELS_<name>)
 #   core/*.c                    -> build/libpicolm.a: the engine library
-#                                  (never prints, never exits; no libinih)
-#   tools/common/*.c            -> build/libpicolm-tools.a: GGUF writer,
-#                                  quantization policy, synthetic models
+#                                  (never prints, never exits; no libinih);
+#                                  include/picolm/picolm.h is its only door:
+#                                  tools/ is compiled without -Icore
+#   tools/common/*.c            -> build/libpicolm-tools.a: quantization
+#                                  policy, synthetic models, small helpers
 #   tools/cli/*.c               -> build/libpicolm-cli.a: the front end every
 #                                  binary shares (INI + flags, generation,
 #                                  chat session) and main.c = build/bin/picolm
@@ -45,7 +47,7 @@ LDFLAGS ?=
 # alike (greedy near-ties hinge on the last bit; docs/perf.md, "Build flags").
 # _FILE_OFFSET_BITS=64: on 32-bit targets (armhf), models over 2 GB and
 # readdir on filesystems with 64-bit directory offsets (plugin scan).
-BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -ffp-contract=off -Iinclude -Icore -fPIC -MMD -MP $(OPT) $(CFLAGS)
+BASE_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -ffp-contract=off -Iinclude -fPIC -MMD -MP $(OPT) $(CFLAGS)
 INIH_LIBS ?= $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 CORE_LIBS = -ldl -lpthread -lm
 FRONT_LIBS = $(INIH_LIBS) $(CORE_LIBS)
@@ -106,14 +108,15 @@ SERVER_BIN = $(if $(HAVE_SERVER),$(BUILD)/bin/picolm-server)
 TEST_PROGS = $(basename $(notdir $(wildcard tests/test_*.c)))
 # Tests of the front end (config, generation, chat session): the others are
 # the engine's and link without it and without libinih.
-FRONT_TESTS = test_config test_chat test_kvcache test_samplers
+FRONT_TESTS = test_config test_chat test_samplers
 
 FORMAT_SO  = $(FORMATS:%=$(BUILD)/plugins/format-%.so)
 SAMPLER_SO = $(SAMPLERS:%=$(BUILD)/plugins/sampler-%.so)
 BACKEND_SO = $(BACKENDS:%=$(BUILD)/plugins/backend-%.so)
 TOOL_BIN   = $(TOOLS:%=$(BUILD)/bin/picolm-%)
 TEST_BIN   = $(TEST_PROGS:%=$(BUILD)/tests/%)
-# The front end and the tools see their own headers; the engine sees none.
+# The front end and the tools see their own headers and the public ones
+# (include/picolm); the engine's (core/) only the engine and the tests see.
 FRONT_INC  = -Itools/common -Itools/cli
 
 all: $(BUILD)/bin/picolm $(TOOL_BIN) $(SERVER_BIN) $(FORMAT_SO) $(SAMPLER_SO) $(BACKEND_SO) $(TEST_BIN)
@@ -122,6 +125,7 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -c $< -o $@
 $(BUILD)/obj/tools/%.o $(BUILD)/obj/tests/%.o: BASE_CFLAGS += $(FRONT_INC)
+$(BUILD)/obj/core/%.o $(BUILD)/obj/tests/%.o: BASE_CFLAGS += -Icore
 
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "gguf.h"
+#include "picolm/picolm.h"
 
 /* The templates picolm renders, named as llama.cpp names them. */
 enum chat_kind {
@@ -49,11 +50,8 @@ const char *chat_detect(const char *tmpl, size_t len);
    (-1 with a message in err that lists the names). */
 int chat_kind_resolve(const char *name, const gguf_file *f, int *kind, char *note, size_t notelen, char *err, size_t errlen);
 
-typedef struct chat_msg {
-    const char *role;    /* "system", "user", "assistant" */
-    const char *content;
-    size_t len;
-} chat_msg;
+/* A message: role ("system", "user", "assistant"), content, len. */
+typedef picolm_chat_msg chat_msg;
 
 /* Render m[0..n) as llama_chat_apply_template(kind, ..., add_ass) does.
    Returns a malloc'd NUL-terminated string (*len its length), or NULL when

@@ -32,6 +32,12 @@ typedef struct engine_opts {
                                  the log sink, picolm_log_set) */
 } engine_opts;
 
+/* The library's picolm_runtime (picolm.h): plugins, dispatch table, thread
+   pool, no model. */
+struct picolm_runtime {
+    engine *e;
+};
+
 /* The model at path on the dispatch table d, and (tok non-NULL) its
    tokenizer, checked against it.  0, or -1 with a message. */
 int engine_load_model(const pl_dispatch *d, const char *path, const gguf_limits *lim, llama_model *m, tokenizer **tok,

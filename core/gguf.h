@@ -74,6 +74,13 @@ typedef struct gguf_file {
     uint64_t data_offset;     /* start of the tensor data section */
 } gguf_file;
 
+/* The library's picolm_gguf (picolm.h): a file of its own, or a view of a
+   model's (picolm_model_gguf). */
+struct picolm_gguf {
+    gguf_file own;
+    const gguf_file *f;       /* &own, or the model's file */
+};
+
 /* Size of one row of n elements of a type: returns 0 when unknown. */
 typedef int (*gguf_type_size_fn)(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chat_template.h"
+#include "cpu.h"
 #include "ctx.h"
 #include "kvcache.h"
 #include "threadpool.h"
@@ -14,11 +15,19 @@
 
 _Static_assert((int)PICOLM_KV_F16 == (int)KV_F16 && (int)PICOLM_KV_Q8_0 == (int)KV_Q8_0, "one numbering of the KV types");
 
-/* ---- the runtime ---- */
+/* ---- the machine ---- */
 
-struct picolm_runtime {
-    engine *e;           /* plugins, dispatch table, thread pool (no model) */
-};
+int picolm_cpu_count(void) { return cpu_count_online(); }
+void picolm_cpu_name(char *buf, size_t n) { cpu_model_name(buf, n); }
+void picolm_cpu_features(char *buf, size_t n) { cpu_features_str(cpu_probe(), buf, n); }
+
+int picolm_cpu_mask_check(char *err, size_t errlen) {
+    const char *mask = getenv("PICOLM_CPU_MASK");
+    uint64_t m;
+    return mask && *mask && cpu_parse_mask(mask, &m, err, errlen) ? -1 : 0;
+}
+
+/* ---- the runtime ---- */
 
 picolm_runtime *picolm_runtime_new(const picolm_runtime_params *p, int *code, char *err, size_t errlen) {
     static const picolm_runtime_params defaults = {0};
@@ -64,6 +73,25 @@ const char *picolm_runtime_sampler(const picolm_runtime *rt, int i) {
     return p ? p->name : NULL;
 }
 
+int picolm_runtime_plugin(const picolm_runtime *rt, int i, picolm_plugin_info *out) {
+    const pl_registry *r = &rt->e->reg;
+    for (int k = 0; k < r->n; k++) {
+        const pl_plugin *p = &r->items[k];
+        if (!p->ok || i-- > 0) continue;
+        *out = (picolm_plugin_info){(int)p->kind, p->name, p->version, p->description, p->score};
+        return 0;
+    }
+    return -1;
+}
+
+void picolm_runtime_report_dir(const char *plugin_dir, void *stream) {
+    pl_registry r;
+    char err[512];
+    registry_load(&r, plugin_dir, err, sizeof err);
+    registry_print(&r, NULL, stream);
+    registry_free(&r);
+}
+
 const picolm_param_desc *picolm_runtime_sampler_param(const picolm_runtime *rt, int i, const char **sampler) {
     for (int k = 0;; k++) {
         const pl_plugin *p = nth_sampler(&rt->e->reg, k);
@@ -87,8 +115,15 @@ int picolm_runtime_type(const picolm_runtime *rt, uint32_t type, picolm_type_inf
     const pl_type *t = &rt->e->d.types[type];
     *out = (picolm_type_info){.format = t->fmt, .name = out->name, .plugin = t->fmt_plugin, .row_group = t->row_group,
                               .kernels_from = t->kernel_from, .vec_dot = t->vec_dot, .gemm = t->gemm, .act_quant = t->act_quant,
-                              .act_type = t->vec_dot_type, .to_base = t->to_base, .base_type = t->base_type};
+                              .act_type = t->vec_dot_type, .to_base = t->to_base, .base_type = t->base_type,
+                              .layout_of = t->fmt->base_type, .from_base = t->fmt->from_base};
     return 0;
+}
+
+int64_t picolm_runtime_next_type(const picolm_runtime *rt, int64_t after) {
+    for (int64_t t = after < 0 ? 0 : after + 1; t < PL_TYPE_MAX; t++)
+        if (rt->e->d.types[t].fmt) return t;
+    return -1;
 }
 
 size_t picolm_type_row_bytes(const picolm_runtime *rt, uint32_t type, int64_t n) {
@@ -107,7 +142,8 @@ struct picolm_model {
     llama_model lm;          /* the weights (unless vocab_only) */
     gguf_file vocab;         /* vocab_only: the file, for its metadata */
     const gguf_file *gguf;   /* the model's file, whichever */
-    tokenizer *tok;
+    picolm_gguf view;        /* gguf as picolm_model_gguf gives it */
+    tokenizer *tok;          /* NULL with weights_only */
     int have_model;
 };
 
@@ -116,7 +152,7 @@ picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t 
     picolm_model *m = calloc(1, sizeof *m);
     if (!m) { pl_fail(err, errlen, "out of memory"); return NULL; }
     m->rt = p->runtime;
-    if (!m->rt) {
+    if (!m->rt && !p->vocab_only) {
         const picolm_runtime_params rp = {.plugin_dir = p->plugin_dir, .backend = p->backend, .threads = p->threads};
         if (!(m->rt = picolm_runtime_new(&rp, NULL, err, errlen))) { free(m); return NULL; }
         m->own_rt = 1;
@@ -130,15 +166,17 @@ picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t 
         char e2[512];
         if (gguf_open(&m->vocab, p->path, &lim, err, errlen)) goto bad;
         m->gguf = &m->vocab;
+        m->view.f = m->gguf;
         if (tokenizer_build(&m->tok, &m->vocab, e2, sizeof e2)) {
             pl_fail(err, errlen, "%s: tokenizer: %s", p->path, e2);
             goto bad;
         }
         return m;
     }
-    if (engine_load_model(&m->rt->e->d, p->path, &lim, &m->lm, &m->tok, err, errlen)) goto bad;
+    if (engine_load_model(&m->rt->e->d, p->path, &lim, &m->lm, p->weights_only ? NULL : &m->tok, err, errlen)) goto bad;
     m->have_model = 1;
     m->gguf = &m->lm.gguf;
+    m->view.f = m->gguf;
     return m;
 bad:
     picolm_model_free(m);
@@ -172,25 +210,50 @@ size_t picolm_batch_bytes(const picolm_model *m, int n_tokens) {
     return m->have_model ? llama_batch_bytes(&m->lm, n_tokens, threadpool_size(m->rt->e->pool)) : 0;
 }
 
+void picolm_model_memory(const picolm_model *m, int n_ctx, int n_batch, int kv_type, int n_threads, picolm_memory *out) {
+    memset(out, 0, sizeof *out);
+    out->weights = m->gguf->size;
+    if (!m->have_model) return;
+    const llama_model *lm = &m->lm;
+    if (n_threads <= 0) n_threads = threadpool_size(m->rt->e->pool);
+    out->kv_per_token = kv_bytes_per_token(lm, kv_type);
+    out->seq_state = kv_state_floats(lm) * sizeof(float);
+    out->batch = llama_batch_bytes(lm, n_batch, n_threads);
+    out->context = ctx_bytes(lm, n_ctx, n_batch, kv_type, n_threads);
+}
+
+const picolm_gguf *picolm_model_gguf(const picolm_model *m) { return &m->view; }
+
+int picolm_model_mapping(const picolm_model *m, const void **base, size_t *size) {
+    if (!m->gguf->mapped) return -1;
+    *base = m->gguf->base;
+    *size = m->gguf->size;
+    return 0;
+}
+
+const picolm_vocab *picolm_model_vocab(const picolm_model *m) { return m->tok ? tokenizer_vocab(m->tok) : NULL; }
+
 int32_t picolm_n_vocab(const picolm_model *m) { return m->have_model ? m->lm.hp.n_vocab : tokenizer_n_vocab(m->tok); }
 int picolm_n_ctx_train(const picolm_model *m) { return m->have_model ? m->lm.hp.n_ctx_train : 0; }
-int picolm_add_bos(const picolm_model *m) { return tokenizer_add_bos(m->tok); }
-int picolm_is_eog(const picolm_model *m, int32_t tok) { return tokenizer_is_eog(m->tok, tok); }
+/* The text calls of a model loaded weights_only: no tokens, no text. */
+int picolm_add_bos(const picolm_model *m) { return m->tok && tokenizer_add_bos(m->tok); }
+int picolm_is_eog(const picolm_model *m, int32_t tok) { return m->tok && tokenizer_is_eog(m->tok, tok); }
 
 int picolm_tokenize(const picolm_model *m, const char *text, size_t len, int add_bos, int special, int32_t *out, int cap) {
-    return tokenizer_encode(m->tok, text, len, add_bos, special, out, cap);
+    return m->tok ? tokenizer_encode(m->tok, text, len, add_bos, special, out, cap) : -1;
 }
 
 int picolm_detokenize(const picolm_model *m, const int32_t *toks, int n, char *out, int cap) {
-    return tokenizer_detokenize(m->tok, toks, n, out, cap);
+    return m->tok ? tokenizer_detokenize(m->tok, toks, n, out, cap) : -1;
 }
 
-const char *picolm_token_piece(const picolm_model *m, int32_t tok, size_t *len) { return tokenizer_piece(m->tok, tok, len); }
-const char *picolm_token_text(const picolm_model *m, int32_t tok, size_t *len) { return tokenizer_text(m->tok, tok, len); }
-int picolm_token_type(const picolm_model *m, int32_t tok) { return tokenizer_token_type(m->tok, tok); }
-int32_t picolm_token_find(const picolm_model *m, const char *text, size_t len) { return tokenizer_find(m->tok, text, len); }
-int32_t picolm_token_bos(const picolm_model *m) { return tokenizer_bos(m->tok); }
-int32_t picolm_token_eos(const picolm_model *m) { return tokenizer_eos(m->tok); }
+static const char *no_text(size_t *len) { return *len = 0, ""; }
+const char *picolm_token_piece(const picolm_model *m, int32_t tok, size_t *len) { return m->tok ? tokenizer_piece(m->tok, tok, len) : no_text(len); }
+const char *picolm_token_text(const picolm_model *m, int32_t tok, size_t *len) { return m->tok ? tokenizer_text(m->tok, tok, len) : no_text(len); }
+int picolm_token_type(const picolm_model *m, int32_t tok) { return m->tok ? tokenizer_token_type(m->tok, tok) : -1; }
+int32_t picolm_token_find(const picolm_model *m, const char *text, size_t len) { return m->tok ? tokenizer_find(m->tok, text, len) : -1; }
+int32_t picolm_token_bos(const picolm_model *m) { return m->tok ? tokenizer_bos(m->tok) : -1; }
+int32_t picolm_token_eos(const picolm_model *m) { return m->tok ? tokenizer_eos(m->tok) : -1; }
 size_t picolm_utf8_complete(const char *buf, size_t len) { return utf8_complete_prefix(buf, len); }
 
 /* Calls that run the model: refused on a vocabulary-only load. */
@@ -207,7 +270,8 @@ void picolm_model_describe(const picolm_model *pm, picolm_model_info *out) {
                                .n_ctx_train = hp->n_ctx_train, .n_embd = hp->n_embd, .n_layer = hp->n_layer, .n_head = hp->n_head,
                                .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .n_ff = hp->n_ff, .n_kv_layers = m->n_kv_layer,
                                .file_bytes = pm->gguf->size, .weight_bytes = m->weight_bytes,
-                               .backend = picolm_runtime_backend(pm->rt), .n_threads = picolm_runtime_threads(pm->rt)};
+                               .backend = pm->rt ? picolm_runtime_backend(pm->rt) : "none",
+                               .n_threads = pm->rt ? picolm_runtime_threads(pm->rt) : 0, .embd_row_bytes = m->tok_embd.row_bytes};
 }
 
 /* ---- the KV pool, sequences, batches ---- */
@@ -300,6 +364,11 @@ int picolm_seq_reserve(picolm_seq *s, int n) {
     return kv_seq_reserve(&s->s, n) ? PICOLM_ERR_KV_FULL : 0;
 }
 
+int picolm_seq_skip(picolm_seq *s, int n) {
+    if (n < 0 || n > s->s.n_ctx - s->s.n_past) return -1;
+    return kv_seq_skip(&s->s, n) ? PICOLM_ERR_KV_FULL : 0;
+}
+
 int picolm_seq_save(const picolm_seq *s, const char *path, const int32_t *toks, int n, char *err, size_t errlen) {
     return kvcache_save(path, &s->s, toks, n, err, errlen);
 }
@@ -320,6 +389,7 @@ int picolm_seq_load(picolm_seq *s, const char *path, const int32_t *toks, int n,
     use = kvcache_usable(&v, use);
     int rc = use > 0 ? kvcache_restore(&s->s, &v, use, err, errlen) : 0;
     if (!rc) *n_restored = use;
+    else kv_seq_truncate(&s->s, 0); /* nothing half restored */
     kvcache_view_free(&v);
     kvcache_unmap(map, msz);
     return rc;
@@ -380,16 +450,23 @@ struct picolm_sampler {
 };
 
 picolm_sampler *picolm_sampler_new(picolm_model *m, const picolm_sampler_params *p, char *err, size_t errlen) {
+    if (!m->rt || !m->tok) return pl_fail(err, errlen, "the model was loaded without %s", m->rt ? "its tokenizer" : "a runtime"), NULL;
+    return picolm_sampler_new_vocab(m->rt, tokenizer_vocab(m->tok), p, err, errlen);
+}
+
+picolm_sampler *picolm_sampler_new_vocab(picolm_runtime *rt, const picolm_vocab *vocab, const picolm_sampler_params *p,
+                                         char *err, size_t errlen) {
     static const picolm_sampler_params defaults = {0};
     if (!p) p = &defaults;
-    enum { MAX_SETTINGS = 64 };
+    enum { MAX_SETTINGS = 128 };
     if (p->n_params < 0 || p->n_params > MAX_SETTINGS) return pl_fail(err, errlen, "%d sampler parameters (max %d)", p->n_params, MAX_SETTINGS), NULL;
     sampling_param sp[MAX_SETTINGS];
-    for (int i = 0; i < p->n_params; i++) sp[i] = (sampling_param){p->params[i].key, p->params[i].value, "sampler parameters"};
+    for (int i = 0; i < p->n_params; i++)
+        sp[i] = (sampling_param){p->params[i].key, p->params[i].value, p->where && p->where[i] ? p->where[i] : "sampler parameters"};
     const sampling_settings set = {.chain = p->chain ? p->chain : "greedy", .params = sp, .n_params = p->n_params, .seed = p->seed};
     picolm_sampler *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(err, errlen, "out of memory"), NULL;
-    if (sampling_build(&s->smp, &m->rt->e->reg, &set, tokenizer_vocab(m->tok), err, errlen)) {
+    if (sampling_build(&s->smp, &rt->e->reg, &set, vocab, err, errlen)) {
         free(s);
         return NULL;
     }
@@ -410,6 +487,13 @@ int picolm_sampler_sample(picolm_sampler *s, const float *logits, int n_remainin
 void picolm_sampler_accept(picolm_sampler *s, int32_t tok) { sampling_accept(s->smp, tok); }
 void picolm_sampler_reset(picolm_sampler *s) { sampling_reset(s->smp); }
 void picolm_sampler_describe(const picolm_sampler *s, char *buf, size_t n) { sampling_describe(s->smp, buf, n); }
+int picolm_sampler_n_stages(const picolm_sampler *s) { return sampling_n_stages(s->smp); }
+const char *picolm_sampler_stage(const picolm_sampler *s, int i) { return sampling_stage_name(s->smp, i); }
+void picolm_sampler_timing(picolm_sampler *s, int on) { sampling_timing(s->smp, on); }
+double picolm_sampler_seconds(const picolm_sampler *s, int i) { return sampling_stage_seconds(s->smp, i); }
+void picolm_sampler_direct(picolm_sampler *s, int on) { sampling_direct(s->smp, on); }
+void picolm_sampler_fused(picolm_sampler *s, int on) { sampling_fused(s->smp, on); }
+int32_t picolm_sampler_min_budget(const picolm_sampler *s, const char **stage) { return sampling_min_budget(s->smp, stage); }
 
 /* ---- contexts: a sequence, its own pool, a batch and a sampler ---- */
 
@@ -441,9 +525,10 @@ picolm_context *picolm_context_new(picolm_model *m, const picolm_context_params 
     const picolm_sampler_params sp = {.chain = p->sampler_chain, .params = p->sampler_params, .n_params = p->n_sampler_params,
                                       .seed = p->seed};
     if (!(c->kv = picolm_kv_new(m, &kp, err, errlen)) || !(c->seq = picolm_seq_new(c->kv, n_ctx, err, errlen)) ||
-        !(c->batch = picolm_batch_new(m, n_batch, err, errlen)) || !(c->smp = picolm_sampler_new(m, &sp, err, errlen)) ||
+        !(c->batch = picolm_batch_new(m, n_batch, err, errlen)) ||
+        (!p->no_sampler && !(c->smp = picolm_sampler_new(m, &sp, err, errlen))) ||
         !(c->logits = malloc((size_t)lm->hp.n_vocab * sizeof *c->logits))) {
-        if (c->smp && !c->logits) pl_fail(err, errlen, "out of memory");
+        if ((c->smp || p->no_sampler) && c->batch && !c->logits) pl_fail(err, errlen, "out of memory");
         picolm_context_free(c);
         return NULL;
     }
@@ -460,16 +545,45 @@ void picolm_context_free(picolm_context *c) {
     free(c);
 }
 
-int picolm_eval(picolm_context *c, const int32_t *toks, int n, char *err, size_t errlen) {
+/* What picolm_eval and picolm_eval_logits refuse before evaluating. */
+static int check_eval(const picolm_context *c, const int32_t *toks, int n, char *err, size_t errlen) {
     const int32_t nv = c->m->lm.hp.n_vocab;
     if (n < 0 || (n && !toks)) return pl_fail(err, errlen, "no tokens");
     const int past = picolm_seq_n_past(c->seq), n_ctx = picolm_seq_n_ctx(c->seq);
     if (n > n_ctx - past) return pl_fail(err, errlen, "%d tokens do not fit after %d in a context of %d", n, past, n_ctx);
     for (int i = 0; i < n; i++)
         if (toks[i] < 0 || toks[i] >= nv) return pl_fail(err, errlen, "token %d: id %d is not in the vocabulary of %d", i, toks[i], nv);
-    if (picolm_prefill(c->batch, c->seq, toks, n, c->logits, err, errlen)) return -1;
+    return 0;
+}
+
+static void evaluated(picolm_context *c, const int32_t *toks, int n) {
     if (n) c->have_logits = 1;
-    for (int i = 0; i < n; i++) picolm_sampler_accept(c->smp, toks[i]);
+    for (int i = 0; c->smp && i < n; i++) picolm_sampler_accept(c->smp, toks[i]);
+}
+
+int picolm_eval(picolm_context *c, const int32_t *toks, int n, char *err, size_t errlen) {
+    if (check_eval(c, toks, n, err, errlen) || picolm_prefill(c->batch, c->seq, toks, n, c->logits, err, errlen)) return -1;
+    evaluated(c, toks, n);
+    return 0;
+}
+
+int picolm_eval_logits(picolm_context *c, const int32_t *toks, int n, float *logits, char *err, size_t errlen) {
+    if (check_eval(c, toks, n, err, errlen)) return -1;
+    const int nb = picolm_batch_size(c->batch);
+    const size_t nv = (size_t)c->m->lm.hp.n_vocab;
+    picolm_seq **seqs = malloc((size_t)nb * sizeof *seqs);
+    uint8_t *want = malloc((size_t)nb);
+    int rc = seqs && want ? 0 : pl_fail(err, errlen, "out of memory");
+    for (int i = 0; i < nb && !rc; i++) seqs[i] = c->seq, want[i] = 1;
+    for (int i = 0; i < n && !rc; i += nb) {
+        const int k = n - i < nb ? n - i : nb;
+        rc = picolm_decode(c->batch, seqs, toks + i, k, want, logits + i * nv, err, errlen) ? -1 : 0;
+    }
+    free(seqs);
+    free(want);
+    if (rc) return -1;
+    if (n) memcpy(c->logits, logits + (size_t)(n - 1) * nv, nv * sizeof *c->logits);
+    evaluated(c, toks, n);
     return 0;
 }
 
@@ -478,6 +592,7 @@ int picolm_n_past(const picolm_context *c) { return picolm_seq_n_past(c->seq); }
 int picolm_n_ctx(const picolm_context *c) { return picolm_seq_n_ctx(c->seq); }
 
 int picolm_sample(picolm_context *c, int32_t *tok, char *err, size_t errlen) {
+    if (!c->smp) return pl_fail(err, errlen, "the context was made without a sampler chain");
     if (!c->have_logits) return pl_fail(err, errlen, "nothing evaluated yet: no logits to sample from");
     return picolm_sampler_sample(c->smp, c->logits, -1, tok, err, errlen);
 }
@@ -485,19 +600,18 @@ int picolm_sample(picolm_context *c, int32_t *tok, char *err, size_t errlen) {
 void picolm_reset(picolm_context *c) {
     picolm_seq_truncate(c->seq, 0);
     c->have_logits = 0;
-    picolm_sampler_reset(c->smp);
+    if (c->smp) picolm_sampler_reset(c->smp);
 }
+
+picolm_seq *picolm_context_seq(picolm_context *c) { return c->seq; }
+picolm_batch *picolm_context_batch(picolm_context *c) { return c->batch; }
 
 char *picolm_chat_render(const picolm_model *m, const char *tmpl, const picolm_chat_msg *msgs, int n, int add_assistant,
                          size_t *len, char *err, size_t errlen) {
     int kind;
     char note[256];
     if (chat_kind_resolve(tmpl ? tmpl : "auto", m ? m->gguf : NULL, &kind, note, sizeof note, err, errlen)) return NULL;
-    chat_msg *cm = malloc((size_t)(n > 0 ? n : 1) * sizeof *cm);
-    if (!cm) { pl_fail(err, errlen, "out of memory"); return NULL; }
-    for (int i = 0; i < n; i++) cm[i] = (chat_msg){msgs[i].role, msgs[i].content, msgs[i].len};
-    char *out = chat_render(kind, cm, n, add_assistant, len);
-    free(cm);
+    char *out = chat_render(kind, msgs, n, add_assistant, len);
     if (!out) pl_fail(err, errlen, "out of memory");
     return out;
 }
@@ -509,3 +623,7 @@ const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *
 }
 
 const char *picolm_chat_templates(void) { return CHAT_KIND_NAMES; }
+
+int picolm_chat_parse(char *text, size_t len, picolm_chat_msg *m, int cap, char *err, size_t errlen) {
+    return chat_parse_conversation(text, len, m, cap, err, errlen);
+}

@@ -23,11 +23,6 @@ int pl_fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-int pl_same_file(const char *a, const char *b) {
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
 double pl_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

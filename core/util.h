@@ -19,11 +19,6 @@ double pl_now(void);
    the time other jobs take from the core must not count. */
 double pl_thread_now(void);
 
-/* Nonzero when both paths exist and are the same file (device and inode:
-   another spelling, a symlink, a hard link).  Tools refuse to write their
-   output over one of their inputs. */
-int pl_same_file(const char *a, const char *b);
-
 /* Atomic file replacement: write to a temporary file beside `path`, then
    flush, fsync and rename over it.  A reader never sees a partial file.
    The temporary file has no name until commit where the system allows it

@@ -16,9 +16,10 @@ FUZZ_CFLAGS = -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Icore $(FRONT_INC)
 FUZZ_ALL   := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ       ?= $(FUZZ_ALL)
 FUZZ_BINS   = $(FUZZ:%=$(FUZZ_DIR)/%)
-# The engine, sanitized; the ini harness also gets the front end's config.c.
+# The engine, sanitized; the ini harness also gets the front end's config.c
+# (and the tools' helpers it uses).
 FUZZ_CORE   = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
-$(FUZZ_DIR)/ini: $(FUZZ_DIR)/obj/tools/cli/config.o
+$(FUZZ_DIR)/ini: $(FUZZ_DIR)/obj/tools/cli/config.o $(FUZZ_DIR)/obj/tools/common/tool.o
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

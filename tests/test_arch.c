@@ -35,17 +35,17 @@ typedef struct tdesc {
 static float embd(int t, int i) { return 0.05f * sinf(1.0f + (float)t * 0.37f + (float)i * 1.3f) * 1.41421356f; }
 
 static int write_model(const char *path, const char *arch, float eps) {
-    gguf_writer *w = gguf_writer_new();
+    gguf_writer *w = picolm_gguf_writer_new();
     if (!w) return -1;
     char key[96];
 #define KEY(k) (snprintf(key, sizeof key, "%s." k, arch), key)
-    gguf_writer_set_str(w, "general.architecture", arch);
-    gguf_writer_set_u32(w, KEY("block_count"), 1);
-    gguf_writer_set_u32(w, KEY("embedding_length"), DIM);
-    gguf_writer_set_u32(w, KEY("feed_forward_length"), FF);
-    gguf_writer_set_u32(w, KEY("attention.head_count"), HEADS);
-    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), HEADS);
-    gguf_writer_set_u32(w, KEY("context_length"), 16);
+    picolm_gguf_writer_set_str(w, "general.architecture", arch);
+    picolm_gguf_writer_set_u32(w, KEY("block_count"), 1);
+    picolm_gguf_writer_set_u32(w, KEY("embedding_length"), DIM);
+    picolm_gguf_writer_set_u32(w, KEY("feed_forward_length"), FF);
+    picolm_gguf_writer_set_u32(w, KEY("attention.head_count"), HEADS);
+    picolm_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), HEADS);
+    picolm_gguf_writer_set_u32(w, KEY("context_length"), 16);
     gguf_kv e = {.key = {strlen(KEY("attention.layer_norm_rms_epsilon")), key}, .type = GGUF_FLOAT32};
     e.v.f = eps;
     gguf_writer_copy_kv(w, &e);
@@ -76,11 +76,11 @@ static int write_model(const char *path, const char *arch, float eps) {
     ADD("blk.0.ffn_down.weight", FF, DIM, 0);
 #undef ADD
     for (int i = 0; i < n; i++)
-        gguf_writer_add_tensor(w, t[i].name, strlen(t[i].name), t[i].ne[1] == 1 ? 1 : 2, t[i].ne, PICOLM_TYPE_F32,
+        picolm_gguf_writer_add_tensor(w, t[i].name, strlen(t[i].name), t[i].ne[1] == 1 ? 1 : 2, t[i].ne, PICOLM_TYPE_F32,
                                (uint64_t)(t[i].ne[0] * t[i].ne[1]) * 4);
     char err[256];
     FILE *f = fopen(path, "wb");
-    int ok = f && !gguf_writer_write_header(w, f, err, sizeof err);
+    int ok = f && !picolm_gguf_writer_write_header(w, f, err, sizeof err);
     for (int i = 0; ok && i < n; i++) {
         const int64_t cols = t[i].ne[0], rows = t[i].ne[1];
         float *buf = calloc((size_t)(cols * rows), sizeof *buf);
@@ -88,11 +88,11 @@ static int write_model(const char *path, const char *arch, float eps) {
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
                 buf[r * cols + c] = t[i].kind == 1 ? 1.0f : t[i].kind == 2 ? embd((int)r, (int)c) : t[i].kind == 3 ? (float)(r == c) : 0.0f;
-        ok = !gguf_writer_write_tensor(w, f, buf, (uint64_t)(cols * rows) * 4, err, sizeof err);
+        ok = !picolm_gguf_writer_write_tensor(w, f, buf, (uint64_t)(cols * rows) * 4, err, sizeof err);
         free(buf);
     }
     if (f) ok &= !fclose(f);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     return ok ? 0 : -1;
 }
 

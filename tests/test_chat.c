@@ -9,7 +9,11 @@
 #include <string.h>
 
 #include "chat.h"
+#include "chat_template.h"
 #include "check.h"
+#include "cli.h"
+#include "ctx.h"
+#include "engine.h"
 #include "gguf_write.h"
 #include "testlib.h"
 
@@ -69,16 +73,16 @@ static const struct {
 };
 
 static int header_only_gguf(gguf_file *g, char **buf, const char *tmpl, char *err, size_t errlen) {
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "tokenizer.chat_template", tmpl);
+    gguf_writer *w = picolm_gguf_writer_new();
+    picolm_gguf_writer_set_str(w, "tokenizer.chat_template", tmpl);
     FILE *f = tmpfile();
-    int ok = w && f && !gguf_writer_write_header(w, f, err, errlen);
+    int ok = w && f && !picolm_gguf_writer_write_header(w, f, err, errlen);
     long sz = f ? ftell(f) : 0;
     *buf = malloc((size_t)sz + 1);
     if (ok && *buf) { rewind(f); ok = fread(*buf, 1, (size_t)sz, f) == (size_t)sz; }
     ok = ok && *buf && !gguf_parse(g, *buf, (size_t)sz, NULL, err, errlen);
     if (f) fclose(f);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     return ok ? 0 : -1;
 }
 
@@ -279,15 +283,21 @@ static void session_tests(const char *shared) {
     if (!e) return;
     picolm_config cfg;
     config_defaults(&cfg);
+    /* the front end's session runs on the library's model, the checks on the engine's */
+    cfg.threads = 2;
+    int rc;
+    picolm_model *pm = cli_load_model(&cfg, "test_chat", path, 1, &rc);
+    CHECK(pm != NULL, "the library loads it too");
+    if (!pm) { free_engine(e); return; }
     cfg.chat = 1;
     cfg.temperature = 0;
     cfg.max_tokens = 12;
     cfg.context = 256;
     snprintf(cfg.system_prompt, sizeof cfg.system_prompt, "You are Hamlet.");
     chat_session s;
-    int r = chat_session_open(&s, e, &cfg, err, sizeof err);
-    CHECK(r == 0 && s.kind == CHAT_CHATML, "session opens with the fallback template, chatml (%s)", r ? err : "ok");
-    if (r) { free_engine(e); return; }
+    int r = chat_session_open(&s, pm, &cfg, err, sizeof err);
+    CHECK(r == 0 && !strcmp(s.tmpl, "chatml"), "session opens with the fallback template, chatml (%s)", r ? err : "ok");
+    if (r) { cli_free_model(pm); free_engine(e); return; }
     CHECK(s.cfg->n_stops >= 2, "the template adds its end-of-turn stop strings (%d)", s.cfg->n_stops);
     CHECK(s.n_msgs == 1 && !strcmp(s.msgs[0].role, "system"), "the conversation starts with the system prompt");
 
@@ -296,25 +306,26 @@ static void session_tests(const char *shared) {
     FILE *f = open_memstream(&out, &olen);
     r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     fflush(f);
-    const int p1 = s.st.n_prompt, past1 = s.c.seq.n_past;
+    const int p1 = s.st.n_prompt, past1 = picolm_n_past(s.c);
     CHECK(r == 0 && olen > 0, "turn 1 replies (%d prompt tokens, %d generated, %zu bytes)", p1, s.st.n_gen, olen);
-    CHECK(s.c.seq.n_past == s.n_hist, "the session tracks the tokens in its KV cache (%d)", s.n_hist);
+    CHECK(picolm_n_past(s.c) == s.n_hist, "the session tracks the tokens in its KV cache (%d)", s.n_hist);
     CHECK(s.n_msgs == 3 && !strcmp(s.msgs[2].role, "assistant") && s.msgs[2].len == olen && !memcmp(s.msgs[2].content, out, olen),
           "the printed reply becomes the assistant message");
 
     /* turn 2: the whole conversation is rendered, only what the cache lacks is prefilled */
     r = chat_session_turn(&s, "JULIET: answer", 14, f, err, sizeof err);
     size_t tl;
-    char *t2 = chat_render(s.kind, s.msgs, 4, 1, &tl);
+    char *t2 = chat_render(chat_kind_from_name(s.tmpl), s.msgs, 4, 1, &tl);
     int32_t *tk = NULL;
     int n2 = 0;
-    generate_tokenize(e, t2, tl, tokenizer_add_bos(e->tok), 1, &tk, &n2, err, sizeof err);
+    generate_tokenize(pm, t2, tl, tokenizer_add_bos(e->tok), 1, &tk, &n2, err, sizeof err);
     free(t2);
     CHECK(r == 0 && tk && n2 <= s.n_hist && !memcmp(s.hist, tk, (size_t)n2 * sizeof *tk),
           "turn 2: the KV cache holds the rendered conversation's %d tokens, then the reply", n2);
     free(tk);
     CHECK(r == 0 && s.st.n_prompt > 0 && s.st.n_prompt <= n2 - p1, "turn 2 prefills %d tokens, not the whole conversation's %d", s.st.n_prompt, n2);
-    CHECK(s.c.seq.n_past > past1 && s.c.seq.n_past == s.n_hist, "the KV cache grows across turns (%d -> %d)", past1, s.c.seq.n_past);
+    CHECK(picolm_n_past(s.c) > past1 && picolm_n_past(s.c) == s.n_hist, "the KV cache grows across turns (%d -> %d)", past1,
+          picolm_n_past(s.c));
     fclose(f);
     free(out);
 
@@ -324,9 +335,9 @@ static void session_tests(const char *shared) {
     if (!build_ctx(&c, &e->model, 256, 64, KV_F16, e->pool, err, sizeof err)) {
         r = ctx_prefill(&c, s.hist, s.n_hist, err, sizeof err);
         float worst = 0;
-        int close = !r && max_abs_diff_ok(c.logits, s.c.logits, nv, 1e-2f, &worst);
+        int close = !r && max_abs_diff_ok(c.logits, picolm_logits(s.c), nv, 1e-2f, &worst);
         CHECK(close, "multi-turn logits match a one-shot prefill of the conversation (max diff %g)", worst);
-        CHECK(!r && argmax(c.logits, nv) == argmax(s.c.logits, nv), "and pick the same next token");
+        CHECK(!r && argmax(c.logits, nv) == argmax(picolm_logits(s.c), nv), "and pick the same next token");
         free_ctx(&c);
     }
 
@@ -339,9 +350,9 @@ static void session_tests(const char *shared) {
         full = r == 1;
     }
     CHECK(full && strstr(err, "filled the context"), "a full context refuses the next message clearly: %s", err);
-    const int before = s.c.seq.n_past, msgs = s.n_msgs;
+    const int before = picolm_n_past(s.c), msgs = s.n_msgs;
     r = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err);
-    CHECK(r == 1 && s.c.seq.n_past == before && s.n_msgs == msgs, "a refused message leaves the conversation as it was");
+    CHECK(r == 1 && picolm_n_past(s.c) == before && s.n_msgs == msgs, "a refused message leaves the conversation as it was");
     chat_session_reset(&s);
     r = chat_session_turn(&s, "ROMEO: speak", 12, f, err, sizeof err);
     CHECK(r == 0 && s.st.n_prompt == p1, "after a reset the conversation starts over (%d prompt tokens)", s.st.n_prompt);
@@ -353,7 +364,7 @@ static void session_tests(const char *shared) {
         ok = chat_session_turn(&s, "Tell me more of the king, and of the queen, and all the court.", 62, f, err, sizeof err) == 0;
         most = s.n_msgs > most ? s.n_msgs : most;
     }
-    CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && s.c.seq.n_past <= s.c.seq.n_ctx,
+    CHECK(ok && !strcmp(s.msgs[0].role, "system") && most < 24 && picolm_n_past(s.c) <= picolm_n_ctx(s.c),
           "with --truncate a long conversation keeps going: the oldest turns are dropped, the system prompt stays (%d messages at most)", most);
     s.cfg->truncate = 0;
     fclose(f);
@@ -361,7 +372,7 @@ static void session_tests(const char *shared) {
 
     /* a message too long for the context */
     cfg.context = 16;
-    r = chat_session_open(&s, e, &cfg, err, sizeof err);
+    r = chat_session_open(&s, pm, &cfg, err, sizeof err);
     if (!r) {
         f = fopen("/dev/null", "w");
         r = chat_session_turn(&s, "ROMEO: but soft, what light through yonder window breaks?", 58, f, err, sizeof err);
@@ -369,6 +380,7 @@ static void session_tests(const char *shared) {
         fclose(f);
         chat_session_close(&s);
     }
+    cli_free_model(pm);
     free_engine(e);
 
     /* llama2 on the Llama-2 vocabulary: <s> and </s> are real tokens */
@@ -376,11 +388,13 @@ static void session_tests(const char *shared) {
     e = build_engine(&o, err, sizeof err);
     if (!e) { CHECK(0, "rand-spm loads (%s)", err); return; }
     config_defaults(&cfg);
+    cfg.threads = 2;
+    if (!(pm = cli_load_model(&cfg, "test_chat", path, 1, &rc))) { CHECK(0, "the library loads rand-spm"); free_engine(e); return; }
     cfg.chat = 1;
     cfg.temperature = 0;
     cfg.max_tokens = 3;
     snprintf(cfg.chat_template, sizeof cfg.chat_template, "llama2-sys-bos");
-    if (!chat_session_open(&s, e, &cfg, err, sizeof err)) {
+    if (!chat_session_open(&s, pm, &cfg, err, sizeof err)) {
         f = fopen("/dev/null", "w");
         chat_session_turn(&s, "Hello", 5, f, err, sizeof err);
         r = chat_session_turn(&s, "Again", 5, f, err, sizeof err);
@@ -391,6 +405,7 @@ static void session_tests(const char *shared) {
         fclose(f);
         chat_session_close(&s);
     }
+    cli_free_model(pm);
     free_engine(e);
 }
 

@@ -47,32 +47,32 @@ static void test_writer(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/w.gguf", dir);
     /* a source file to copy pairs from: made by the writer itself */
-    gguf_writer *w = gguf_writer_new();
+    gguf_writer *w = picolm_gguf_writer_new();
     CHECK(w != NULL, "writer: created");
     if (!w) return;
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_u32(w, "general.alignment", 64);
-    gguf_writer_set_u32(w, "general.file_type", 0);
-    gguf_writer_set_u32(w, "x.count", 7);
-    gguf_writer_set_u32(w, "general.file_type", 15); /* replaces: moves to the end */
-    CHECK(gguf_writer_n_kv(w) == 4, "writer: setting an existing key replaces it (%d pairs)", gguf_writer_n_kv(w));
-    CHECK(gguf_writer_remove_kv(w, "x.count") == 1 && gguf_writer_remove_kv(w, "x.count") == 0, "writer: remove");
-    CHECK(gguf_writer_alignment(w) == 64, "writer: alignment from general.alignment");
+    picolm_gguf_writer_set_str(w, "general.architecture", "llama");
+    picolm_gguf_writer_set_u32(w, "general.alignment", 64);
+    picolm_gguf_writer_set_u32(w, "general.file_type", 0);
+    picolm_gguf_writer_set_u32(w, "x.count", 7);
+    picolm_gguf_writer_set_u32(w, "general.file_type", 15); /* replaces: moves to the end */
+    CHECK(picolm_gguf_writer_n_kv(w) == 4, "writer: setting an existing key replaces it (%d pairs)", picolm_gguf_writer_n_kv(w));
+    CHECK(picolm_gguf_writer_remove(w, "x.count") == 1 && picolm_gguf_writer_remove(w, "x.count") == 0, "writer: remove");
+    CHECK(picolm_gguf_writer_alignment(w) == 64, "writer: alignment from general.alignment");
     const int64_t ne1[2] = {3, 5}, ne2[1] = {7};
     float a[15], b[7];
     for (int i = 0; i < 15; i++) a[i] = (float)i * 0.5f;
     for (int i = 0; i < 7; i++) b[i] = -(float)i;
-    gguf_writer_add_tensor(w, "a", 1, 2, ne1, PICOLM_TYPE_F32, sizeof a);
-    gguf_writer_add_tensor(w, "bb", 2, 1, ne2, PICOLM_TYPE_F32, sizeof b);
+    picolm_gguf_writer_add_tensor(w, "a", 1, 2, ne1, PICOLM_TYPE_F32, sizeof a);
+    picolm_gguf_writer_add_tensor(w, "bb", 2, 1, ne2, PICOLM_TYPE_F32, sizeof b);
     char err[512];
     FILE *f = fopen(path, "wb");
-    int ok = f && !gguf_writer_write_header(w, f, err, sizeof err) && !gguf_writer_write_tensor(w, f, a, sizeof a, err, sizeof err) &&
-             gguf_writer_write_tensor(w, f, b, 3, err, sizeof err) != 0 /* wrong size is refused */ &&
-             !gguf_writer_write_tensor(w, f, b, sizeof b, err, sizeof err);
+    int ok = f && !picolm_gguf_writer_write_header(w, f, err, sizeof err) && !picolm_gguf_writer_write_tensor(w, f, a, sizeof a, err, sizeof err) &&
+             picolm_gguf_writer_write_tensor(w, f, b, 3, err, sizeof err) != 0 /* wrong size is refused */ &&
+             !picolm_gguf_writer_write_tensor(w, f, b, sizeof b, err, sizeof err);
     if (f) ok &= !fclose(f);
     CHECK(ok, "writer: header and two tensors written (%s)", ok ? "" : err);
-    const uint64_t want_size = gguf_writer_file_size(w);
-    gguf_writer_free(w);
+    const uint64_t want_size = picolm_gguf_writer_file_size(w);
+    picolm_gguf_writer_free(w);
 
     gguf_file g;
     if (gguf_open(&g, path, NULL, err, sizeof err)) { CHECK(0, "writer: output parses (%s)", err); return; }
@@ -93,13 +93,13 @@ static void test_writer(const char *dir) {
         gguf_close(&g);
         return;
     }
-    w = gguf_writer_new();
+    w = picolm_gguf_writer_new();
     for (uint64_t i = 0; i < s.n_kv; i++) gguf_writer_copy_kv(w, &s.kv[i]);
     snprintf(path, sizeof path, "%s/kv.gguf", dir);
     f = fopen(path, "wb");
-    ok = f && !gguf_writer_write_header(w, f, err, sizeof err);
+    ok = f && !picolm_gguf_writer_write_header(w, f, err, sizeof err);
     if (f) ok &= !fclose(f);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     gguf_file c;
     if (!ok || gguf_open(&c, path, NULL, err, sizeof err)) {
         CHECK(0, "writer: copied metadata parses (%s)", err);
@@ -133,15 +133,15 @@ static void test_writer(const char *dir) {
 /* ------------------------------------------------------------------------ */
 /* A tiny llama-shaped F32 model with n_embd 96 (rows not multiples of 256).  */
 static int write_synth(const char *path, int n_embd, int n_ff, int n_vocab, int n_layer) {
-    gguf_writer *w = gguf_writer_new();
+    gguf_writer *w = picolm_gguf_writer_new();
     if (!w) return -1;
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_u32(w, "llama.block_count", (uint32_t)n_layer);
-    gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)n_embd);
-    gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)n_ff);
-    gguf_writer_set_u32(w, "llama.attention.head_count", 4);
-    gguf_writer_set_u32(w, "llama.attention.head_count_kv", 1);
-    gguf_writer_set_u32(w, "general.file_type", 0);
+    picolm_gguf_writer_set_str(w, "general.architecture", "llama");
+    picolm_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)n_layer);
+    picolm_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)n_embd);
+    picolm_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)n_ff);
+    picolm_gguf_writer_set_u32(w, "llama.attention.head_count", 4);
+    picolm_gguf_writer_set_u32(w, "llama.attention.head_count_kv", 1);
+    picolm_gguf_writer_set_u32(w, "general.file_type", 0);
     struct { char name[64]; int64_t ne[2]; int nd; } t[128];
     int n = 0;
 #define ADD(nm, a, b, d) do { snprintf(t[n].name, sizeof t[n].name, "%s", nm); t[n].ne[0] = a; t[n].ne[1] = b; t[n].nd = d; n++; } while (0)
@@ -159,11 +159,11 @@ static int write_synth(const char *path, int n_embd, int n_ff, int n_vocab, int 
         }
     }
 #undef ADD
-    for (int i = 0; i < n; i++) gguf_writer_add_tensor(w, t[i].name, strlen(t[i].name), (uint32_t)t[i].nd, t[i].ne, PICOLM_TYPE_F32,
+    for (int i = 0; i < n; i++) picolm_gguf_writer_add_tensor(w, t[i].name, strlen(t[i].name), (uint32_t)t[i].nd, t[i].ne, PICOLM_TYPE_F32,
                                                        (uint64_t)(t[i].ne[0] * t[i].ne[1]) * 4);
     char err[256];
     FILE *f = fopen(path, "wb");
-    int ok = f && !gguf_writer_write_header(w, f, err, sizeof err);
+    int ok = f && !picolm_gguf_writer_write_header(w, f, err, sizeof err);
     uint32_t seed = 12345;
     for (int i = 0; ok && i < n; i++) {
         const size_t ne = (size_t)(t[i].ne[0] * t[i].ne[1]);
@@ -173,11 +173,11 @@ static int write_synth(const char *path, int n_embd, int n_ff, int n_vocab, int 
             seed = seed * 1664525u + 1013904223u;
             buf[k] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 0.2f;
         }
-        ok = !gguf_writer_write_tensor(w, f, buf, ne * 4, err, sizeof err);
+        ok = !picolm_gguf_writer_write_tensor(w, f, buf, ne * 4, err, sizeof err);
         free(buf);
     }
     if (f) ok &= !fclose(f);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     return ok ? 0 : -1;
 }
 

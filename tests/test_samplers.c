@@ -520,6 +520,21 @@ static void base_cfg(picolm_config *c) {
     c->seed = 42;
 }
 
+/* The chain the front end asks for with c (cli_sampler_spec_of), built by
+   the core over the test's registry and vocabulary. */
+static int cli_sampling_build(sampling **s, const pl_registry *r, const picolm_config *c, const picolm_vocab *v, char *err,
+                              size_t errlen) {
+    static cli_sampler_spec spec;
+    sampling_param sp[CLI_SAMPLER_PARAMS];
+    *s = NULL;
+    int rc = cli_sampler_spec_of(c, &spec, err, errlen);
+    for (int i = 0; !rc && i < spec.p.n_params; i++) sp[i] = (sampling_param){spec.kv[i].key, spec.kv[i].value, spec.where[i]};
+    const sampling_settings set = {.chain = spec.p.chain, .params = sp, .n_params = spec.p.n_params, .seed = spec.p.seed};
+    rc = rc ? rc : sampling_build(s, r, &set, v, err, errlen);
+    cli_sampler_spec_free(&spec);
+    return rc;
+}
+
 static void chain_str(const picolm_config *c, char *buf, size_t n, char *err, size_t errlen) {
     sampling *s = NULL;
     buf[0] = 0;

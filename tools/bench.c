@@ -28,16 +28,10 @@
 
 #include "picolm/picolm.h"
 #include "cli.h"
-#include "cpu.h"
-#include "util.h"
 #include "generate.h"
-#include "ctx.h"
-#include "model.h"
-#include "plugins.h"
-#include "sampling.h"
 #include "synth.h"
 #include "tmp_guard.h"
-#include "threadpool.h"
+#include "tool.h"
 
 #define MAX_LIST 32
 
@@ -190,8 +184,9 @@ static void bw_worker(void *ctx, int64_t begin, int64_t end, int tid) {
     j->sums[tid & 255] += j->read(j->buf, begin, end, j->pf);
 }
 
-/* GB/s (1e9 bytes) of the best of `passes` reads of a bytes-sized buffer. */
-static double measure_bw(threadpool *pool, size_t bytes, int passes) {
+/* GB/s (1e9 bytes) of the best of `passes` reads of a bytes-sized buffer
+   on rt's threads. */
+static double measure_bw(picolm_runtime *rt, size_t bytes, int passes) {
     /* on 2 MB pages where the kernel allows, as picolm maps the weights
        (gguf.c): with 4 KB pages the TLB misses cost the stream bandwidth */
     const size_t huge = (size_t)2 << 20;
@@ -219,9 +214,9 @@ static double measure_bw(threadpool *pool, size_t bytes, int passes) {
     double best = 0;
     for (int p = 0; p < 2 * passes; p++) {
         j->pf = p & 1;
-        const double t0 = pl_now();
-        threadpool_run(pool, j->n_words, bw_worker, j);
-        const double dt = pl_now() - t0;
+        const double t0 = tool_now();
+        picolm_runtime_parallel(rt, j->n_words, bw_worker, j);
+        const double dt = tool_now() - t0;
         if (dt > 0 && bytes / dt / 1e9 > best) best = bytes / dt / 1e9;
     }
     volatile uint64_t sink = 0;
@@ -324,29 +319,45 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-static int run_one(const opts *o, const char *path, const pl_registry *reg, const char *bname, threadpool *pool, double bw,
-                   result *res, char *err, size_t errlen) {
-    pl_dispatch *d = calloc(1, sizeof *d); /* large: heap */
-    llama_model m;
-    llama_ctx c;
-    int have_m = 0, have_c = 0, rc = -1;
+/* A runtime of the bench's plugins with one backend ("reference": none)
+   on n threads: NULL with a message. */
+static picolm_runtime *bench_runtime(const opts *o, const char *backend, int threads, char *err, size_t errlen) {
+    const picolm_runtime_params p = {.plugin_dir = o->plugin_dir, .backend = backend, .threads = threads};
+    return picolm_runtime_new(&p, NULL, err, errlen);
+}
+
+/* measure_bw on `threads` threads (a runtime made for it and gone after):
+   -1 with a message when the threads cannot start. */
+static double bench_bw(const opts *o, int threads, int passes, char *err, size_t errlen) {
+    picolm_runtime *rt = bench_runtime(o, "reference", threads, err, errlen);
+    const double bw = rt ? measure_bw(rt, (size_t)o->bw_mib << 20, passes) : -1;
+    picolm_runtime_free(rt);
+    return bw;
+}
+
+/* The model at path on rt (backend bname, named in the results). */
+static int run_one(const opts *o, const char *path, picolm_runtime *rt, const char *bname, double bw, result *res, char *err,
+                   size_t errlen) {
+    picolm_model *m = NULL;
+    picolm_context *c = NULL;
+    int rc = -1;
     int32_t *prompt = NULL;
     double *pre = NULL, *dec = NULL;
-    memset(&c, 0, sizeof c);
-    if (!d) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (registry_dispatch(reg, bname, d, err, errlen)) goto done;
-    if (build_model(&m, path, d, NULL, err, errlen)) goto done;
-    have_m = 1;
-    int n_ctx = o->ctx > 0 ? o->ctx : (m.hp.n_ctx_train < 2048 ? m.hp.n_ctx_train : 2048);
-    if (n_ctx > m.hp.n_ctx_train) n_ctx = m.hp.n_ctx_train;
+    const picolm_model_params mp = {.path = path, .runtime = rt, .weights_only = 1};
+    if (!(m = picolm_model_load(&mp, err, errlen))) goto done;
+    const int train = picolm_n_ctx_train(m);
+    int n_ctx = o->ctx > 0 ? o->ctx : (train < 2048 ? train : 2048);
+    if (n_ctx > train) n_ctx = train;
     if (o->n_prompt + o->decode_at + o->n_gen > n_ctx) {
         snprintf(err, errlen, "-p %d + -n %d tokens exceed the context of %d (-c)", o->n_prompt, o->n_gen, n_ctx);
         goto done;
     }
     const int batch = o->batch > 0 ? o->batch : 64;
-    if (build_ctx(&c, &m, n_ctx, batch, o->kv_type, pool, err, errlen)) goto done;
-    have_c = 1;
-    const int nv = m.hp.n_vocab;
+    const picolm_context_params cp = {.n_ctx = n_ctx, .n_batch = batch, .kv_type = o->kv_type, .no_sampler = 1};
+    if (!(c = picolm_context_new(m, &cp, err, errlen))) goto done;
+    picolm_seq *seq = picolm_context_seq(c);
+    picolm_batch *b = picolm_context_batch(c);
+    const int nv = picolm_n_vocab(m);
     prompt = malloc(((size_t)o->n_prompt + 1) * sizeof *prompt);
     pre = calloc((size_t)o->reps, sizeof *pre);
     dec = calloc((size_t)o->reps, sizeof *dec);
@@ -359,34 +370,37 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     }
     /* Warm-up: one token faults the mapping in and wakes the pool. */
     int32_t t0 = nv > 1 ? 1 : 0;
-    if (llama_forward(&c, &t0, 1, NULL, err, errlen)) goto done;
+    if (picolm_eval(c, &t0, 1, err, errlen)) goto done;
     size_t peak_anon = 0, file_kb = 0;
-    double dec_time = 0; /* all decode reps, wall clock; c.prof sums their phases */
+    double dec_time = 0; /* all decode reps, wall clock; prof sums their phases */
+    picolm_profile prof = {0};
     int n_dec = 0;       /* tokens those reps decoded */
     for (int r = 0; r < o->reps; r++) {
-        kv_seq_truncate(&c.seq, 0); /* the cache is overwritten from position 0 */
-        double a = pl_now();
-        if (ctx_prefill(&c, prompt, o->n_prompt, err, errlen)) goto done;
-        double b = pl_now();
-        pre[r] = o->n_prompt ? o->n_prompt / (b - a) : 0;
-        int32_t tok = o->n_prompt ? argmax(c.logits, nv) : t0;
+        picolm_seq_truncate(seq, 0); /* the cache is overwritten from position 0 */
+        double a = tool_now();
+        if (picolm_eval(c, prompt, o->n_prompt, err, errlen)) goto done;
+        double e = tool_now();
+        pre[r] = o->n_prompt ? o->n_prompt / (e - a) : 0;
+        int32_t tok = o->n_prompt ? argmax(picolm_logits(c), nv) : t0;
         /* attention's time depends on the positions, not on the cached values: decode at a
            depth without paying its prefill */
-        if (!o->n_prompt && kv_seq_skip(&c.seq, o->decode_at)) { snprintf(err, errlen, "no room to decode at %d", o->decode_at); goto done; }
-        c.batch.prof.on = 1; /* decode only */
-        a = pl_now();
+        if (!o->n_prompt && picolm_seq_skip(seq, o->decode_at)) { snprintf(err, errlen, "no room to decode at %d", o->decode_at); goto done; }
+        picolm_batch_profile(b, 1, NULL); /* decode only */
+        a = tool_now();
         int nd = 0;
         for (int i = 0; i < o->n_gen; i++) {
-            if (llama_forward(&c, &tok, 1, NULL, err, errlen)) goto done;
-            tok = argmax(c.logits, nv); /* greedy, EOS or not */
+            if (picolm_eval(c, &tok, 1, err, errlen)) goto done;
+            tok = argmax(picolm_logits(c), nv); /* greedy, EOS or not */
             nd = i + 1;
-            if (o->max_s > 0 && pl_now() - a > o->max_s) break; /* --tune: already far behind */
+            if (o->max_s > 0 && tool_now() - a > o->max_s) break; /* --tune: already far behind */
         }
-        b = pl_now();
-        dec_time += b - a;
+        e = tool_now();
+        dec_time += e - a;
         n_dec += nd;
-        c.batch.prof.on = 0;
-        dec[r] = nd ? nd / (b - a) : 0;
+        picolm_profile rep;
+        picolm_batch_profile(b, 0, &rep);
+        prof.matmul_s += rep.matmul_s, prof.attention_s += rep.attention_s;
+        dec[r] = nd ? nd / (e - a) : 0;
         size_t anon = 0, fk = 0;
         generate_rss(&anon, &fk, NULL); /* during generation: the context is live */
         if (anon > peak_anon) peak_anon = anon;
@@ -394,36 +408,39 @@ static int run_one(const opts *o, const char *path, const pl_registry *reg, cons
     }
     memset(res, 0, sizeof *res);
     snprintf(res->backend, sizeof res->backend, "%s", bname);
-    res->threads = threadpool_size(pool);
+    res->threads = picolm_runtime_threads(rt);
     res->prefill_tokens = o->n_prompt;
     res->decode_tokens = o->n_gen;
     res->reps = o->reps;
     res->n_ctx = n_ctx;
-    res->n_batch = c.batch.n_batch;
+    res->n_batch = picolm_batch_size(b);
     mean_std(pre, o->reps, &res->prefill_tps, &res->prefill_tps_std);
     mean_std(dec, o->reps, &res->decode_tps, &res->decode_tps_std);
     /* weights read per decoded token: every matrix once (weight_bytes) plus one token_embd row */
-    const double bytes_tok = (double)m.weight_bytes + (double)m.tok_embd.row_bytes;
+    picolm_model_info mi;
+    picolm_model_describe(m, &mi);
+    const double bytes_tok = (double)mi.weight_bytes + (double)mi.embd_row_bytes;
     res->gbps = res->decode_tps * bytes_tok / 1e9;
     res->mem_bw_gbps = bw;
     res->roofline = bw > 0 ? res->gbps / bw : 0;
-    if (dec_time > 0 && c.batch.prof.matmul > 0) {
-        res->matmul_frac = c.batch.prof.matmul / dec_time;
-        res->attn_frac = c.batch.prof.attention / dec_time;
-        res->matmul_gbps = (double)n_dec * bytes_tok / c.batch.prof.matmul / 1e9;
+    if (dec_time > 0 && prof.matmul_s > 0) {
+        res->matmul_frac = prof.matmul_s / dec_time;
+        res->attn_frac = prof.attention_s / dec_time;
+        res->matmul_gbps = (double)n_dec * bytes_tok / prof.matmul_s / 1e9;
     }
     res->rss_anon_mb = peak_anon / 1024.0;
     res->rss_file_mb = file_kb / 1024.0;
-    res->kv_mb = (double)kv_bytes_per_token(&m, o->kv_type) * n_ctx / (1 << 20);
-    res->ctx_mb = ctx_bytes(&m, n_ctx, batch, o->kv_type, threadpool_size(pool)) / (double)(1 << 20);
+    picolm_memory mem;
+    picolm_model_memory(m, n_ctx, batch, o->kv_type, 0, &mem);
+    res->kv_mb = (double)mem.kv_per_token * n_ctx / (1 << 20);
+    res->ctx_mb = mem.context / (double)(1 << 20);
     rc = 0;
 done:
-    if (have_c) free_ctx(&c);
-    if (have_m) free_model(&m);
+    picolm_context_free(c);
+    picolm_model_free(m);
     free(prompt);
     free(pre);
     free(dec);
-    free(d);
     return rc;
 }
 
@@ -446,7 +463,7 @@ static float rng_normal(uint64_t *s) { /* Box-Muller; setup only */
    with nc activation columns in claims of 64 rows, as the 2-thread matmul
    scheduler (core/matmul.c) calls it. */
 typedef struct micro_job {
-    const pl_type *ty;
+    const picolm_type_info *ty;
     const uint8_t *mat;
     int64_t rows;
     size_t rb;
@@ -459,7 +476,7 @@ typedef struct micro_job {
 } micro_job;
 
 static float micro_pass(const micro_job *j) {
-    const pl_type *ty = j->ty;
+    const picolm_type_info *ty = j->ty;
     float acc = 0, v[16];
     if (!j->nc) {
         for (int64_t r = 0; r < j->rows; r += j->g) {
@@ -492,11 +509,11 @@ static double micro_best(const micro_job *j, double secs) {
     double best = 0;
     volatile float sink = 0;
     for (int pass = 0; pass < 3; pass++) {
-        const double a = pl_thread_now();
+        const double a = tool_thread_now();
         double t = a, el;
         do {
             sink += micro_pass(j);
-            const double t1 = pl_thread_now();
+            const double t1 = tool_thread_now();
             const double gb = (double)j->rows * j->rb * (j->nc ? j->nc : 1) / (t1 - t) / 1e9;
             if (t1 > t && gb > best) best = gb;
             t = t1;
@@ -507,27 +524,32 @@ static double micro_best(const micro_job *j, double secs) {
     return best;
 }
 
-static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, int *n_out, char *err, size_t errlen) {
+static int run_micro(const opts *o, micro_result **out, int *n_out, char *err, size_t errlen) {
     const int64_t cols = 4096;
-    pl_dispatch *ref = calloc(1, sizeof *ref), *d = calloc(1, sizeof *d);
     int cap = 64, n = 0, rc = -1;
     micro_result *res = malloc((size_t)cap * sizeof *res);
+    /* the reference code, then each backend's kernels (one thread: the kernels alone) */
+    picolm_runtime *ref = NULL, *rts[MAX_LIST] = {NULL};
     /* x: up to a 16-row group; y: one activation row per gemm column */
     float *x = malloc((size_t)cols * 16 * sizeof(float)), *y = malloc((size_t)cols * MICRO_NC_MAX * sizeof(float));
-    uint8_t *mat = NULL, *act = NULL, *unp = NULL; /* unp: one group unpacked (pl_type.to_base) */
-    if (!ref || !d || !res || !x || !y) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (registry_dispatch(reg, "reference", ref, err, errlen)) goto done;
+    uint8_t *mat = NULL, *act = NULL, *unp = NULL; /* unp: one group unpacked (picolm_type_info.to_base) */
+    if (!res || !x || !y) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (!(ref = bench_runtime(o, "reference", 1, err, errlen))) goto done;
+    for (int b = 0; b < o->n_backends; b++)
+        if (!(rts[b] = bench_runtime(o, o->backends[b], 1, err, errlen))) goto done;
     uint64_t s = 42;
     for (int64_t i = 0; i < cols * MICRO_NC_MAX; i++) y[i] = rng_normal(&s);
     const size_t want = (size_t)(o->micro_mib > 0 ? o->micro_mib : 8) << 20;
-    for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
-        const picolm_format *f = ref->types[t].fmt;
-        if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row || cols % f->block_size) continue;
+    picolm_type_info rti;
+    for (int64_t t = -1; (t = picolm_runtime_next_type(ref, t)) >= 0;) {
+        picolm_runtime_type(ref, (uint32_t)t, &rti);
+        const picolm_format *f = rti.format;
+        if (!(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row || cols % f->block_size) continue;
         int wanted = !o->n_formats;
         for (int i = 0; i < o->n_formats; i++) wanted |= !strcasecmp(o->formats[i], f->name);
         if (!wanted) continue;
-        const size_t rb = dispatch_row_size(ref, t, cols);
-        const int64_t g = ref->types[t].row_group; /* grouped layouts: quantize_row/vec_dot take g rows */
+        const size_t rb = picolm_type_row_bytes(ref, (uint32_t)t, cols);
+        const int64_t g = rti.row_group; /* grouped layouts: quantize_row/vec_dot take g rows */
         const int64_t rows = ((int64_t)((want + rb - 1) / rb) + 32 * g - 1) / (32 * g) * (32 * g);
         free(mat);
         mat = malloc((size_t)rows * rb);
@@ -540,17 +562,17 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
         }
         for (int64_t r = distinct; r < rows; r++) memcpy(mat + (size_t)r * rb, mat + (size_t)(r % distinct) * rb, rb);
         for (int b = 0; b < o->n_backends; b++) {
-            if (registry_dispatch(reg, o->backends[b], d, err, errlen)) goto done;
-            const pl_type *ty = &d->types[t];
-            if (!ty->vec_dot || !ty->act_quant) continue;
+            picolm_type_info tyi;
+            const picolm_type_info *ty = &tyi;
+            if (picolm_runtime_type(rts[b], (uint32_t)t, &tyi) || !ty->vec_dot || !ty->act_quant) continue;
             /* MICRO_NC_MAX distinct activation rows (gemm columns), as bytes apart */
-            const size_t as = dispatch_row_size(d, ty->vec_dot_type, cols);
+            const size_t as = picolm_type_row_bytes(rts[b], ty->act_type, cols);
             free(act);
             act = malloc(as * MICRO_NC_MAX + 64);
             if (!act) { snprintf(err, errlen, "out of memory"); goto done; }
             for (int c = 0; c < MICRO_NC_MAX; c++) ty->act_quant(y + c * cols, act + c * as, cols);
             /* a layout on its base type's kernels: time the unpacking too */
-            const size_t brb = ty->to_base ? dispatch_row_size(d, ty->base_type, cols) : 0;
+            const size_t brb = ty->to_base ? picolm_type_row_bytes(rts[b], ty->base_type, cols) : 0;
             free(unp);
             unp = brb ? malloc((size_t)g * brb) : NULL;
             if (brb && !unp) { snprintf(err, errlen, "out of memory"); goto done; }
@@ -569,8 +591,10 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
             micro_result *mr = &res[n++];
             snprintf(mr->format, sizeof mr->format, "%s", f->name);
             snprintf(mr->backend, sizeof mr->backend, "%s", o->backends[b]);
-            snprintf(mr->from, sizeof mr->from, "%s%s%s", ty->kernel_from ? ty->kernel_from : "reference", ty->to_base ? " via " : "",
-                     ty->to_base ? d->types[ty->base_type].fmt->name : "");
+            picolm_type_info base;
+            if (ty->to_base) picolm_runtime_type(rts[b], ty->base_type, &base);
+            snprintf(mr->from, sizeof mr->from, "%s%s%s", ty->kernels_from ? ty->kernels_from : "reference", ty->to_base ? " via " : "",
+                     ty->to_base ? base.format->name : "");
             mr->gbps = best;
             memcpy(mr->gemm_gbps, gemm, sizeof gemm);
             fprintf(stderr, "picolm-bench: micro %-7s %-10s %7.2f GB/s (kernel: %s)", mr->format, mr->backend, best, mr->from);
@@ -584,8 +608,8 @@ static int run_micro(const opts *o, const pl_registry *reg, micro_result **out, 
     rc = 0;
 done:
     free(res);
-    free(ref);
-    free(d);
+    picolm_runtime_free(ref);
+    for (int b = 0; b < o->n_backends; b++) picolm_runtime_free(rts[b]);
     free(x);
     free(y);
     free(mat);
@@ -639,7 +663,7 @@ static void print_micro(const opts *o, const micro_result *r, int n, FILE *f) {
                         dim[g * o->n_backends + b] = strcmp(r[i].from, r[i].backend) && strcmp(r[i].backend, "reference");
                     }
         char note[320], cpu[96];
-        cpu_model_name(cpu, sizeof cpu);
+        picolm_cpu_name(cpu, sizeof cpu);
         snprintf(note, sizeof note, "%s; 1 thread; vec_dot over a %d MiB random matrix of 4096-wide rows; faded = reference fallback",
                  cpu, o->micro_mib);
         svg_chart(f, "picolm kernel throughput (GB/s of weights)", "GB/s", fmts, nf, series, o->n_backends, v, dim, note);
@@ -784,11 +808,10 @@ typedef struct tune_row {
 
 typedef struct tuner {
     const opts *o;
-    pl_registry *reg;
     const char *paths[3];
     int kind[3];          /* each path's entry of tune_layout_name */
     int n_layouts, n_ctx;
-    const llama_model *m; /* the model as given (reference dispatch): the memory plan */
+    const picolm_model *m; /* the model as given (reference code): the memory plan */
     double ram;           /* bytes; 0 = no budget */
     tune_row *rows;
     int n, cap;
@@ -820,20 +843,18 @@ static int tune_run(tuner *t, int layout, const char *backend, int threads, int 
     o.n_prompt = n_prompt, o.n_gen = n_gen, o.reps = reps, o.batch = batch, o.kv_type = kv, o.ctx = t->n_ctx;
     o.decode_at = n_prompt ? 0 : t->decode_at;
     o.max_s = t->max_s;
-    threadpool *pool = threadpool_create(threads);
-    if (!pool) return pl_fail(err, errlen, "cannot start %d threads", threads);
-    registry_set_pool(t->reg, pool);
+    picolm_runtime *rt = bench_runtime(&o, backend, threads, err, errlen);
+    if (!rt) return -1;
     result r;
-    const int rc = run_one(&o, t->paths[layout], t->reg, backend, pool, 0, &r, err, errlen);
-    registry_set_pool(t->reg, NULL);
-    threadpool_destroy(pool);
+    const int rc = run_one(&o, t->paths[layout], rt, backend, 0, &r, err, errlen);
+    picolm_runtime_free(rt);
     if (rc) return -1;
     *prefill = r.prefill_tps, *decode = r.decode_tps;
     t->done++;
-    const double el = pl_now() - t->t0, left = t->planned > t->done ? el / t->done * (t->planned - t->done) : 0;
+    const double el = tool_now() - t->t0, left = t->planned > t->done ? el / t->done * (t->planned - t->done) : 0;
     fprintf(stderr, "picolm-bench: tune [%d/%d] %-10s %-9s %2d thr, batch %3d, kv %-4s: %s %8.2f tok/s | %.0f s, about %.0f s left\n",
             t->done, t->planned > t->done ? t->planned : t->done, tune_lname(t, layout), backend, threads, batch,
-            kv == KV_Q8_0 ? "q8_0" : "f16", n_prompt ? "prefill" : "decode ", n_prompt ? *prefill : *decode, el, left);
+            cli_kv_type_name(kv), n_prompt ? "prefill" : "decode ", n_prompt ? *prefill : *decode, el, left);
     return 0;
 }
 
@@ -842,7 +863,7 @@ static int tune_add(tuner *t, const char *stage, int layout, const char *backend
                     int n_gen, char *err, size_t errlen) {
     if (t->n == t->cap) {
         tune_row *nr = realloc(t->rows, (size_t)(t->cap = t->cap ? 2 * t->cap : 32) * sizeof *nr);
-        if (!nr) return pl_fail(err, errlen, "out of memory");
+        if (!nr) return tool_fail(err, errlen, "out of memory");
         t->rows = nr;
     }
     tune_row *r = &t->rows[t->n];
@@ -872,7 +893,7 @@ static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, in
     int best = -1;
     for (int i = a; i < b; i++)
         if (t->rows[i].measured && !*t->rows[i].verdict && (best < 0 || tune_metric(&t->rows[i], use_prefill) > tune_metric(&t->rows[best], use_prefill))) best = i;
-    if (best < 0) return pl_fail(err, errlen, "no setting fits the RAM budget (see picolm --fit)");
+    if (best < 0) return tool_fail(err, errlen, "no setting fits the RAM budget (see picolm --fit)");
     int close[8], nc = 0;
     const double band = use_prefill ? TUNE_CLOSE_PREFILL : TUNE_CLOSE_DECODE;
     for (int i = a; i < b && nc < 8; i++)
@@ -908,13 +929,13 @@ static int tune_decide(tuner *t, int a, int b, int use_prefill, int n_prompt, in
 static int tune_repack(const char *model, const char *out, const char *target, const char *plugin_dir, char *err, size_t errlen) {
     char tool[4096];
     ssize_t len = readlink("/proc/self/exe", tool, sizeof tool - 32);
-    if (len <= 0) return pl_fail(err, errlen, "cannot find this executable's directory");
+    if (len <= 0) return tool_fail(err, errlen, "cannot find this executable's directory");
     tool[len] = 0;
     char *slash = strrchr(tool, '/');
     snprintf(slash ? slash + 1 : tool, 32, "picolm-quantize");
     fprintf(stderr, "picolm-bench: tune: repacking %s -> %s (%s, lossless)\n", model, out, target);
     const pid_t pid = fork();
-    if (pid < 0) return pl_fail(err, errlen, "fork: %s", strerror(errno));
+    if (pid < 0) return tool_fail(err, errlen, "fork: %s", strerror(errno));
     if (!pid) {
         const int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
@@ -924,11 +945,9 @@ static int tune_repack(const char *model, const char *out, const char *target, c
     }
     int st = 0;
     if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
-        return pl_fail(err, errlen, "%s %s %s %s failed (exit %d)", tool, model, out, target, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return tool_fail(err, errlen, "%s %s %s %s failed (exit %d)", tool, model, out, target, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
 }
-
-static const char *kv_name(int kv) { return kv == KV_Q8_0 ? "q8_0" : "f16"; }
 
 static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu, int chosen[4]) {
     const tune_row *w = &t->rows[chosen[3]];
@@ -939,26 +958,26 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
         json_str(f, cpu);
         fprintf(f, ", \"online_cpus\": %d, \"n_ctx\": %d, \"ram_mb\": %.1f,\n \"chosen\": {\"layout\": \"%s\", \"backend\": \"%s\", "
                    "\"threads\": %d, \"batch\": %d, \"kv_type\": \"%s\", \"decode_tps\": %.6g},\n \"rows\": [\n",
-                cpu_count_online(), t->n_ctx, t->ram / (1 << 20), tune_lname(t, w->layout), w->backend, w->threads, w->batch,
-                kv_name(w->kv), w->decode);
+                picolm_cpu_count(), t->n_ctx, t->ram / (1 << 20), tune_lname(t, w->layout), w->backend, w->threads, w->batch,
+                cli_kv_type_name(w->kv), w->decode);
         for (int i = 0; i < t->n; i++) {
             const tune_row *r = &t->rows[i];
             fprintf(f, "  {\"stage\": \"%s\", \"layout\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"batch\": %d, \"kv_type\": \"%s\", "
                        "\"reps\": %d, \"prefill_tps\": %.6g, \"decode_tps\": %.6g, \"resident_mb\": %.3f, \"verdict\": \"%s\"}%s\n",
-                    r->stage, tune_lname(t, r->layout), r->backend, r->threads, r->batch, kv_name(r->kv), r->reps, r->prefill,
+                    r->stage, tune_lname(t, r->layout), r->backend, r->threads, r->batch, cli_kv_type_name(r->kv), r->reps, r->prefill,
                     r->decode, r->resident_mb, r->verdict, i + 1 < t->n ? "," : "");
         }
         fprintf(f, " ]}\n");
         return;
     }
-    fprintf(f, "model: %s\nCPU %s, %d online; context %d", t->paths[0], cpu, cpu_count_online(), t->n_ctx);
+    fprintf(f, "model: %s\nCPU %s, %d online; context %d", t->paths[0], cpu, picolm_cpu_count(), t->n_ctx);
     if (t->ram > 0) fprintf(f, "; RAM budget %.0f MB", t->ram / (1 << 20));
     fprintf(f, "\n\n| stage | layout | backend | threads | batch | kv | runs | prefill tok/s | decode tok/s | resident MB | verdict |\n"
                "|---|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < t->n; i++) {
         const tune_row *r = &t->rows[i];
         fprintf(f, "| %s | %s | %s | %d | %d | %s | %d | ", r->stage, tune_lname(t, r->layout), r->backend, r->threads, r->batch,
-                kv_name(r->kv), r->reps);
+                cli_kv_type_name(r->kv), r->reps);
         if (!r->measured) fprintf(f, "- | - |");
         else if (r->prefill > 0 && r->decode > 0) fprintf(f, "%.1f | %.2f |", r->prefill, r->decode);
         else if (r->prefill > 0) fprintf(f, "%.1f | - |", r->prefill);
@@ -966,7 +985,7 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
         fprintf(f, " %.1f | %s |\n", r->resident_mb, r->verdict);
     }
     fprintf(f, "\nchosen: layout %s, backend %s, threads %d, batch %d, kv_type %s (decode %.2f tok/s)\n",
-            tune_lname(t, w->layout), w->backend, w->threads, w->batch, kv_name(w->kv), w->decode);
+            tune_lname(t, w->layout), w->backend, w->threads, w->batch, cli_kv_type_name(w->kv), w->decode);
     fprintf(f, "\nbackend, threads: decode tok/s of short runs from position 0 (8 tokens; 16 for other thread counts; "
                "32 when a close call is run again: runs > 1 = the mean); batch: prefill of up to 128 tokens; kv_type: "
                "decode at position %d (half the context). Resident MB: the memory plan of picolm --fit, the mapped "
@@ -977,10 +996,10 @@ static void tune_print_table(const tuner *t, FILE *f, int json, const char *cpu,
 static void tune_because(FILE *f, const tuner *t, int c, int ru, int use_prefill, const char *what) {
     const tune_row *r = &t->rows[c];
     fprintf(f, "; %s: %s %.2f tok/s (%s, %d thr, batch %d, kv %s, %d run%s)", what, use_prefill ? "prefill" : "decode",
-            tune_metric(r, use_prefill), r->backend, r->threads, r->batch, kv_name(r->kv), r->reps, r->reps == 1 ? "" : "s");
+            tune_metric(r, use_prefill), r->backend, r->threads, r->batch, cli_kv_type_name(r->kv), r->reps, r->reps == 1 ? "" : "s");
     if (ru >= 0) {
         const tune_row *u = &t->rows[ru];
-        fprintf(f, "; runner-up %s/%d thr/batch %d/%s: %.2f", u->backend, u->threads, u->batch, kv_name(u->kv), tune_metric(u, use_prefill));
+        fprintf(f, "; runner-up %s/%d thr/batch %d/%s: %.2f", u->backend, u->threads, u->batch, cli_kv_type_name(u->kv), tune_metric(u, use_prefill));
     }
     fprintf(f, "\n");
 }
@@ -992,7 +1011,7 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     fprintf(f, "; picolm configuration tuned by picolm-bench --tune (picolm %s), %s\n", PICOLM_VERSION, date);
-    fprintf(f, "; model: %s\n; CPU: %s, %d online CPUs; context %d", t->paths[0], cpu, cpu_count_online(), t->n_ctx);
+    fprintf(f, "; model: %s\n; CPU: %s, %d online CPUs; context %d", t->paths[0], cpu, picolm_cpu_count(), t->n_ctx);
     if (t->ram > 0) fprintf(f, "; RAM budget %s", ram_str);
     fprintf(f, "\n; Every value was measured on this machine with this model (tok/s, mean of the runs).\n"
                "; Use it with  picolm --config THIS.ini MODEL.gguf\n");
@@ -1012,9 +1031,9 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
     fprintf(f, "threads = %d\n", w->threads);
     tune_because(f, t, c[1], ru[1], 1, "fastest prefill batch");
     fprintf(f, "batch = %d\n", w->batch);
-    tune_because(f, t, c[2], ru[2], 0, w->kv == KV_F16 ? "f16 (exact; q8_0 only if 5% faster or f16 does not fit)"
+    tune_because(f, t, c[2], ru[2], 0, w->kv == PICOLM_KV_F16 ? "f16 (exact; q8_0 only if 5% faster or f16 does not fit)"
                                                          : "q8_0 (5% faster or more, or f16 does not fit)");
-    fprintf(f, "kv_type = %s\n", kv_name(w->kv));
+    fprintf(f, "kv_type = %s\n", cli_kv_type_name(w->kv));
     fprintf(f, "; the context tuned for (-c); the memory plan (picolm --fit) needs %.1f MB resident\n", w->resident_mb);
     fprintf(f, "context = %d\n", t->n_ctx);
     if (t->ram > 0) fprintf(f, "; the RAM budget every chosen setting fits (--ram)\nram = %s\n", ram_str);
@@ -1023,25 +1042,25 @@ static void tune_write_ini(const tuner *t, FILE *f, const char *cpu, const char 
 /* Every backend x layout at the most threads (short run, the far-behind
    pruned), then every thread count for the rest, then the prefill batch and
    the KV type at the winner.  rc as main's. */
-static int run_tune(const opts *o, pl_registry *reg, const char *path, const char *ram_str, const char *ini_path) {
+static int run_tune(const opts *o, const char *path, const char *ram_str, const char *ini_path) {
     char err[2048], cpu[96], scratch[2][4096] = {"", ""}; /* the repacked copies made in TMPDIR */
-    tuner t = {.o = o, .reg = reg, .paths = {path}, .n_layouts = 1, .t0 = pl_now()};
-    int rc = CLI_FAIL, have_m = 0;
+    tuner t = {.o = o, .paths = {path}, .n_layouts = 1, .t0 = tool_now()};
+    int rc = CLI_FAIL;
     uint64_t ram = 0;
     if (ram_str && config_parse_size(ram_str, &ram)) { fprintf(stderr, "picolm-bench: --ram: '%s' is not a size (e.g. 512M, 1G)\n", ram_str); return CLI_USAGE; }
     t.ram = (double)ram;
-    cpu_model_name(cpu, sizeof cpu);
-    pl_dispatch *d = calloc(1, sizeof *d);
-    llama_model m;
-    if (!d || registry_dispatch(reg, "reference", d, err, sizeof err) || build_model(&m, path, d, NULL, err, sizeof err)) {
-        fprintf(stderr, "picolm-bench: %s\n", d ? err : "out of memory");
-        free(d);
+    picolm_cpu_name(cpu, sizeof cpu);
+    picolm_runtime *ref = bench_runtime(o, "reference", 1, err, sizeof err);
+    const picolm_model_params mp = {.path = path, .runtime = ref, .weights_only = 1};
+    picolm_model *m = ref ? picolm_model_load(&mp, err, sizeof err) : NULL;
+    if (!m) {
+        fprintf(stderr, "picolm-bench: %s\n", err);
+        picolm_runtime_free(ref);
         return CLI_FAIL;
     }
-    have_m = 1;
-    t.m = &m;
+    t.m = m;
     t.n_ctx = o->ctx > 0 ? o->ctx : 2048; /* picolm's default context, capped at the model's */
-    if (t.n_ctx > m.hp.n_ctx_train) t.n_ctx = m.hp.n_ctx_train;
+    if (t.n_ctx > picolm_n_ctx_train(m)) t.n_ctx = picolm_n_ctx_train(m);
     /* short runs (decode decides backend and threads: no prompt, 8 tokens
        decoded, 16 for the thread counts, 32 for the close calls); prefill
        of 128 for the batch; 32 decoded halfway into the context for the KV type */
@@ -1049,10 +1068,10 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     FILE *ini = NULL;
     /* the repacked layouts this file has rows for (Q5_0_R16: whole groups of 16 rows) */
     int want[3] = {0, 0, 0};
-    for (uint64_t i = 0; i < m.gguf.n_tensors; i++) {
-        const gguf_tensor *g = &m.gguf.tensors[i];
-        want[TUNE_Q4_K_M_R16] |= g->type == PICOLM_TYPE_Q4_K;
-        want[TUNE_Q5_0_R16] |= g->type == PICOLM_TYPE_Q5_0 && g->n_dims == 2 && g->ne[1] % 16 == 0;
+    picolm_tensor g;
+    for (int64_t i = 0; !picolm_gguf_tensor_at(picolm_model_gguf(m), i, &g); i++) {
+        want[TUNE_Q4_K_M_R16] |= g.type == PICOLM_TYPE_Q4_K;
+        want[TUNE_Q5_0_R16] |= g.type == PICOLM_TYPE_Q5_0 && g.n_dims == 2 && g.ne[1] % 16 == 0;
     }
     for (int k = TUNE_Q4_K_M_R16; k <= TUNE_Q5_0_R16; k++) {
         if (!want[k]) continue;
@@ -1078,7 +1097,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
         if (use) t.kind[t.n_layouts] = k, t.paths[t.n_layouts++] = use;
         else fprintf(stderr, "picolm-bench: tune: no %s layout measured: %s\n", tune_layout_name[k], err);
     }
-    t.t0 = pl_now(); /* the estimate of the time left counts the runs, not the repack */
+    t.t0 = tool_now(); /* the estimate of the time left counts the runs, not the repack */
     /* thread counts: the bench's list (main gives 1..online CPUs); the largest first */
     int tmax = 0;
     for (int i = 0; i < o->n_threads; i++) tmax = o->threads[i] > tmax ? o->threads[i] : tmax;
@@ -1086,16 +1105,16 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
        batch up to 64 that fits the budget with f16, else with q8_0 */
     static const int batches[] = {32, 64, 128};
     const int n_batches = (int)(sizeof batches / sizeof batches[0]);
-    int base_batch = 0, base_kv = KV_F16;
-    for (int kv = KV_F16; kv <= KV_Q8_0 && !base_batch; kv++)
+    int base_batch = 0, base_kv = PICOLM_KV_F16;
+    for (int kv = PICOLM_KV_F16; kv <= PICOLM_KV_Q8_0 && !base_batch; kv++)
         for (int k = n_batches - 1; k >= 0 && !base_batch; k--) {
             const int b = batches[k] < t.n_ctx ? batches[k] : t.n_ctx;
-            if (b <= 64 && (t.ram <= 0 || generate_resident_bytes(&m, t.n_ctx, kv, b, tmax) <= t.ram)) base_batch = b, base_kv = kv;
+            if (b <= 64 && (t.ram <= 0 || generate_resident_bytes(m, t.n_ctx, kv, b, tmax) <= t.ram)) base_batch = b, base_kv = kv;
         }
     if (!base_batch) {
         fprintf(stderr, "picolm-bench: tune: nothing fits --ram %s at context %d: the smallest plan (batch %d, kv q8_0) needs "
                 "%.1f MB resident (see picolm --fit; or a smaller -c)\n", ram_str, t.n_ctx, batches[0] < t.n_ctx ? batches[0] : t.n_ctx,
-                generate_resident_bytes(&m, t.n_ctx, KV_Q8_0, batches[0] < t.n_ctx ? batches[0] : t.n_ctx, tmax) / (1 << 20));
+                generate_resident_bytes(m, t.n_ctx, PICOLM_KV_Q8_0, batches[0] < t.n_ctx ? batches[0] : t.n_ctx, tmax) / (1 << 20));
         goto out;
     }
     t.planned = t.n_layouts * o->n_backends * o->n_threads + n_batches + 2;
@@ -1159,7 +1178,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     /* 4. KV type at the winner, decoding halfway into the context */
     const int kp = 0, k0 = t.n;
     t.decode_at = t.n_ctx / 2;
-    for (int kv = KV_F16; kv <= KV_Q8_0; kv++)
+    for (int kv = PICOLM_KV_F16; kv <= PICOLM_KV_Q8_0; kv++)
         if (tune_add(&t, "kv_type", w.layout, w.backend, w.threads, batch, kv, kp, 4 * sn, err, sizeof err)) goto fail;
     if (tune_decide(&t, k0, t.n, 0, kp, 4 * sn, &ru[2], err, sizeof err) < 0) goto fail; /* repeats a close call */
     const tune_row *f16 = &t.rows[k0], *q8 = &t.rows[k0 + 1];
@@ -1177,7 +1196,7 @@ static int run_tune(const opts *o, pl_registry *reg, const char *path, const cha
     tune_write_ini(&t, ini, cpu, ram_str, c, ru, best_l);
     if (ini_path && fclose(ini)) { fprintf(stderr, "picolm-bench: writing %s: %s\n", ini_path, strerror(errno)); ini = NULL; goto out; }
     ini = NULL;
-    fprintf(stderr, "picolm-bench: tune: done in %.0f s%s%s\n", pl_now() - t.t0, ini_path ? "; wrote " : "", ini_path ? ini_path : "");
+    fprintf(stderr, "picolm-bench: tune: done in %.0f s%s%s\n", tool_now() - t.t0, ini_path ? "; wrote " : "", ini_path ? ini_path : "");
     rc = CLI_OK;
     goto out;
 fail:
@@ -1188,8 +1207,8 @@ out:
         if (scratch[k][0]) unlink(scratch[k]);
     tmp_guard_set(NULL);
     tmp_guard_hold(0);
-    if (have_m) free_model(&m);
-    free(d);
+    picolm_model_free(m);
+    picolm_runtime_free(ref);
     free(t.rows);
     return rc;
 }
@@ -1235,7 +1254,7 @@ static void synth_logits(float *l, int n, float lead, uint64_t *s) {
 #define BENCH_DOC_TOKENS 256
 
 /* model: the vocabulary is its tokenizer's (o->vocabs holds its size). */
-static int run_sampling(const opts *o, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *model, FILE *f,
+static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *cfg, const picolm_vocab *model, FILE *f,
                         char *err, size_t errlen) {
     static const char *const shape[2] = {"peaked", "flat"};
     const int grammar = cli_grammar(cfg) != NULL;
@@ -1246,7 +1265,9 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
     uint32_t *pl = calloc((size_t)max_nv, sizeof *pl);
     const int draws = o->n_gen * o->reps;
     int rc = -1;
-    if (!l || !pc || !pl) { snprintf(err, errlen, "out of memory"); goto done; }
+    cli_sampler_spec *spec = calloc(1, sizeof *spec);
+    if (!l || !pc || !pl || !spec) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (cli_sampler_spec_of(cfg, spec, err, errlen)) goto done;
     if (draws <= 0) { snprintf(err, errlen, "--sampling: -n and -r must give at least one draw"); goto done; }
     if (o->format == OUT_CSV) fprintf(f, "vocab,shape,draws,ms_mean,ms_min,stage,stage_ms,ms_mean_direct_off\n");
     if (o->format == OUT_JSON) fprintf(f, "[\n");
@@ -1257,23 +1278,23 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
            path off (every stage's apply() over the full list), drawn
            alternately first and second: an A/B in the same run, and a
            check that both draw the same tokens */
-        sampling *s[4] = {NULL, NULL, NULL, NULL};
+        picolm_sampler *s[4] = {NULL, NULL, NULL, NULL};
         for (int k = 0; k < 4; k++)
-            if (cli_sampling_build(&s[k], reg, cfg, &vocab, err, errlen)) goto free_s;
+            if (!(s[k] = picolm_sampler_new_vocab(rt, &vocab, &spec->p, err, errlen))) goto free_s;
         double sum[4] = {0, 0, 0, 0}, best[2] = {INFINITY, INFINITY};
         uint64_t seed = 0x9e3779b97f4a7c15ull;
-        for (int k = 0; k < 4; k++) sampling_timing(s[k], 1);
-        sampling_direct(s[2], 0);
-        sampling_direct(s[3], 0);
+        for (int k = 0; k < 4; k++) picolm_sampler_timing(s[k], 1);
+        picolm_sampler_direct(s[2], 0);
+        picolm_sampler_direct(s[3], 0);
         for (int d = 0; d < 2 * draws; d++) { /* peaked and flat interleaved */
             const int k = d % 2;
             synth_logits(l, nv, k ? 6.0f : 16.0f, &seed);
             int32_t tok[2];
             for (int j = 0; j < 2; j++) {
                 const int w = (j ^ (d / 2 % 2)) ? 2 + k : k, x = w == k ? 0 : 1;
-                if (sampling_sample(s[w], l, grammar ? doc_left[k] : -1, &tok[x], err, errlen)) goto free_s;
+                if (picolm_sampler_sample(s[w], l, grammar ? doc_left[k] : -1, &tok[x], err, errlen)) goto free_s;
                 double t = -sum[w]; /* the counters' total less the earlier draws */
-                for (int i = -1; i < sampling_n_stages(s[w]); i++) t += sampling_stage_seconds(s[w], i);
+                for (int i = -1; i < picolm_sampler_n_stages(s[w]); i++) t += picolm_sampler_seconds(s[w], i);
                 sum[w] += t;
                 if (w == k && t < best[k]) best[k] = t;
             }
@@ -1283,40 +1304,40 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
                 goto free_s;
             }
             if (grammar && (tok[0] == vocab.eos_id || --doc_left[k] == 0)) { /* the document is complete: a new one */
-                sampling_reset(s[k]);
-                sampling_reset(s[2 + k]);
+                picolm_sampler_reset(s[k]);
+                picolm_sampler_reset(s[2 + k]);
                 doc_left[k] = BENCH_DOC_TOKENS;
                 docs++;
                 continue;
             }
-            sampling_accept(s[k], tok[0]);
-            sampling_accept(s[2 + k], tok[0]);
+            picolm_sampler_accept(s[k], tok[0]);
+            picolm_sampler_accept(s[2 + k], tok[0]);
         }
         char desc[512];
-        sampling_describe(s[0], desc, sizeof desc);
+        picolm_sampler_describe(s[0], desc, sizeof desc);
         if (o->format == OUT_MD) {
             fprintf(f, "%s| vocab | logits | ms/token mean | min | direct off: mean | of which, mean: candidates",
                     v ? "\n" : "");
-            for (int i = 0; i < sampling_n_stages(s[0]); i++) fprintf(f, ", %s", sampling_stage_name(s[0], i));
+            for (int i = 0; i < picolm_sampler_n_stages(s[0]); i++) fprintf(f, ", %s", picolm_sampler_stage(s[0], i));
             fprintf(f, " |\n|---:|---|---:|---:|---:|---|\n");
         }
         for (int k = 0; k < 2; k++) {
             const double mean = 1e3 * sum[k] / draws, off = 1e3 * sum[2 + k] / draws;
             if (o->format == OUT_MD) {
                 fprintf(f, "| %d | %s | %.3f | %.3f | %.3f | %.3f", nv, shape[k], mean, 1e3 * best[k], off,
-                        1e3 * sampling_stage_seconds(s[k], -1) / draws);
-                for (int i = 0; i < sampling_n_stages(s[k]); i++) fprintf(f, ", %.3f", 1e3 * sampling_stage_seconds(s[k], i) / draws);
+                        1e3 * picolm_sampler_seconds(s[k], -1) / draws);
+                for (int i = 0; i < picolm_sampler_n_stages(s[k]); i++) fprintf(f, ", %.3f", 1e3 * picolm_sampler_seconds(s[k], i) / draws);
                 fprintf(f, " |\n");
             } else if (o->format == OUT_CSV) {
-                for (int i = -1; i < sampling_n_stages(s[k]); i++)
+                for (int i = -1; i < picolm_sampler_n_stages(s[k]); i++)
                     fprintf(f, "%d,%s,%d,%.6g,%.6g,%s,%.6g,%.6g\n", nv, shape[k], draws, mean, 1e3 * best[k],
-                            i < 0 ? "candidates" : sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws, off);
+                            i < 0 ? "candidates" : picolm_sampler_stage(s[k], i), 1e3 * picolm_sampler_seconds(s[k], i) / draws, off);
             } else {
                 fprintf(f, "  {\"vocab\": %d, \"logits\": \"%s\", \"draws\": %d, \"ms_mean\": %.6g, \"ms_min\": %.6g, \"ms_mean_direct_off\": %.6g, "
                            "\"chain\": \"%s\", \"stages_ms\": {\"candidates\": %.6g", nv, shape[k], draws, mean, 1e3 * best[k], off, desc,
-                        1e3 * sampling_stage_seconds(s[k], -1) / draws);
-                for (int i = 0; i < sampling_n_stages(s[k]); i++)
-                    fprintf(f, ", \"%s\": %.6g", sampling_stage_name(s[k], i), 1e3 * sampling_stage_seconds(s[k], i) / draws);
+                        1e3 * picolm_sampler_seconds(s[k], -1) / draws);
+                for (int i = 0; i < picolm_sampler_n_stages(s[k]); i++)
+                    fprintf(f, ", \"%s\": %.6g", picolm_sampler_stage(s[k], i), 1e3 * picolm_sampler_seconds(s[k], i) / draws);
                 fprintf(f, "}}%s\n", v + 1 < o->n_vocabs || !k ? "," : "");
             }
         }
@@ -1327,15 +1348,17 @@ static int run_sampling(const opts *o, const pl_registry *reg, const picolm_conf
         if (o->format == OUT_MD && grammar)
             fprintf(f, "Documents of at most %d tokens each, %d of them completed (EOS or budget) and a new one begun.\n",
                     BENCH_DOC_TOKENS, docs);
-        for (int k = 0; k < 4; k++) sampling_free(s[k]);
+        for (int k = 0; k < 4; k++) picolm_sampler_free(s[k]);
         continue;
     free_s:
-        for (int k = 0; k < 4; k++) sampling_free(s[k]);
+        for (int k = 0; k < 4; k++) picolm_sampler_free(s[k]);
         goto done;
     }
     if (o->format == OUT_JSON) fprintf(f, "]\n");
     rc = 0;
 done:
+    if (spec) cli_sampler_spec_free(spec);
+    free(spec);
     free(l);
     free(pc);
     free(pl);
@@ -1354,7 +1377,7 @@ static int cmp_bk(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     picolm_log_set(picolm_log_stderr, NULL); /* the engine and plugins note things on stderr */
-    opts o = {.n_prompt = 128, .n_gen = 64, .reps = 3, .format = OUT_MD, .kv_type = KV_F16, .batch = 64, .bw_mib = 1024,
+    opts o = {.n_prompt = 128, .n_gen = 64, .reps = 3, .format = OUT_MD, .kv_type = PICOLM_KV_F16, .batch = 64, .bw_mib = 1024,
               .micro_mib = 8, .micro_s = 0.1};
     char *blist = NULL, *tlist = NULL, *flist = NULL, *vlist = NULL;
     int micro_ms = 100;
@@ -1457,13 +1480,13 @@ int main(int argc, char **argv) {
 #endif
     if (cli_check_env("picolm-bench")) return CLI_USAGE;
     char err[2048];
-    pl_registry reg;
-    if (registry_load(&reg, o.plugin_dir, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); return 1; }
+    /* the plugins (no backend, one thread): the backend list, the sampler chains */
+    picolm_runtime *plugins = bench_runtime(&o, "reference", 1, err, sizeof err);
+    if (!plugins) { fprintf(stderr, "picolm-bench: %s\n", err); return 1; }
     int rc = 1;
     result *res = NULL;
     micro_result *mres = NULL;
     int n_res = 0, n_mres = 0;
-    threadpool *pool = NULL;
 
     /* Backends: the list, or reference + every accepted backend (lowest score first). */
     if (blist) {
@@ -1471,24 +1494,26 @@ int main(int argc, char **argv) {
         if (o.n_backends <= 0) { fprintf(stderr, "picolm-bench: --backends: bad list\n"); rc = CLI_USAGE; goto out; }
     } else {
         bk all[MAX_LIST];
+        static char names[MAX_LIST][64]; /* kept when the runtime that lists them is gone */
         int na = 0;
-        for (int i = 0; i < reg.n && na < MAX_LIST; i++)
-            if (reg.items[i].ok && reg.items[i].kind == PICOLM_KIND_BACKEND) all[na++] = (bk){reg.items[i].name, reg.items[i].score};
+        picolm_plugin_info pi;
+        for (int i = 0; na < MAX_LIST && !picolm_runtime_plugin(plugins, i, &pi); i++)
+            if (pi.kind == PICOLM_KIND_BACKEND) {
+                snprintf(names[na], sizeof names[na], "%s", pi.name);
+                all[na] = (bk){names[na], pi.score}, na++;
+            }
         qsort(all, (size_t)na, sizeof *all, cmp_bk);
         o.backends[o.n_backends++] = "reference";
         for (int i = 0; i < na && o.n_backends < MAX_LIST; i++) o.backends[o.n_backends++] = all[i].name;
     }
-    {   /* each name must resolve now: a clear error before any long run */
-        pl_dispatch *d = calloc(1, sizeof *d);
-        if (!d) goto out;
-        for (int b = 0; b < o.n_backends; b++)
-            if (registry_dispatch(&reg, o.backends[b], d, err, sizeof err)) {
-                fprintf(stderr, "picolm-bench: %s\n", err);
-                free(d);
-                rc = CLI_USAGE; /* a backend name that does not exist */
-                goto out;
-            }
-        free(d);
+    for (int b = 0; b < o.n_backends; b++) { /* each name must resolve now: a clear error before any long run */
+        picolm_runtime *one = bench_runtime(&o, o.backends[b], 1, err, sizeof err);
+        if (!one) {
+            fprintf(stderr, "picolm-bench: %s\n", err);
+            rc = CLI_USAGE; /* a backend name that does not exist */
+            goto out;
+        }
+        picolm_runtime_free(one);
     }
     if (tlist) {
         const char *tt[MAX_LIST];
@@ -1497,36 +1522,40 @@ int main(int argc, char **argv) {
         for (int i = 0; i < o.n_threads; i++)
             if (parse_int(tt[i], 1, 1024, &o.threads[i])) { fprintf(stderr, "picolm-bench: --threads: bad count '%s'\n", tt[i]); rc = CLI_USAGE; goto out; }
     } else if (o.tune) { /* 1 .. online CPUs (every one up to 8, then powers of two and the top three) */
-        const int n = cpu_count_online();
+        const int n = picolm_cpu_count();
         for (int k = 1; k <= n && o.n_threads < MAX_LIST; k++)
             if (n <= 8 || !(k & (k - 1)) || k >= n - 2) o.threads[o.n_threads++] = k;
     } else {
-        o.threads[o.n_threads++] = cpu_count_online();
+        o.threads[o.n_threads++] = picolm_cpu_count();
     }
 
     if (o.sampling) {
-        engine *e = NULL;
+        picolm_model *m = NULL;
         if (o.model) { /* its vocabulary */
-            if (!(e = cli_build_engine(&cfg, "picolm-bench", o.model, 1, &rc))) goto out;
-            o.vocabs[0] = tokenizer_vocab(e->tok)->n_vocab;
+            if (!(m = cli_load_model(&cfg, "picolm-bench", o.model, 1, &rc))) goto out;
+            o.vocabs[0] = picolm_n_vocab(m);
             o.n_vocabs = 1;
         }
-        if (run_sampling(&o, &reg, &cfg, e ? tokenizer_vocab(e->tok) : NULL, stdout, err, sizeof err)) {
+        if (run_sampling(&o, plugins, &cfg, m ? picolm_model_vocab(m) : NULL, stdout, err, sizeof err)) {
             fprintf(stderr, "picolm-bench: --sampling: %s\n", err);
             rc = 1;
         } else {
             rc = cli_close_stdout("picolm-bench");
         }
-        free_engine(e);
+        cli_free_model(m);
         goto out;
     }
     if (o.micro) {
-        if (run_micro(&o, &reg, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
+        if (run_micro(&o, &mres, &n_mres, err, sizeof err)) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
         if (!n_mres) { fprintf(stderr, "picolm-bench: --micro: no weight format with a quantizer matched\n"); goto out; }
         print_micro(&o, mres, n_mres, stdout);
         rc = cli_close_stdout("picolm-bench");
         goto out;
     }
+
+    /* the runs' memory is their own (RssAnon): no runtime beside theirs */
+    picolm_runtime_free(plugins);
+    plugins = NULL;
 
     /* --synth: make (or reuse) the model file */
     char synth_path[4096];
@@ -1539,40 +1568,36 @@ int main(int argc, char **argv) {
         if (!stat(path, &st)) {
             fprintf(stderr, "picolm-bench: reusing %s (delete it to synthesise again)\n", path);
         } else {
-            pl_dispatch *d = calloc(1, sizeof *d);
             int nt = 0; /* the largest requested thread count (the output does not depend on it) */
             for (int i = 0; i < o.n_threads; i++) nt = o.threads[i] > nt ? o.threads[i] : nt;
-            threadpool *sp = threadpool_create(nt);
-            registry_set_pool(&reg, sp);
-            int bad = !d || !sp || registry_dispatch(&reg, "reference", d, err, sizeof err) ||
-                      synth_write(o.synth, path, d, sp, o.synth_exact, stderr, err, sizeof err);
-            registry_set_pool(&reg, NULL);
-            threadpool_destroy(sp);
-            free(d);
+            picolm_runtime *sr = bench_runtime(&o, "reference", nt, err, sizeof err);
+            const int bad = !sr || synth_write(o.synth, path, sr, o.synth_exact, stderr, err, sizeof err);
+            picolm_runtime_free(sr);
             if (bad) { fprintf(stderr, "picolm-bench: --synth %s: %s\n", o.synth, err); goto out; }
         }
     }
 
     if (o.tune) {
-        rc = run_tune(&o, &reg, path, o.ram, o.ini_out);
+        rc = run_tune(&o, path, o.ram, o.ini_out);
         goto out;
     }
     res = calloc((size_t)o.n_backends * (size_t)o.n_threads, sizeof *res);
     if (!res) goto out;
     char cpu[96], desc[512];
-    cpu_model_name(cpu, sizeof cpu);
+    picolm_cpu_name(cpu, sizeof cpu);
     struct stat st;
     const double fsize = stat(path, &st) ? 0 : st.st_size / 1e6;
     for (int t = 0; t < o.n_threads; t++) {
-        pool = threadpool_create(o.threads[t]);
-        if (!pool) { fprintf(stderr, "picolm-bench: cannot start %d threads\n", o.threads[t]); goto out; }
-        registry_set_pool(&reg, pool);
         /* bandwidth before and after this thread count's runs: the best of both */
-        double bw = measure_bw(pool, (size_t)o.bw_mib << 20, 5);
+        double bw = bench_bw(&o, o.threads[t], 5, err, sizeof err);
+        if (bw < 0) { fprintf(stderr, "picolm-bench: %s\n", err); goto out; }
         fprintf(stderr, "picolm-bench: %d thread%s: read bandwidth %.2f GB/s\n", o.threads[t], o.threads[t] == 1 ? "" : "s", bw);
         const int first = n_res;
         for (int b = 0; b < o.n_backends; b++) {
-            if (run_one(&o, path, &reg, o.backends[b], pool, bw, &res[n_res], err, sizeof err)) {
+            picolm_runtime *be = bench_runtime(&o, o.backends[b], o.threads[t], err, sizeof err);
+            const int bad = !be || run_one(&o, path, be, o.backends[b], bw, &res[n_res], err, sizeof err);
+            picolm_runtime_free(be);
+            if (bad) {
                 fprintf(stderr, "picolm-bench: %s, %d threads: %s\n", o.backends[b], o.threads[t], err);
                 goto out;
             }
@@ -1583,7 +1608,7 @@ int main(int argc, char **argv) {
                     x->backend, x->threads, x->prefill_tps, x->decode_tps, x->decode_tps_std, x->gbps, x->matmul_gbps,
                     100 * x->matmul_frac, 100 * x->attn_frac, x->rss_anon_mb);
         }
-        const double bw2 = measure_bw(pool, (size_t)o.bw_mib << 20, 3);
+        const double bw2 = bench_bw(&o, o.threads[t], 3, err, sizeof err);
         if (bw2 > bw) {
             fprintf(stderr, "picolm-bench: %d thread%s: read bandwidth after the runs %.2f GB/s (used)\n", o.threads[t],
                     o.threads[t] == 1 ? "" : "s", bw2);
@@ -1592,25 +1617,18 @@ int main(int argc, char **argv) {
                 res[i].roofline = res[i].gbps / bw2;
             }
         }
-        registry_set_pool(&reg, NULL);
-        threadpool_destroy(pool);
-        pool = NULL;
     }
     const char *base = strrchr(path, '/');
     snprintf(desc, sizeof desc, "%.200s, %.1f MB; CPU %s; kv %s", o.synth ? o.synth : base ? base + 1 : path, fsize, cpu,
-             o.kv_type == KV_Q8_0 ? "q8_0" : "f16");
+             cli_kv_type_name(o.kv_type));
     print_results(&o, path, res, n_res, stdout, desc);
     rc = cli_close_stdout("picolm-bench");
 out:
-    if (pool) {
-        registry_set_pool(&reg, NULL);
-        threadpool_destroy(pool);
-    }
     free(res);
     free(mres);
     free(blist);
     free(tlist);
     free(flist);
-    registry_free(&reg);
+    picolm_runtime_free(plugins);
     return rc;
 }

@@ -6,10 +6,7 @@
 
 #include "picolm/picolm.h"
 #include "cli.h"
-#include "ctx.h"
-#include "engine.h"
-#include "generate.h"
-#include "util.h"
+#include "tool.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -64,7 +61,7 @@ int main(int argc, char **argv) {
     const int kv = cfg.kv_type;
 
     for (int i = 0; i < 2; i++)
-        if (pl_same_file(pos[i], pos[2])) { /* writing would destroy an input */
+        if (tool_same_file(pos[i], pos[2])) { /* writing would destroy an input */
             fprintf(stderr, "picolm-logits: %s and %s are the same file: refusing to overwrite the %s\n", pos[i], pos[2], i ? "tokens" : "model");
             return CLI_USAGE;
         }
@@ -82,21 +79,22 @@ int main(int argc, char **argv) {
     if (!last) last = n;
 
     int rc;
-    engine *e = cli_build_engine(&cfg, T, pos[0], 0, &rc);
-    if (!e) { free(toks); return rc; }
-    const int nv = e->model.hp.n_vocab;
-    const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
+    picolm_model *m = cli_load_model(&cfg, T, pos[0], 0, &rc);
+    if (!m) { free(toks); return rc; }
+    const int nv = picolm_n_vocab(m);
+    const int n_ctx = cli_context(&cfg, T, picolm_n_ctx_train(m));
     if (n > n_ctx) {
         fprintf(stderr, "%s: %s has %d tokens, more than the context of %d%s: positions past it cannot be evaluated\n", T, pos[1], n,
-                n_ctx, n_ctx == e->model.hp.n_ctx_train ? " (the model's limit)" : "");
-        free_engine(e);
+                n_ctx, n_ctx == picolm_n_ctx_train(m) ? " (the model's limit)" : "");
+        cli_free_model(m);
         free(toks);
         return CLI_FAIL;
     }
-    llama_ctx c;
-    if (build_ctx(&c, &e->model, n, batch, kv, e->pool, err, sizeof err)) {
+    const picolm_context_params cp = {.n_ctx = n, .n_batch = batch, .kv_type = kv, .no_sampler = 1};
+    picolm_context *c = picolm_context_new(m, &cp, err, sizeof err);
+    if (!c) {
         fprintf(stderr, "%s: %s\n", T, err);
-        free_engine(e);
+        cli_free_model(m);
         free(toks);
         return CLI_FAIL;
     }
@@ -112,7 +110,7 @@ int main(int argc, char **argv) {
         int nb = n - i < batch ? n - i : batch;
         /* a batch straddling `first` goes to scratch, then its kept rows are copied */
         float *dst = i >= first ? out + (size_t)(i - first) * nv : scratch;
-        if (llama_forward(&c, toks + i, nb, dst, err, sizeof err)) {
+        if (picolm_eval_logits(c, toks + i, nb, dst, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", T, err);
             rc = CLI_FAIL;
         } else if (i < first && i + nb > first) {
@@ -124,11 +122,11 @@ int main(int argc, char **argv) {
         rc = CLI_FAIL;
     }
     if (of && fclose(of) && !rc) { fprintf(stderr, "%s: cannot write %s: %s\n", T, pos[2], strerror(errno)); rc = CLI_FAIL; }
-    if (!rc) fprintf(stderr, "%s: %d positions x %d logits (backend %s)\n", T, last, nv, e->d.backend ? e->d.backend->name : "reference");
+    if (!rc) fprintf(stderr, "%s: %d positions x %d logits (backend %s)\n", T, last, nv, picolm_runtime_backend(picolm_model_runtime(m)));
     free(out);
     free(scratch);
-    free_ctx(&c);
-    free_engine(e);
+    picolm_context_free(c);
+    cli_free_model(m);
     free(toks);
     return rc;
 }

@@ -15,10 +15,7 @@
 
 #include "picolm/picolm.h"
 #include "cli.h"
-#include "ctx.h"
-#include "engine.h"
-#include "generate.h"
-#include "util.h"
+#include "tool.h"
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -106,28 +103,28 @@ int main(int argc, char **argv) {
     if (len && text[len - 1] == '\n') len--; /* llama.cpp's -f drops one trailing newline */
 
     int rc;
-    engine *e = cli_build_engine(&cfg, T, pos[0], 1, &rc);
-    if (!e) { free(text); return rc; }
-    const int nv = e->model.hp.n_vocab;
-    const int ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
-    if (ctx < 4) { fprintf(stderr, "%s: the window must hold at least 4 tokens\n", T); free_engine(e); free(text); return CLI_USAGE; }
+    picolm_model *m = cli_load_model(&cfg, T, pos[0], 1, &rc);
+    if (!m) { free(text); return rc; }
+    const int nv = picolm_n_vocab(m);
+    const int ctx = cli_context(&cfg, T, picolm_n_ctx_train(m));
+    if (ctx < 4) { fprintf(stderr, "%s: the window must hold at least 4 tokens\n", T); cli_free_model(m); free(text); return CLI_USAGE; }
     if (batch == 0 || batch > ctx) batch = ctx;
 
-    const int add_bos = tokenizer_add_bos(e->tok);
-    const int32_t bos = tokenizer_bos(e->tok);
+    const int add_bos = picolm_add_bos(m);
+    const int32_t bos = picolm_token_bos(m);
+    const int nthr = picolm_runtime_threads(picolm_model_runtime(m));
     int32_t *toks = NULL;
     float *logits = NULL;
-    llama_ctx c;
-    int have_ctx = 0;
+    picolm_context *c = NULL;
     rc = CLI_FAIL;
-    const double t_tok = pl_now();
-    int nt = tokenizer_encode(e->tok, text, len, add_bos, 0, NULL, 0);
+    const double t_tok = tool_now();
+    int nt = picolm_tokenize(m, text, len, add_bos, 0, NULL, 0);
     if (nt < 0 && nt != -1) {
         toks = malloc((size_t)(-nt) * sizeof *toks);
-        if (toks) nt = tokenizer_encode(e->tok, text, len, add_bos, 0, toks, -nt);
+        if (toks) nt = picolm_tokenize(m, text, len, add_bos, 0, toks, -nt);
     } else if (nt >= 0) {
         toks = malloc(1 + (size_t)nt * sizeof *toks);
-        if (toks) nt = tokenizer_encode(e->tok, text, len, add_bos, 0, toks, nt);
+        if (toks) nt = picolm_tokenize(m, text, len, add_bos, 0, toks, nt);
     }
     if (!toks || nt < 0) { fprintf(stderr, "picolm-perplexity: cannot tokenize %s\n", pos[1]); goto done; }
     if (nt < 2 * ctx) {
@@ -139,30 +136,27 @@ int main(int argc, char **argv) {
     const int first = ctx / 2;
     fprintf(stderr, "picolm-perplexity: %d tokens (%.2f s to tokenize); %d windows of %d tokens, scoring the last %d of each; "
                     "batch %d, %d thread%s, backend %s\n",
-            nt, pl_now() - t_tok, n_chunk, ctx, ctx - 1 - first, batch, threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
-            e->d.backend ? e->d.backend->name : "reference");
+            nt, tool_now() - t_tok, n_chunk, ctx, ctx - 1 - first, batch, nthr, nthr == 1 ? "" : "s",
+            picolm_runtime_backend(picolm_model_runtime(m)));
 
-    if (build_ctx(&c, &e->model, ctx, batch, kv, e->pool, err, sizeof err)) { fprintf(stderr, "picolm-perplexity: %s\n", err); goto done; }
-    have_ctx = 1;
+    const picolm_context_params cp = {.n_ctx = ctx, .n_batch = batch, .kv_type = kv, .no_sampler = 1};
+    if (!(c = picolm_context_new(m, &cp, err, sizeof err))) { fprintf(stderr, "picolm-perplexity: %s\n", err); goto done; }
     logits = malloc((size_t)ctx * nv * sizeof *logits);
     int32_t *win = malloc((size_t)ctx * sizeof *win);
     if (!logits || !win) { free(win); fprintf(stderr, "picolm-perplexity: out of memory\n"); goto done; }
 
     double nll = 0, nll2 = 0;
     long count = 0;
-    const double t0 = pl_now();
+    const double t0 = tool_now();
     for (int k = 0; k < n_chunk; k++) {
         const int start = k * ctx;
         memcpy(win, toks + start, (size_t)ctx * sizeof *win);
         if (add_bos && bos >= 0) win[0] = bos;
-        kv_seq_truncate(&c.seq, 0); /* each window starts from an empty cache */
-        for (int b = 0; b < ctx; b += batch) {
-            const int nb = ctx - b < batch ? ctx - b : batch;
-            if (llama_forward(&c, win + b, nb, logits + (size_t)b * nv, err, sizeof err)) {
-                fprintf(stderr, "picolm-perplexity: %s\n", err);
-                free(win);
-                goto done;
-            }
+        picolm_seq_truncate(picolm_context_seq(c), 0); /* each window starts from an empty cache */
+        if (picolm_eval_logits(c, win, ctx, logits, err, sizeof err)) { /* in steps of the batch */
+            fprintf(stderr, "picolm-perplexity: %s\n", err);
+            free(win);
+            goto done;
         }
         for (int j = first; j < ctx - 1; j++) {
             const double v = nll_of(logits + (size_t)j * nv, nv, toks[start + j + 1]);
@@ -170,7 +164,7 @@ int main(int argc, char **argv) {
             nll2 += v * v;
             count++;
         }
-        if (k == 0) fprintf(stderr, "picolm-perplexity: %.3f s per window, about %.1f s in all\n", pl_now() - t0, (pl_now() - t0) * n_chunk);
+        if (k == 0) fprintf(stderr, "picolm-perplexity: %.3f s per window, about %.1f s in all\n", tool_now() - t0, (tool_now() - t0) * n_chunk);
         printf("[%d]%.4f,", k + 1, exp(nll / count));
         fflush(stdout);
     }
@@ -181,15 +175,15 @@ int main(int argc, char **argv) {
         double var = nll2 / count - mean * mean;
         const double unc = var > 0 && count > 1 ? sqrt(var / (count - 1)) * ppl : 0;
         printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, unc);
-        fprintf(stderr, "picolm-perplexity: %ld tokens scored in %.2f s (%.0f tokens/s evaluated)\n", count, pl_now() - t0,
-                (double)n_chunk * ctx / (pl_now() - t0));
+        fprintf(stderr, "picolm-perplexity: %ld tokens scored in %.2f s (%.0f tokens/s evaluated)\n", count, tool_now() - t0,
+                (double)n_chunk * ctx / (tool_now() - t0));
     }
     rc = cli_close_stdout(T);
 done:
-    if (have_ctx) free_ctx(&c);
+    picolm_context_free(c);
     free(logits);
     free(toks);
     free(text);
-    free_engine(e);
+    cli_free_model(m);
     return rc;
 }

@@ -23,16 +23,13 @@
 
 #include "picolm/picolm.h"
 #include "cli.h"
-#include "engine.h"
-#include "util.h"
-#include "gguf.h"
-#include "gguf_write.h"
 #include "quant_policy.h"
 #include "tmp_guard.h"
+#include "tool.h"
 
 #define QNT_VERSION 2 /* ggml's GGML_QNT_VERSION */
 
-static void usage(FILE *o, const pl_dispatch *d) {
+static void usage(FILE *o, const picolm_runtime *rt) {
     fprintf(o,
             "usage: picolm-quantize IN.gguf OUT.gguf TYPE [options]\n"
             "Converts an F32/F16/BF16 GGUF model into TYPE.  Norms and other 1-D tensors stay as they are.\n"
@@ -51,36 +48,32 @@ static void usage(FILE *o, const pl_dispatch *d) {
             "  -h, --help        this text\n"
             "types and mixes:\n");
     for (const qp_mix *m = qp_mixes; m->name; m++) fprintf(o, "  %-8s %s\n", m->name, m->what);
-    if (d) {
-        int any = 0;
-        for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
-            const picolm_format *f = d->types[t].fmt;
-            if (!f || !(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row) continue;
-            if (qp_find_mix(f->name)) continue;
-            if (!any) fprintf(o, "other weight formats of the loaded plugins (always pure):\n");
-            any = 1;
-            fprintf(o, "  %-8s type id %u, %u elements in %u bytes (%.2f bpw), plugin %s\n", f->name, t, f->block_size,
-                    f->type_size, 8.0 * f->type_size / f->block_size, d->types[t].fmt_plugin ? d->types[t].fmt_plugin : "?");
-        }
+    int any = 0;
+    picolm_type_info ti;
+    for (int64_t t = -1; rt && (t = picolm_runtime_next_type(rt, t)) >= 0;) {
+        picolm_runtime_type(rt, (uint32_t)t, &ti);
+        const picolm_format *f = ti.format;
+        if (!(f->flags & PICOLM_FMT_WEIGHT) || !f->quantize_row) continue;
+        if (qp_find_mix(f->name)) continue;
+        if (!any) fprintf(o, "other weight formats of the loaded plugins (always pure):\n");
+        any = 1;
+        fprintf(o, "  %-8s type id %u, %u elements in %u bytes (%.2f bpw), plugin %s\n", f->name, (unsigned)t, f->block_size,
+                f->type_size, 8.0 * f->type_size / f->block_size, ti.plugin ? ti.plugin : "?");
     }
 }
 
-/* ggml's lower-case type names ("q4_K", "iq4_nl", "f32") for the progress lines. */
-/* A type's name as the log spells every type: the format's own (Q4_K, Q4_K_R16, F32). */
-static const char *lname(const pl_dispatch *d, uint32_t t) {
-    const picolm_format *f = t < PL_TYPE_MAX ? d->types[t].fmt : NULL;
-    return f ? f->name : gguf_type_name(t);
-}
-
-static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
-    const picolm_format *f = t < PL_TYPE_MAX ? d->types[t].fmt : NULL;
-    return f ? f->block_size : 0;
+/* The format plugin's facts of a type (name: the format's own, Q4_K,
+   Q4_K_R16, F32, else ggml's: how the log spells every type). */
+static picolm_type_info type_of(const picolm_runtime *rt, uint32_t t) {
+    picolm_type_info ti;
+    picolm_runtime_type(rt, t, &ti);
+    return ti;
 }
 
 /* llama.cpp's tensor order (llama_model_loader's weights_map): layer index
    (-1 for non-layer tensors), then name. */
 typedef struct tref {
-    const gguf_tensor *t;
+    picolm_tensor t;
     int layer;
     char name[256];
 } tref;
@@ -92,7 +85,7 @@ static int cmp_tref(const void *a, const void *b) {
 }
 
 /* ggml_n_dims: trailing 1s do not count (llama-quantize writes it that way). */
-static uint32_t n_dims_of(const gguf_tensor *t) {
+static uint32_t n_dims_of(const picolm_tensor *t) {
     uint32_t n = t->n_dims;
     while (n > 1 && t->ne[n - 1] == 1) n--;
     return n;
@@ -138,15 +131,10 @@ static void convert_units(void *ctx, int64_t begin, int64_t end, int tid) {
 
 static int is_float_type(uint32_t t) { return t == PICOLM_TYPE_F32 || t == PICOLM_TYPE_F16 || t == PICOLM_TYPE_BF16; }
 
-/* A format's base_type/from_base (ABI 0.2), read only when its plugin's
-   format stride covers them (an older plugin's entries are shorter). */
-static const picolm_format *repack_format(const engine *e, uint32_t t) {
-    const pl_type *pt = t < PL_TYPE_MAX ? &e->d.types[t] : NULL;
-    if (!pt || !pt->fmt || !pt->fmt_plugin) return NULL;
-    const pl_plugin *p = registry_find(&e->reg, PICOLM_KIND_FORMAT, pt->fmt_plugin);
-    const picolm_format_vtable *v = p && p->desc ? p->desc->vtable : NULL;
-    if (!v || v->format_size < offsetof(picolm_format, from_base) + sizeof pt->fmt->from_base) return NULL;
-    return pt->fmt->base_type && pt->fmt->from_base ? pt->fmt : NULL;
+/* A layout of another type's values that can be made from that type
+   losslessly (picolm_type_info.layout_of, from_base): its facts, else 0. */
+static int repack_type(const picolm_runtime *rt, uint32_t t, picolm_type_info *ti) {
+    return !picolm_runtime_type(rt, t, ti) && ti->layout_of && ti->from_base;
 }
 
 typedef struct plan {
@@ -158,30 +146,44 @@ typedef struct plan {
 
 /* ---- the output file: never IN, never half-written ----
    OUT is written to a temporary file beside it and renamed into place when
-   complete (pl_atomic_*).  An error removes the temporary file; so does a
+   complete (picolm_outfile).  An error removes the temporary file; so does a
    signal that ends the process (the handler unlinks it, then dies of the
    signal as it would have). */
-static int out_open(pl_atomic_file *af, const char *path, char *err, size_t errlen) {
+static picolm_outfile *out_open(const char *path, char *err, size_t errlen) {
     tmp_guard_hold(1);
-    int rc = pl_atomic_open(af, path, err, errlen);
-    if (!rc) tmp_guard_set(af->tmp);
+    picolm_outfile *af = picolm_outfile_new(path, err, errlen);
+    if (af) tmp_guard_set(picolm_outfile_tmp_name(af));
     tmp_guard_hold(0);
-    return rc;
+    return af;
 }
 
-static int out_commit(pl_atomic_file *af, char *err, size_t errlen) {
+static int out_commit(picolm_outfile *af, char *err, size_t errlen) {
     tmp_guard_hold(1);
-    int rc = pl_atomic_commit(af, err, errlen);
+    int rc = picolm_outfile_commit(af, err, errlen);
     tmp_guard_set(NULL);
     tmp_guard_hold(0);
     return rc;
 }
 
-static void out_abort(pl_atomic_file *af) {
+static void out_abort(picolm_outfile *af) {
     tmp_guard_hold(1);
-    pl_atomic_abort(af);
+    picolm_outfile_free(af);
     tmp_guard_set(NULL);
     tmp_guard_hold(0);
+}
+
+/* The path an error while writing names: the temporary file, else OUT. */
+static const char *out_name(const picolm_outfile *af, const char *path) {
+    const char *tmp = picolm_outfile_tmp_name(af);
+    return tmp[0] ? tmp : path;
+}
+
+/* A metadata integer that fits in 32 bits, unsigned (*out stays otherwise). */
+static int get_u32(const picolm_gguf *g, const char *key, uint32_t *out) {
+    int64_t v;
+    if (picolm_gguf_int(g, key, &v) || v < 0 || v > UINT32_MAX) return -1;
+    *out = (uint32_t)v;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -212,88 +214,88 @@ int main(int argc, char **argv) {
 
     if (cli_check_env("picolm-quantize")) return CLI_USAGE;
     char err[1024];
-    engine_opts eo = {.plugin_dir = pdir, .threads = threads};
-    engine *e = build_engine(&eo, err, sizeof err);
-    if (want_help) { usage(stdout, e ? &e->d : NULL); free_engine(e); return cli_close_stdout("picolm-quantize"); }
-    if (npos != 3) { usage(stderr, e ? &e->d : NULL); free_engine(e); return 2; }
-    if (!e) { fprintf(stderr, "picolm-quantize: %s\n", err); return 1; }
-    const pl_dispatch *d = &e->d;
+    const picolm_runtime_params rp = {.plugin_dir = pdir, .threads = threads};
+    picolm_runtime *rt = picolm_runtime_new(&rp, NULL, err, sizeof err);
+    if (want_help) { usage(stdout, rt); picolm_runtime_free(rt); return cli_close_stdout("picolm-quantize"); }
+    if (npos != 3) { usage(stderr, rt); picolm_runtime_free(rt); return 2; }
+    if (!rt) { fprintf(stderr, "picolm-quantize: %s\n", err); return 1; }
     const char *in_path = pos[0], *out_path = pos[1], *tname = pos[2];
 
     /* TYPE: a llama.cpp type/mix, else any weight format a plugin can quantize to. */
     const qp_mix *known = qp_find_mix(tname);
     qp_mix m = known ? *known : (qp_mix){0};
     if (!m.name) {
-        for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
-            const picolm_format *f = d->types[t].fmt;
-            if (f && (f->flags & PICOLM_FMT_WEIGHT) && f->quantize_row && !strcasecmp(f->name, tname)) {
+        for (int64_t t = -1; !m.name && (t = picolm_runtime_next_type(rt, t)) >= 0;) {
+            const picolm_format *f = type_of(rt, (uint32_t)t).format;
+            if ((f->flags & PICOLM_FMT_WEIGHT) && f->quantize_row && !strcasecmp(f->name, tname)) {
                 m.name = f->name;
                 m.ftype = QP_FT_CUSTOM;
-                m.type = t;
-                break;
+                m.type = (uint32_t)t;
             }
         }
         if (!m.name) {
             fprintf(stderr, "picolm-quantize: unknown type '%s': not a llama.cpp type or mix, and no loaded format plugin "
                             "provides a weight format of that name with a quantizer (see --help)\n", tname);
-            free_engine(e);
+            picolm_runtime_free(rt);
             return 2;
         }
         pure = 1; /* no policy exists for a plugin's own type */
         /* a layout of another type's values (Q4_K_R16 of Q4_K): what it cannot
            hold (token_embd, partial row groups) stays in that type, and a
            file of that type can be repacked into it */
-        const picolm_format *rf = repack_format(e, m.type);
-        if (rf) m.store[0] = (qp_store){rf->base_type, m.type};
+        picolm_type_info rf;
+        if (repack_type(rt, m.type, &rf)) m.store[0] = (qp_store){rf.layout_of, m.type};
     }
     {
-        const picolm_format *f = d->types[m.type].fmt;
-        if (!f || !f->quantize_row) {
-            fprintf(stderr, "picolm-quantize: type %s: no loaded format plugin provides a quantizer for %s\n", m.name,
-                    gguf_type_name(m.type));
-            free_engine(e);
+        const picolm_type_info ti = type_of(rt, m.type);
+        if (!ti.format || !ti.format->quantize_row) {
+            fprintf(stderr, "picolm-quantize: type %s: no loaded format plugin provides a quantizer for %s\n", m.name, ti.name);
+            picolm_runtime_free(rt);
             return 1;
         }
     }
 
-    if (pl_same_file(in_path, out_path)) {
+    if (tool_same_file(in_path, out_path)) {
         fprintf(stderr, "picolm-quantize: %s and %s are the same file: refusing to overwrite the input "
                         "(write to another file)\n", in_path, out_path);
-        free_engine(e);
+        picolm_runtime_free(rt);
         return CLI_USAGE;
     }
-    gguf_file in;
-    if (gguf_open(&in, in_path, NULL, err, sizeof err)) {
+    picolm_gguf *in = picolm_gguf_load(in_path, NULL, err, sizeof err);
+    if (!in) {
         fprintf(stderr, "picolm-quantize: %s\n", err);
-        free_engine(e);
+        picolm_runtime_free(rt);
         return 1;
     }
     int rc = 1;
     plan p = {0};
-    gguf_writer *w = NULL;
+    picolm_gguf_writer *w = NULL;
     FILE *of = NULL;
-    pl_atomic_file af = {0};
+    picolm_outfile *af = NULL;
     float **scratch = NULL;
     uint8_t *obuf = NULL;
-    const int nthr = threadpool_size(e->pool);
+    const int nthr = picolm_runtime_threads(rt);
+    picolm_gguf_info info;
+    picolm_gguf_describe(in, &info);
 
-    if (gguf_bind_types(&in, dispatch_type_size, (void *)d, err, sizeof err)) {
+    if (picolm_gguf_bind(in, rt, err, sizeof err)) {
         fprintf(stderr, "picolm-quantize: %s: %s\n", in_path, err);
         goto done;
     }
     {
         uint32_t splits = 1;
-        if (!gguf_get_u32(&in, "split.count", &splits) && splits > 1) {
+        if (!get_u32(in, "split.count", &splits) && splits > 1) {
             fprintf(stderr, "picolm-quantize: %s is one part of a split model (split.count = %u); merge it first\n", in_path, splits);
             goto done;
         }
     }
     /* A quantized input can only be repacked (see the header comment). */
-    const gguf_tensor *quantized_in = NULL;
-    for (uint64_t i = 0; i < in.n_tensors; i++) {
-        const gguf_tensor *t = &in.tensors[i];
-        if (!is_float_type(t->type) && !quantized_in) quantized_in = t;
-        if (t->name.len >= sizeof p.refs[0].name) {
+    picolm_tensor quantized_in = {0}; /* name NULL: none */
+    for (int64_t i = 0; i < (int64_t)info.n_tensors; i++) {
+        picolm_tensor t;
+        picolm_gguf_tensor_at(in, i, &t);
+        if (!is_float_type(t.type) && !quantized_in.name) quantized_in = t;
+        if (t.name_len >= sizeof p.refs[0].name) {
             fprintf(stderr, "picolm-quantize: %s: tensor name too long\n", in_path);
             goto done;
         }
@@ -303,44 +305,45 @@ int main(int argc, char **argv) {
     qp_model qm;
     {
         char arch[64] = "llama", key[128];
-        gguf_str s;
-        if (!gguf_get_str(&in, "general.architecture", &s) && s.len < sizeof arch) {
-            memcpy(arch, s.ptr, s.len);
-            arch[s.len] = 0;
+        const char *sp;
+        size_t sl;
+        if (!picolm_gguf_str(in, "general.architecture", &sp, &sl) && sl < sizeof arch) {
+            memcpy(arch, sp, sl);
+            arch[sl] = 0;
         }
         uint32_t nl = 0, nh = 0, nkv = 0, nexp = 0;
         snprintf(key, sizeof key, "%s.block_count", arch);
-        gguf_get_u32(&in, key, &nl);
+        get_u32(in, key, &nl);
         snprintf(key, sizeof key, "%s.attention.head_count", arch);
-        gguf_get_u32(&in, key, &nh);
+        get_u32(in, key, &nh);
         snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
-        if (gguf_get_u32(&in, key, &nkv)) nkv = nh;
+        if (get_u32(in, key, &nkv)) nkv = nh;
         snprintf(key, sizeof key, "%s.expert_count", arch);
-        gguf_get_u32(&in, key, &nexp);
+        get_u32(in, key, &nexp);
         qp_model_init(&qm, arch, (int)nl, (int)nh, (int)nkv, (int)nexp);
     }
-    if (quantized_in && !qp_mix_repacked(&m)) {
+    if (quantized_in.name && !qp_mix_repacked(&m)) {
         fprintf(stderr, "picolm-quantize: %s: tensor '%.*s' is %s: the input must be an F32, F16 or BF16 model "
                         "(requantizing an already quantized model loses quality and is not supported); a quantized "
                         "model can only be repacked into a picolm layout of the same values (e.g. Q4_K_M -> Q4_K_M_R16), "
                         "and %s is not one\n",
-                in_path, (int)quantized_in->name.len, quantized_in->name.ptr, registry_type_name(&e->reg, quantized_in->type), m.name);
+                in_path, (int)quantized_in.name_len, quantized_in.name, type_of(rt, quantized_in.type).name, m.name);
         goto done;
     }
     qp_counters qc = {0};
     int n_fallback = 0, n_repack = 0;
 
     /* Sort as llama.cpp does and decide each tensor's type. */
-    p.n = (int)in.n_tensors;
+    p.n = (int)info.n_tensors;
     p.refs = calloc((size_t)p.n + 1, sizeof *p.refs);
     p.type = calloc((size_t)p.n + 1, sizeof *p.type);
     p.nbytes = calloc((size_t)p.n + 1, sizeof *p.nbytes);
     if (!p.refs || !p.type || !p.nbytes) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
     for (int i = 0; i < p.n; i++) {
         tref *r = &p.refs[i];
-        r->t = &in.tensors[i];
-        memcpy(r->name, r->t->name.ptr, r->t->name.len);
-        r->name[r->t->name.len] = 0;
+        picolm_gguf_tensor_at(in, i, &r->t);
+        memcpy(r->name, r->t.name, r->t.name_len);
+        r->name[r->t.name_len] = 0;
         r->layer = -1;
         if (sscanf(r->name, "blk.%d.", &r->layer) != 1) r->layer = -1;
         qp_model_count(&qm, r->name);
@@ -349,18 +352,18 @@ int main(int argc, char **argv) {
     int64_t max_unit = 0; /* floats of the largest unit (row group) dequantized or quantized */
     uint64_t max_out = 0;
     for (int i = 0; i < p.n; i++) {
-        const gguf_tensor *t = p.refs[i].t;
+        const picolm_tensor *t = &p.refs[i].t;
         uint32_t nt = t->type;
-        if (quantized_in) {
+        if (quantized_in.name) {
             /* repack: base-type tensors into their layout, the rest as is */
             if (qp_quantizable(p.refs[i].name, n_dims_of(t))) {
-                nt = qp_store_as(&m, t->type, p.refs[i].name, t->ne[1], d, err, sizeof err);
+                nt = qp_store_as(&m, t->type, p.refs[i].name, t->ne[1], rt, err, sizeof err);
                 if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
                 if (nt != t->type) {
-                    const picolm_format *rf = repack_format(e, nt);
-                    if (!rf || rf->base_type != t->type) {
+                    picolm_type_info rf;
+                    if (!repack_type(rt, nt, &rf) || rf.layout_of != t->type) {
                         fprintf(stderr, "picolm-quantize: tensor '%s': %s offers no lossless conversion from %s (from_base)\n",
-                                p.refs[i].name, registry_type_name(&e->reg, nt), registry_type_name(&e->reg, t->type));
+                                p.refs[i].name, type_of(rt, nt).name, type_of(rt, t->type).name);
                         goto done;
                     }
                     n_repack++;
@@ -368,72 +371,73 @@ int main(int argc, char **argv) {
             }
         } else if (qp_quantizable(p.refs[i].name, n_dims_of(t))) {
             /* a pure layout type stands for its base type, stored in it where it fits */
-            nt = qp_store_as(&m, m.store[0].as == m.type ? m.store[0].base : m.type, p.refs[i].name, t->ne[1], d, err, sizeof err);
+            nt = qp_store_as(&m, m.store[0].as == m.type ? m.store[0].base : m.type, p.refs[i].name, t->ne[1], rt, err, sizeof err);
             if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
             if (!pure && qp_mix_has_policy(&m)) {
                 uint32_t from;
-                nt = qp_tensor_type(&m, p.refs[i].name, t->ne[0], t->ne[1], &qm, &qc, d, &from, err, sizeof err);
+                nt = qp_tensor_type(&m, p.refs[i].name, t->ne[0], t->ne[1], &qm, &qc, rt, &from, err, sizeof err);
                 if (nt == UINT32_MAX) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
                 if (from != UINT32_MAX) {
                     fprintf(stderr, "picolm-quantize: %s: row length %lld is not a multiple of %u (%s): using %s instead\n",
-                            p.refs[i].name, (long long)t->ne[0], block_of(d, from), gguf_type_name(from), gguf_type_name(nt));
+                            p.refs[i].name, (long long)t->ne[0], qp_block_size(rt, from), type_of(rt, from).name, type_of(rt, nt).name);
                     n_fallback++;
                 }
-            } else if (t->ne[0] % block_of(d, nt)) {
+            } else if (t->ne[0] % qp_block_size(rt, nt)) {
                 fprintf(stderr, "picolm-quantize: tensor '%s': row length %lld is not a multiple of %s's block size %u "
                                 "(--pure has no fallback types; drop --pure to get llama.cpp's fallbacks)\n",
-                        p.refs[i].name, (long long)t->ne[0], d->types[nt].fmt->name, block_of(d, nt));
+                        p.refs[i].name, (long long)t->ne[0], type_of(rt, nt).name, qp_block_size(rt, nt));
                 goto done;
             }
         }
         p.type[i] = nt;
-        p.nbytes[i] = nt == t->type ? t->nbytes : (uint64_t)dispatch_row_size(d, nt, t->ne[0]) * (uint64_t)(t->nelements / t->ne[0]);
+        p.nbytes[i] = nt == t->type ? t->nbytes : (uint64_t)picolm_type_row_bytes(rt, nt, t->ne[0]) * (uint64_t)(t->n_elements / t->ne[0]);
         if (nt != t->type) {
-            const int g = dispatch_row_group(d, nt);
-            if ((t->nelements / t->ne[0]) % g) {
+            const picolm_type_info nti = type_of(rt, nt);
+            const int g = (int)nti.row_group;
+            if ((t->n_elements / t->ne[0]) % g) {
                 fprintf(stderr, "picolm-quantize: tensor '%s': %lld rows are not whole groups of %d rows (%s)\n", p.refs[i].name,
-                        (long long)(t->nelements / t->ne[0]), g, registry_type_name(&e->reg, nt));
+                        (long long)(t->n_elements / t->ne[0]), g, nti.name);
                 goto done;
             }
-            if (!quantized_in && !d->types[nt].fmt->quantize_row) {
+            if (!quantized_in.name && !nti.format->quantize_row) {
                 fprintf(stderr, "picolm-quantize: tensor '%s': no loaded format plugin provides a quantizer for %s\n", p.refs[i].name,
-                        registry_type_name(&e->reg, nt));
+                        nti.name);
                 goto done;
             }
-            if (!quantized_in && g * t->ne[0] > max_unit) max_unit = g * t->ne[0];
+            if (!quantized_in.name && g * t->ne[0] > max_unit) max_unit = g * t->ne[0];
             if (p.nbytes[i] > max_out) max_out = p.nbytes[i];
         }
     }
-    if (quantized_in && !n_repack) {
+    if (quantized_in.name && !n_repack) {
         fprintf(stderr, "picolm-quantize: %s is quantized and has no tensor %s can repack (it stores ", in_path, m.name);
         for (int k = 0; k < QP_MAX_STORE && m.store[k].as; k++)
-            fprintf(stderr, "%s%s as %s", k ? ", " : "", registry_type_name(&e->reg, m.store[k].base), registry_type_name(&e->reg, m.store[k].as));
+            fprintf(stderr, "%s%s as %s", k ? ", " : "", type_of(rt, m.store[k].base).name, type_of(rt, m.store[k].as).name);
         fprintf(stderr, ")\n");
         goto done;
     }
 
     /* Header: metadata verbatim and in order, then llama-quantize's updates. */
-    w = gguf_writer_new();
+    w = picolm_gguf_writer_new();
     if (!w) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
     int bad = 0;
-    for (uint64_t i = 0; !bad && i < in.n_kv; i++) bad = gguf_writer_copy_kv(w, &in.kv[i]);
-    bad = bad || gguf_writer_set_u32(w, "general.quantization_version", QNT_VERSION);
+    for (int64_t i = 0; !bad && i < (int64_t)info.n_kv; i++) bad = picolm_gguf_writer_copy(w, in, i);
+    bad = bad || picolm_gguf_writer_set_u32(w, "general.quantization_version", QNT_VERSION);
     /* a repacked mix (Q4_K_M_R) has no llama.cpp file type: none written */
-    if (m.ftype >= 0 && !qp_mix_repacked(&m)) bad = bad || gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
-    else gguf_writer_remove_kv(w, "general.file_type"); /* llama.cpp has no number for a plugin's type */
-    gguf_writer_remove_kv(w, "split.no");
-    gguf_writer_remove_kv(w, "split.count");
-    gguf_writer_remove_kv(w, "split.tensors.count");
+    if (m.ftype >= 0 && !qp_mix_repacked(&m)) bad = bad || picolm_gguf_writer_set_u32(w, "general.file_type", (uint32_t)m.ftype);
+    else picolm_gguf_writer_remove(w, "general.file_type"); /* llama.cpp has no number for a plugin's type */
+    picolm_gguf_writer_remove(w, "split.no");
+    picolm_gguf_writer_remove(w, "split.count");
+    picolm_gguf_writer_remove(w, "split.tensors.count");
     for (int i = 0; !bad && i < p.n; i++) {
-        const gguf_tensor *t = p.refs[i].t;
-        bad = gguf_writer_add_tensor(w, t->name.ptr, t->name.len, n_dims_of(t), t->ne, p.type[i], p.nbytes[i]);
+        const picolm_tensor *t = &p.refs[i].t;
+        bad = picolm_gguf_writer_add_tensor(w, t->name, t->name_len, n_dims_of(t), t->ne, p.type[i], p.nbytes[i]);
     }
     if (bad) { fprintf(stderr, "picolm-quantize: out of memory building the header\n"); goto done; }
 
     /* Temp file next to the output, renamed into place when complete. */
-    if (out_open(&af, out_path, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
-    of = af.f;
-    if (gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp[0] ? af.tmp : af.path, err); goto done; }
+    if (!(af = out_open(out_path, err, sizeof err))) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    of = picolm_outfile_stream(af);
+    if (picolm_gguf_writer_write_header(w, of, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s: %s\n", out_name(af, out_path), err); goto done; }
 
     scratch = calloc((size_t)nthr, sizeof *scratch);
     obuf = max_out ? malloc((size_t)max_out) : NULL;
@@ -441,65 +445,67 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nthr; i++)
         if (!(scratch[i] = malloc((size_t)(max_unit ? max_unit : 1) * sizeof(float)))) { fprintf(stderr, "picolm-quantize: out of memory\n"); goto done; }
 
-    fprintf(stderr, "picolm-quantize: %s -> %s as %s%s%s (%d thread%s)\n", in_path, out_path, m.name, pure && !quantized_in ? " --pure" : "",
-            quantized_in ? ", repacking (lossless)" : "", nthr, nthr == 1 ? "" : "s");
-    const double t0 = pl_now();
+    fprintf(stderr, "picolm-quantize: %s -> %s as %s%s%s (%d thread%s)\n", in_path, out_path, m.name, pure && !quantized_in.name ? " --pure" : "",
+            quantized_in.name ? ", repacking (lossless)" : "", nthr, nthr == 1 ? "" : "s");
+    const double t0 = tool_now();
     uint64_t in_bytes = 0, out_bytes = 0, n_elem = 0;
     const int wdt = p.n >= 1000 ? 4 : p.n >= 100 ? 3 : 2;
     int wname = 8, wtype = 3; /* column widths, so that the log lines up */
     for (int i = 0; i < p.n; i++) {
-        const int ln = (int)strlen(p.refs[i].name), la = (int)strlen(lname(d, p.refs[i].t->type)), lb = (int)strlen(lname(d, p.type[i]));
+        const int ln = (int)strlen(p.refs[i].name), la = (int)strlen(type_of(rt, p.refs[i].t.type).name),
+                  lb = (int)strlen(type_of(rt, p.type[i]).name);
         wname = ln > wname ? ln : wname;
         wtype = la > wtype ? la : lb > wtype ? lb : wtype;
     }
     for (int i = 0; i < p.n; i++) {
-        const gguf_tensor *t = p.refs[i].t;
+        const picolm_tensor *t = &p.refs[i].t;
         const uint32_t nt = p.type[i];
         const void *data = t->data;
         if (nt != t->type) {
-            const int g = dispatch_row_group(d, nt);
-            job j = {.src = t->data, .src_row = dispatch_row_size(d, t->type, t->ne[0]), .dst = obuf,
-                     .dst_row = dispatch_row_size(d, nt, t->ne[0]), .cols = t->ne[0], .group = g, .scratch = scratch};
-            if (quantized_in) j.from_base = repack_format(e, nt)->from_base;
+            const picolm_type_info nti = type_of(rt, nt);
+            const int g = (int)nti.row_group;
+            job j = {.src = t->data, .src_row = picolm_type_row_bytes(rt, t->type, t->ne[0]), .dst = obuf,
+                     .dst_row = picolm_type_row_bytes(rt, nt, t->ne[0]), .cols = t->ne[0], .group = g, .scratch = scratch};
+            if (quantized_in.name) j.from_base = nti.from_base;
             else {
-                j.to_float = t->type == PICOLM_TYPE_F32 ? NULL : d->types[t->type].fmt->dequantize_row;
-                j.from_float = d->types[nt].fmt->quantize_row;
+                j.to_float = t->type == PICOLM_TYPE_F32 ? NULL : type_of(rt, t->type).format->dequantize_row;
+                j.from_float = nti.format->quantize_row;
             }
-            threadpool_run(e->pool, t->nelements / t->ne[0] / g, convert_units, &j);
+            picolm_runtime_parallel(rt, t->n_elements / t->ne[0] / g, convert_units, &j);
             data = obuf;
         }
-        if (gguf_writer_write_tensor(w, of, data, p.nbytes[i], err, sizeof err)) {
-            fprintf(stderr, "picolm-quantize: %s: %s\n", af.tmp[0] ? af.tmp : af.path, err);
+        if (picolm_gguf_writer_write_tensor(w, of, data, p.nbytes[i], err, sizeof err)) {
+            fprintf(stderr, "picolm-quantize: %s: %s\n", out_name(af, out_path), err);
             goto done;
         }
         char shape[96] = "";
         for (uint32_t k = 0; k < n_dims_of(t); k++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? " x " : "", (long long)t->ne[k]);
         fprintf(stderr, "[%*d/%*d] %-*s %*s -> %-*s %-14s %8.2f MB -> %8.2f MB\n", wdt, i + 1, wdt, p.n, wname, p.refs[i].name,
-                wtype, lname(d, t->type), wtype, lname(d, nt), shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
+                wtype, type_of(rt, t->type).name, wtype, type_of(rt, nt).name, shape, t->nbytes / 1e6, p.nbytes[i] / 1e6);
         in_bytes += t->nbytes;
         out_bytes += p.nbytes[i];
-        n_elem += (uint64_t)t->nelements;
+        n_elem += (uint64_t)t->n_elements;
     }
     of = NULL;
-    if (out_commit(&af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
+    if (out_commit(af, err, sizeof err)) { fprintf(stderr, "picolm-quantize: %s\n", err); goto done; }
     fprintf(stderr, "picolm-quantize: tensors %.2f MB -> %.2f MB, %.3f M weights, %.2f -> %.2f bits per weight; "
                     "file %.2f MB -> %.2f MB; %.2f s\n",
             in_bytes / 1e6, out_bytes / 1e6, n_elem / 1e6, n_elem ? 8.0 * in_bytes / n_elem : 0.0,
-            n_elem ? 8.0 * out_bytes / n_elem : 0.0, in.size / 1e6, gguf_writer_file_size(w) / 1e6, pl_now() - t0);
+            n_elem ? 8.0 * out_bytes / n_elem : 0.0, info.file_bytes / 1e6, picolm_gguf_writer_file_size(w) / 1e6, tool_now() - t0);
     if (n_fallback) fprintf(stderr, "picolm-quantize: %d tensor(s) needed a fallback type\n", n_fallback);
     rc = 0;
 done:
-    out_abort(&af);
+    out_abort(af);
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);
     free(obuf);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     free(p.refs);
     free(p.type);
     free(p.nbytes);
-    gguf_close(&in);
-    free_engine(e);
+    picolm_gguf_free(in);
+    picolm_runtime_free(rt);
     return rc;
 }

@@ -6,11 +6,16 @@
 #include <string.h>
 
 #include "picolm/picolm.h"
-#include "chat_template.h"
 #include "cli.h"
-#include "gguf.h"
-#include "tokenizer.h"
-#include "util.h"
+
+/* The model's vocabulary and metadata (no weights, no plugins), or NULL after saying why. */
+static picolm_model *load_vocab(const char *path) {
+    char err[1024];
+    const picolm_model_params p = {.path = path, .vocab_only = 1};
+    picolm_model *m = picolm_model_load(&p, err, sizeof err);
+    if (!m) fprintf(stderr, "picolm-tokenize: %s\n", err); /* err names the file */
+    return m;
+}
 
 static void usage(FILE *o) {
     fprintf(o,
@@ -29,9 +34,9 @@ static void usage(FILE *o) {
         "              (system, user, assistant), the rest its content\n"
         "  --chat-template NAME\n"
         "              the template for --render-chat (default: the MODEL's):\n"
-        "              " CHAT_KIND_NAMES "\n"
+        "              %s\n"
         "  -h, --help  this help\n"
-        "Exit status: 0 success, 1 runtime failure, 2 usage error.\n");
+        "Exit status: 0 success, 1 runtime failure, 2 usage error.\n", picolm_chat_templates());
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -58,28 +63,31 @@ static char *read_all(const char *path, size_t *len) {
 /* --render-chat: the conversation in CONV_FILE through a chat template. */
 static int render_chat(const char *conv, const char *tmpl, const char *model) {
     char err[1024];
-    int kind = -1;
+    const char *name;
     if (!tmpl && !model) { fprintf(stderr, "picolm-tokenize: --render-chat needs --chat-template NAME or a MODEL\n"); return 2; }
     if (tmpl && strcmp(tmpl, "auto")) {
-        kind = chat_kind_from_name(tmpl);
-        if (kind < 0) { fprintf(stderr, "picolm-tokenize: unknown chat template '%s' (known: " CHAT_KIND_NAMES ")\n", tmpl); return 2; }
+        if (!(name = picolm_chat_template(NULL, tmpl, NULL, 0, err, sizeof err))) {
+            fprintf(stderr, "picolm-tokenize: unknown chat template '%s' (known: %s)\n", tmpl, picolm_chat_templates());
+            return 2;
+        }
     } else {
-        gguf_file gf;
-        if (gguf_open(&gf, model, NULL, err, sizeof err)) { fprintf(stderr, "picolm-tokenize: %s\n", err); return 1; }
+        picolm_model *m = load_vocab(model);
+        if (!m) return 1;
         char note[256];
-        int rc = chat_kind_resolve("auto", &gf, &kind, note, sizeof note, err, sizeof err);
-        gguf_close(&gf);
-        if (rc) { fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err); return 1; }
+        name = picolm_chat_template(m, "auto", note, sizeof note, err, sizeof err);
+        picolm_model_free(m);
+        if (!name) { fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err); return 1; }
         if (note[0]) fprintf(stderr, "picolm-tokenize: %s\n", note);
     }
     size_t len;
     char *text = read_all(conv, &len);
     if (!text) { fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", conv, strerror(errno)); return 1; }
     enum { MAX_MSGS = 1024 };
-    chat_msg *m = malloc(MAX_MSGS * sizeof *m);
-    int n = m ? chat_parse_conversation(text, len, m, MAX_MSGS, err, sizeof err) : pl_fail(err, sizeof err, "out of memory");
+    picolm_chat_msg *m = malloc(MAX_MSGS * sizeof *m);
+    int n = m ? picolm_chat_parse(text, len, m, MAX_MSGS, err, sizeof err) : -1;
+    if (!m) snprintf(err, sizeof err, "out of memory");
     size_t ol = 0;
-    char *out = n >= 0 ? chat_render(kind, m, n, 1, &ol) : NULL;
+    char *out = n >= 0 ? picolm_chat_render(NULL, name, m, n, 1, &ol, err, sizeof err) : NULL;
     int rc = 0;
     if (n < 0) { fprintf(stderr, "picolm-tokenize: %s: %s\n", conv, err); rc = 1; }
     else if (!out) { fprintf(stderr, "picolm-tokenize: out of memory\n"); rc = 1; }
@@ -119,42 +127,31 @@ int main(int argc, char **argv) {
     if (text_arg && textf) { fprintf(stderr, "picolm-tokenize: give TEXT_FILE or -p TEXT, not both\n"); return 2; }
     if (!model || (!textf && !text_arg)) { usage(stderr); return 2; }
 
-    char err[512];
-    gguf_file gf;
-    if (gguf_open(&gf, model, NULL, err, sizeof err)) {
-        fprintf(stderr, "picolm-tokenize: %s\n", err); /* err names the file */
-        return 1;
-    }
-    tokenizer *tok;
-    if (tokenizer_build(&tok, &gf, err, sizeof err)) {
-        fprintf(stderr, "picolm-tokenize: %s: %s\n", model, err);
-        gguf_close(&gf);
-        return 1;
-    }
-    gguf_close(&gf);
+    picolm_model *tok = load_vocab(model);
+    if (!tok) return 1;
 
     size_t len = text_arg ? strlen(text_arg) : 0;
     char *text = text_arg ? strdup(text_arg) : read_all(textf, &len);
     if (!text) {
         fprintf(stderr, "picolm-tokenize: cannot read %s: %s\n", textf ? textf : "-p", strerror(errno));
-        tokenizer_free(tok);
+        picolm_model_free(tok);
         return 1;
     }
-    int add_bos = no_bos ? 0 : tokenizer_add_bos(tok);
-    int n = tokenizer_encode(tok, text, len, add_bos, special, NULL, 0);
+    int add_bos = no_bos ? 0 : picolm_add_bos(tok);
+    int n = picolm_tokenize(tok, text, len, add_bos, special, NULL, 0);
     int32_t *ids = NULL;
     if (n < -1 || n == 0) {
         int cap = n < 0 ? -n : 0;
         ids = malloc((size_t)(cap ? cap : 1) * sizeof *ids);
-        n = ids ? tokenizer_encode(tok, text, len, add_bos, special, ids, cap) : -1;
+        n = ids ? picolm_tokenize(tok, text, len, add_bos, special, ids, cap) : -1;
     } else if (n == -1) {
         /* -1 is also "1 token needed" when cap = 0: retry with room */
         ids = malloc(sizeof *ids);
-        n = ids ? tokenizer_encode(tok, text, len, add_bos, special, ids, 1) : -1;
+        n = ids ? picolm_tokenize(tok, text, len, add_bos, special, ids, 1) : -1;
     }
     if (n < 0) {
         fprintf(stderr, "picolm-tokenize: tokenization failed (input too large, or a byte with no byte token and no <unk>)\n");
-        free(ids); free(text); tokenizer_free(tok);
+        free(ids); free(text); picolm_model_free(tok);
         return 1;
     }
     for (int i = 0; i < n; i++) {
@@ -162,14 +159,14 @@ int main(int argc, char **argv) {
         if (pieces) {
             size_t pl;
             /* a control token decodes to nothing: show its name */
-            const int control = tokenizer_token_type(tok, ids[i]) == TOKEN_TYPE_CONTROL;
-            const char *p = control ? tokenizer_text(tok, ids[i], &pl) : tokenizer_piece(tok, ids[i], &pl);
+            const int control = picolm_token_type(tok, ids[i]) == PICOLM_TOKEN_CONTROL;
+            const char *p = control ? picolm_token_text(tok, ids[i], &pl) : picolm_token_piece(tok, ids[i], &pl);
             printf(control ? "%d:%.*s" : "%d:'%.*s'", (int)ids[i], (int)pl, p);
         } else {
             printf("%d", (int)ids[i]);
         }
     }
     putchar('\n');
-    free(ids); free(text); tokenizer_free(tok);
+    free(ids); free(text); picolm_model_free(tok);
     return cli_close_stdout("picolm-tokenize");
 }

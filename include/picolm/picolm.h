@@ -10,7 +10,10 @@
  * sequence, its pool, a batch and a sampler chain for the simple case.
  * Everything made on one model shares its thread pool: calls must not
  * overlap in time (serialise them, or load the model once per worker
- * thread).
+ * thread).  Tokenization, the token lookups, chat rendering and building
+ * or running a sampler chain touch nothing a forward pass changes: they
+ * may run on other threads meanwhile (picolm-server prepares requests on
+ * its connections' threads while its scheduler decodes).
  *
  * The library never prints and never exits: a call that can fail returns
  * non-zero (or NULL) and writes a one-line message into err (errlen bytes,
@@ -37,8 +40,23 @@ void picolm_log_set(picolm_log_fn fn, void *ud);
 /* A ready sink: "picolm: MSG" on stderr; debug messages only with $PICOLM_DEBUG. */
 void picolm_log_stderr(int level, const char *msg, void *ud);
 
+/* ---- the machine ---- */
+
+/* CPUs this process may run on (online, within its affinity mask), >= 1. */
+int picolm_cpu_count(void);
+/* The CPU's name (x86 brand string, the ARM part), "unknown" when none is found. */
+void picolm_cpu_name(char *buf, size_t n);
+/* The CPU features the runtime sees, space-separated ("sse2 ... avx2 fma"):
+   the probed set less $PICOLM_CPU_MASK. */
+void picolm_cpu_features(char *buf, size_t n);
+/* $PICOLM_CPU_MASK (features to hide from the runtime, to exercise
+   fallbacks: "avx512f,avx2", "0x40", "all"): 0 when unset or valid, -1 with
+   the token it cannot read named (the runtime would otherwise ignore it). */
+int picolm_cpu_mask_check(char *err, size_t errlen);
+
 typedef struct picolm_runtime picolm_runtime;
 typedef struct picolm_model picolm_model;
+typedef struct picolm_gguf picolm_gguf;
 typedef struct picolm_context picolm_context;
 
 /* Codes beside -1 that some calls return (with a message). */
@@ -71,6 +89,18 @@ void picolm_runtime_report(const picolm_runtime *rt, void *stream);
 const picolm_param_desc *picolm_runtime_sampler_param(const picolm_runtime *rt, int i, const char **sampler);
 /* The loaded sampler plugins, i = 0, 1, ... (NULL past the last). */
 const char *picolm_runtime_sampler(const picolm_runtime *rt, int i);
+/* A plugin the runtime accepted. */
+typedef struct picolm_plugin_info {
+    int kind;                /* PICOLM_KIND_FORMAT, _BACKEND or _SAMPLER (plugin.h) */
+    const char *name, *version, *description;
+    int score;               /* a backend's priority and score: "auto" takes the highest */
+} picolm_plugin_info;
+/* The accepted plugins, i = 0, 1, ...: 0, or -1 past the last. */
+int picolm_runtime_plugin(const picolm_runtime *rt, int i, picolm_plugin_info *out);
+/* The same report without a runtime, for when picolm_runtime_new fails:
+   the plugin files found from plugin_dir (as in picolm_runtime_params) and
+   why each was or was not loaded. */
+void picolm_runtime_report_dir(const char *plugin_dir, void *stream);
 
 /* A tensor type as this runtime runs it. */
 typedef struct picolm_type_info {
@@ -85,9 +115,17 @@ typedef struct picolm_type_info {
     uint32_t act_type;             /* the activations' type */
     void (*to_base)(const void *src, void *dst, size_t dst_stride, int64_t n); /* NULL unless its kernels are base_type's */
     uint32_t base_type;
+    /* a layout of another type's values (Q4_K_R16 of Q4_K): that type and the
+       lossless conversion from its rows (picolm_format.base_type, from_base);
+       0 and NULL otherwise */
+    uint32_t layout_of;
+    void (*from_base)(const void *src, size_t src_stride, void *dst, int64_t n);
 } picolm_type_info;
 /* 0, or -1 for an id no loaded plugin describes (out gets its name still). */
 int picolm_runtime_type(const picolm_runtime *rt, uint32_t type, picolm_type_info *out);
+/* The type ids loaded format plugins describe, in order: the next one
+   above `after` (-1: the first), or -1 past the last. */
+int64_t picolm_runtime_next_type(const picolm_runtime *rt, int64_t after);
 /* Bytes of a row of n elements (n a multiple of the block size). */
 size_t picolm_type_row_bytes(const picolm_runtime *rt, uint32_t type, int64_t n);
 /* Run fn(ctx, i0, i1, thread) over [0, n) in chunks on the runtime's threads. */
@@ -105,9 +143,10 @@ typedef struct picolm_model_params {
     const char *plugin_dir; /* without a runtime: NULL or "": $PICOLM_PLUGIN_DIR, then next to the executable */
     const char *backend;    /* without a runtime: NULL or "auto": the best backend this CPU runs; else its name */
     int threads;            /* without a runtime: <= 0: every online CPU */
-    picolm_runtime *runtime;       /* NULL: the model makes its own from the three above */
+    picolm_runtime *runtime;       /* NULL: the model makes its own from the three above (vocab_only: none) */
     const picolm_limits *limits;   /* NULL: the defaults */
     int vocab_only;                /* 1: the tokenizer and metadata only (a vocabulary file) */
+    int weights_only;              /* 1: no tokenizer (the text calls give -1 and empty pieces; picolm_n_vocab stays right) */
 } picolm_model_params;
 
 picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t errlen);
@@ -122,6 +161,7 @@ typedef struct picolm_model_info {
     uint64_t weight_bytes;   /* matrix bytes read per token */
     const char *backend;     /* the kernels' backend ("reference": the portable code) */
     int n_threads;
+    uint64_t embd_row_bytes; /* one row of the token embeddings: read per token beside weight_bytes */
 } picolm_model_info;
 void picolm_model_describe(const picolm_model *m, picolm_model_info *out);
 /* The runtime the model runs on. */
@@ -133,6 +173,25 @@ int picolm_meta_int(const picolm_model *m, const char *key, int64_t *out);
 /* Bytes of KV cache per position and of a batch's workspace, for memory plans. */
 size_t picolm_kv_bytes_per_token(const picolm_model *m, int kv_type);
 size_t picolm_batch_bytes(const picolm_model *m, int n_tokens);
+/* The whole plan of a setting (picolm --fit, picolm-bench --tune,
+   picolm-server --ram), in bytes, for any thread count. */
+typedef struct picolm_memory {
+    uint64_t weights;        /* the model file, mapped (its pages come and go with the page cache) */
+    size_t kv_per_token;     /* K and V of one position (picolm_kv_bytes_per_token) */
+    size_t seq_state;        /* one sequence's recurrent state (0: the model has none) */
+    size_t batch;            /* a batch workspace of n_batch tokens on n_threads threads */
+    size_t context;          /* what picolm_context_new takes for n_ctx and n_batch (its sampler aside) */
+} picolm_memory;
+/* n_ctx <= 0: the training context; n_threads <= 0: the model's runtime's. */
+void picolm_model_memory(const picolm_model *m, int n_ctx, int n_batch, int kv_type, int n_threads, picolm_memory *out);
+/* The file the model was loaded from (its metadata and tensor table; the
+   model owns it). */
+const picolm_gguf *picolm_model_gguf(const picolm_model *m);
+/* The model file's read-only mapping (a SIGBUS handler can tell a fault in
+   it, a file truncated underneath, from others): 0, or -1 when not mapped. */
+int picolm_model_mapping(const picolm_model *m, const void **base, size_t *size);
+/* The vocabulary as sampler plugins see it (NULL with weights_only). */
+const picolm_vocab *picolm_model_vocab(const picolm_model *m);
 
 int32_t picolm_n_vocab(const picolm_model *m);
 int picolm_n_ctx_train(const picolm_model *m);
@@ -154,7 +213,12 @@ int picolm_detokenize(const picolm_model *m, const int32_t *toks, int n, char *o
 const char *picolm_token_piece(const picolm_model *m, int32_t tok, size_t *len);
 /* The token's raw vocabulary text ("▁the", "<0x0A>"; not NUL-terminated). */
 const char *picolm_token_text(const picolm_model *m, int32_t tok, size_t *len);
-/* GGUF token type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; -1 out of range). */
+/* GGUF token types */
+enum picolm_token_type {
+    PICOLM_TOKEN_NORMAL = 1, PICOLM_TOKEN_UNKNOWN = 2, PICOLM_TOKEN_CONTROL = 3,
+    PICOLM_TOKEN_USER_DEFINED = 4, PICOLM_TOKEN_UNUSED = 5, PICOLM_TOKEN_BYTE = 6
+};
+/* A token's enum picolm_token_type, -1 out of range. */
 int picolm_token_type(const picolm_model *m, int32_t tok);
 /* A token by its exact text, or -1. */
 int32_t picolm_token_find(const picolm_model *m, const char *text, size_t len);
@@ -221,6 +285,11 @@ int picolm_seq_truncate(picolm_seq *s, int n_tokens);
 /* Make room for n more positions now (picolm_decode does it too): 0, or
    PICOLM_ERR_KV_FULL when the pool has no free block. */
 int picolm_seq_reserve(picolm_seq *s, int n);
+/* Count n more positions as evaluated without evaluating them (their K and
+   V are whatever their blocks held): attention's cost depends on the
+   positions, not on the values, so picolm-bench times decoding at a depth
+   this way.  0, -1 past n_ctx, or PICOLM_ERR_KV_FULL. */
+int picolm_seq_skip(picolm_seq *s, int n);
 
 /* KV-cache files: positions [0, n) of s with their tokens, written
    atomically (a temporary file, then rename); the model's identity and
@@ -271,9 +340,17 @@ typedef struct picolm_sampler_params {
     const picolm_param *params;    /* key = value for the samplers (their declared keys) */
     int n_params;
     uint64_t seed;                 /* for seeded samplers (dist) */
+    const char *const *where;      /* NULL, or where each param was set ("FILE:LINE", "command
+                                      line"): a message about a key or value starts with it */
 } picolm_sampler_params;
 
+/* A chain over m's vocabulary.  A name, key or value the samplers do not
+   take fails with a message ("WHERE: unknown sampler key 'x' (known: ...)"). */
 picolm_sampler *picolm_sampler_new(picolm_model *m, const picolm_sampler_params *p, char *err, size_t errlen);
+/* The same over a vocabulary of one's own, without a model (picolm-bench
+   --sampling times chains over synthetic logits). */
+picolm_sampler *picolm_sampler_new_vocab(picolm_runtime *rt, const picolm_vocab *vocab, const picolm_sampler_params *p,
+                                         char *err, size_t errlen);
 void picolm_sampler_free(picolm_sampler *s);
 /* The next token from n_vocab logits (not accepted: call
    picolm_sampler_accept with the token kept).  n_remaining = tokens left
@@ -286,10 +363,31 @@ void picolm_sampler_accept(picolm_sampler *s, int32_t tok);
 void picolm_sampler_reset(picolm_sampler *s);
 /* One line: each stage with its parameters. */
 void picolm_sampler_describe(const picolm_sampler *s, char *buf, size_t n);
+/* The stages that run (a stage its parameters switch off is left out) and
+   the name of stage i. */
+int picolm_sampler_n_stages(const picolm_sampler *s);
+const char *picolm_sampler_stage(const picolm_sampler *s, int i);
+/* on: 1 zeroes the timers and makes every picolm_sampler_sample add the
+   calling thread's CPU seconds of each step (a few clock reads per token);
+   0 stops them.  Off by default. */
+void picolm_sampler_timing(picolm_sampler *s, int on);
+/* Seconds timed so far: i = -1 filling the candidate list, 0.. stage i. */
+double picolm_sampler_seconds(const picolm_sampler *s, int i);
+/* The chain's shortcuts, on by default; off, the same tokens come out the
+   slow way (tests and picolm-bench compare them).  direct: a first stage
+   reads the logits itself instead of a full candidate list; fused: a
+   next-to-last stage and the selector run as one step. */
+void picolm_sampler_direct(picolm_sampler *s, int on);
+void picolm_sampler_fused(picolm_sampler *s, int on);
+/* The fewest tokens a generation needs under this chain (a grammar that
+   closes its document within the budget: picolm_sampler_vtable.min_budget;
+   the stage's name in *stage when non-NULL), or 0 when any budget will do.
+   Front ends refuse a smaller budget before generating. */
+int32_t picolm_sampler_min_budget(const picolm_sampler *s, const char **stage);
 
 /* ---- contexts: one sequence, the simple way ----
-   A context is a sequence with a pool of its own, a batch and a sampler
-   chain: enough for one conversation at a time. */
+   A context is a sequence with a pool of its own, a batch and (unless
+   no_sampler) a sampler chain: enough for one conversation at a time. */
 
 typedef struct picolm_context_params {
     int n_ctx;                   /* <= 0: the model's training context (larger: clamped to it) */
@@ -299,6 +397,7 @@ typedef struct picolm_context_params {
     const picolm_param *sampler_params; /* key = value for the samplers (their declared keys) */
     int n_sampler_params;
     uint64_t seed;               /* for seeded samplers (dist) */
+    int no_sampler;              /* 1: no chain (picolm_sample refuses): the caller samples with one of its own */
 } picolm_context_params;
 
 picolm_context *picolm_context_new(picolm_model *m, const picolm_context_params *p, char *err, size_t errlen);
@@ -309,6 +408,8 @@ void picolm_context_free(picolm_context *c);
    picolm_logits holds the logits of the last one.  0, or -1 with a message
    (a full context, a bad token id). */
 int picolm_eval(picolm_context *c, const int32_t *toks, int n, char *err, size_t errlen);
+/* The same with every token's logits into logits (n x n_vocab floats). */
+int picolm_eval_logits(picolm_context *c, const int32_t *toks, int n, float *logits, char *err, size_t errlen);
 /* n_vocab logits after the last evaluated token (NULL before any). */
 const float *picolm_logits(const picolm_context *c);
 /* Tokens in the context (its KV cache) and its size. */
@@ -319,6 +420,12 @@ int picolm_n_ctx(const picolm_context *c);
 int picolm_sample(picolm_context *c, int32_t *tok, char *err, size_t errlen);
 /* Empty the context and the samplers' history (a new conversation). */
 void picolm_reset(picolm_context *c);
+/* The context's sequence and batch, for the calls above on them: keep the
+   prefix of a conversation (picolm_seq_truncate), KV-cache files
+   (picolm_seq_save/load), profiling.  A token evaluated through them is
+   not told to the context's sampler. */
+picolm_seq *picolm_context_seq(picolm_context *c);
+picolm_batch *picolm_context_batch(picolm_context *c);
 
 /* ---- chat ---- */
 
@@ -342,6 +449,132 @@ char *picolm_chat_render(const picolm_model *m, const char *tmpl, const picolm_c
 const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *note, size_t notelen, char *err, size_t errlen);
 /* The template names picolm renders, comma-separated. */
 const char *picolm_chat_templates(void);
+/* A conversation file (shared/reference/chat/conversation.txt): messages
+   separated by a line "---", the first line of each its role, every byte
+   after that line its content.  m[0..cap) point into text (which must
+   outlive them): the count, or -1 with a message (a message without a
+   role line, more than cap). */
+int picolm_chat_parse(char *text, size_t len, picolm_chat_msg *m, int cap, char *err, size_t errlen);
+
+/* ---- GGUF files ----
+   The reader maps a file and checks every length, count, offset, shape and
+   type against its size before use (limits as picolm_model_load's); the
+   strings, arrays and tensor data it returns point into the mapping.  The
+   writer collects metadata and tensor infos, then writes the header and
+   each tensor's data in the order added (GGUF v3, offsets aligned to
+   general.alignment, else 32): what picolm-quantize and the synthetic
+   models are made with. */
+
+picolm_gguf *picolm_gguf_load(const char *path, const picolm_limits *limits, char *err, size_t errlen);
+void picolm_gguf_free(picolm_gguf *g);
+/* Resolve each tensor's byte size with rt's format plugins and check that
+   its data lies in the file, aligned, overlapping no other: 0, or -1 with
+   a message naming the tensor (a type no plugin describes, too). */
+int picolm_gguf_bind(picolm_gguf *g, const picolm_runtime *rt, char *err, size_t errlen);
+
+typedef struct picolm_gguf_info {
+    uint32_t version;
+    uint64_t n_kv, n_tensors, alignment, data_offset, file_bytes;
+} picolm_gguf_info;
+void picolm_gguf_describe(const picolm_gguf *g, picolm_gguf_info *out);
+
+/* Metadata value types (GGUF's numbering). */
+enum picolm_gguf_type {
+    PICOLM_GGUF_UINT8 = 0, PICOLM_GGUF_INT8 = 1, PICOLM_GGUF_UINT16 = 2, PICOLM_GGUF_INT16 = 3,
+    PICOLM_GGUF_UINT32 = 4, PICOLM_GGUF_INT32 = 5, PICOLM_GGUF_FLOAT32 = 6, PICOLM_GGUF_BOOL = 7,
+    PICOLM_GGUF_STRING = 8, PICOLM_GGUF_ARRAY = 9, PICOLM_GGUF_UINT64 = 10, PICOLM_GGUF_INT64 = 11,
+    PICOLM_GGUF_FLOAT64 = 12
+};
+/* "u32", "string", "array", ... ("invalid" for another value) */
+const char *picolm_gguf_type_name(uint32_t type);
+
+/* One metadata pair (strings not NUL-terminated). */
+typedef struct picolm_gguf_kv {
+    const char *key;
+    size_t key_len;
+    uint32_t type;           /* enum picolm_gguf_type */
+    uint64_t u;              /* unsigned integers and BOOL */
+    int64_t i;               /* signed integers */
+    double f;                /* FLOAT32, FLOAT64 */
+    const char *str;         /* STRING */
+    size_t str_len;
+    uint32_t arr_type;       /* ARRAY: the elements' type (never ARRAY) and count; */
+    uint64_t arr_n;
+    const void *arr_data;    /* numbers: the elements, little-endian; STRING: see picolm_gguf_arr_str
+                                (picolm_gguf_writer_set: arr_n NUL-terminated const char *) */
+} picolm_gguf_kv;
+/* Pair i (0 .. n_kv - 1): 0, or -1 out of range. */
+int picolm_gguf_kv_at(const picolm_gguf *g, int64_t i, picolm_gguf_kv *out);
+/* The index of key, or -1. */
+int64_t picolm_gguf_find(const picolm_gguf *g, const char *key);
+/* String j of pair i, a string array (NULL when it is not one, or j is out of range). */
+const char *picolm_gguf_arr_str(const picolm_gguf *g, int64_t i, uint64_t j, size_t *len);
+/* Typed lookups: 0, or -1 when absent or of another type (an integer of
+   any integer type whose value fits; a string into the mapping). */
+int picolm_gguf_int(const picolm_gguf *g, const char *key, int64_t *out);
+int picolm_gguf_str(const picolm_gguf *g, const char *key, const char **s, size_t *len);
+
+typedef struct picolm_tensor {
+    const char *name;        /* not NUL-terminated */
+    size_t name_len;
+    uint32_t type;           /* tensor type id (picolm_runtime_type) */
+    uint32_t n_dims;
+    int64_t ne[4];           /* ne[0] the row length; unused dimensions 1 */
+    int64_t n_elements;
+    uint64_t offset;         /* in the data section */
+    const void *data;        /* once bound (picolm_gguf_bind; a model's file is), else NULL */
+    uint64_t nbytes;         /* once bound, else 0 */
+} picolm_tensor;
+/* Tensor i (0 .. n_tensors - 1): 0, or -1 out of range. */
+int picolm_gguf_tensor_at(const picolm_gguf *g, int64_t i, picolm_tensor *out);
+/* The index of the tensor named name, or -1. */
+int64_t picolm_gguf_find_tensor(const picolm_gguf *g, const char *name);
+
+typedef struct picolm_gguf_writer picolm_gguf_writer;
+picolm_gguf_writer *picolm_gguf_writer_new(void);
+void picolm_gguf_writer_free(picolm_gguf_writer *w);
+/* Metadata: 0, or -1 (out of memory, an invalid value).  Setting a key that
+   is there drops the old pair and appends the new one (ggml's
+   gguf_set_val), so copy-then-set gives llama.cpp's tools' key order. */
+int picolm_gguf_writer_copy(picolm_gguf_writer *w, const picolm_gguf *g, int64_t i); /* pair i of g, verbatim */
+int picolm_gguf_writer_set(picolm_gguf_writer *w, const picolm_gguf_kv *kv);
+int picolm_gguf_writer_set_u32(picolm_gguf_writer *w, const char *key, uint32_t v);
+int picolm_gguf_writer_set_str(picolm_gguf_writer *w, const char *key, const char *v);
+int picolm_gguf_writer_remove(picolm_gguf_writer *w, const char *key); /* 1 when it was there */
+int picolm_gguf_writer_n_kv(const picolm_gguf_writer *w);
+/* A tensor's info; nbytes is its data's size (without the padding). */
+int picolm_gguf_writer_add_tensor(picolm_gguf_writer *w, const char *name, size_t name_len, uint32_t n_dims, const int64_t *ne,
+                                  uint32_t type, uint64_t nbytes);
+uint64_t picolm_gguf_writer_alignment(const picolm_gguf_writer *w);
+/* Bytes of the header (metadata, tensor infos, padding) and of the whole file. */
+uint64_t picolm_gguf_writer_header_size(const picolm_gguf_writer *w);
+uint64_t picolm_gguf_writer_file_size(const picolm_gguf_writer *w);
+/* Write the header to stream (a FILE *), then each tensor's data once, in
+   the order added: 0, or -1 with a message. */
+int picolm_gguf_writer_write_header(picolm_gguf_writer *w, void *stream, char *err, size_t errlen);
+int picolm_gguf_writer_write_tensor(picolm_gguf_writer *w, void *stream, const void *data, uint64_t nbytes, char *err,
+                                    size_t errlen);
+
+/* ---- output files written whole ----
+   An outfile is written under a temporary name beside path (or none, where
+   the system has O_TMPFILE) and renamed over path when committed: a reader
+   never sees a partial file, a process killed midway leaves no partial
+   path.  An existing path that is not a regular file is refused; a symbolic
+   link is followed (its target is replaced).  picolm_seq_save writes this
+   way too. */
+
+typedef struct picolm_outfile picolm_outfile;
+picolm_outfile *picolm_outfile_new(const char *path, char *err, size_t errlen);
+/* Write here (a FILE *) until the commit. */
+void *picolm_outfile_stream(picolm_outfile *o);
+/* The temporary file's name, for a signal handler to remove ("" when it
+   has none, or once committed). */
+const char *picolm_outfile_tmp_name(const picolm_outfile *o);
+/* Flush, sync and rename over path: 0, or -1 with a message (the temporary
+   file is removed). */
+int picolm_outfile_commit(picolm_outfile *o, char *err, size_t errlen);
+/* Free; an outfile not committed is removed. */
+void picolm_outfile_free(picolm_outfile *o);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * Chat mode (--chat): a multi-turn session that keeps its KV cache across
  * turns, so each turn prefills only what is new.  The templates are the
- * engine's (chat_template.h).
+ * library's (picolm_chat_render).
  */
 #ifndef PICOLM_CHAT_H
 #define PICOLM_CHAT_H
@@ -9,24 +9,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "chat_template.h"
 #include "config.h"
-#include "ctx.h"
-#include "engine.h"
 #include "generate.h"
-#include "sampling.h"
+#include "picolm/picolm.h"
 
 typedef struct chat_session {
-    engine *e;
+    picolm_model *m;
     picolm_config *cfg;          /* copy of the caller's, plus the template's stop strings */
-    int kind;
-    llama_ctx c;
-    sampling *smp;
+    const char *tmpl;            /* the template's name (picolm_chat_template) */
+    picolm_context *c;
+    picolm_sampler *smp;
     int32_t end_ids[4];          /* tokens that end a reply besides EOS */
     int n_end_ids;
     int32_t *hist;               /* the tokens in the KV cache, in order */
-    int n_hist;                  /* == c.n_past */
-    chat_msg *msgs;              /* the conversation; contents are malloc'd */
+    int n_hist;                  /* == picolm_n_past(c) */
+    picolm_chat_msg *msgs;       /* the conversation; contents are malloc'd */
     int n_msgs, cap_msgs;
     int turns;                   /* completed turns since the last reset */
     int last_end;                /* GEN_END_* of the last reply */
@@ -34,7 +31,7 @@ typedef struct chat_session {
 } chat_session;
 
 /* 0, or -1 with a message (unknown template, no memory...). */
-int chat_session_open(chat_session *s, engine *e, const picolm_config *cfg, char *err, size_t errlen);
+int chat_session_open(chat_session *s, picolm_model *m, const picolm_config *cfg, char *err, size_t errlen);
 void chat_session_close(chat_session *s);
 /* Forget the conversation (KV cache, messages and sampler history). */
 void chat_session_reset(chat_session *s);

@@ -1,7 +1,5 @@
 /* Shared front-end behaviour of picolm and the tools; see cli.h. */
 #include "cli.h"
-#include "cpu.h"
-#include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -28,10 +26,8 @@ void cli_where(const picolm_config *c, const char *section, const char *key, con
 
 int cli_check_env(const char *tool) {
     /* a typo in the mask would silently test nothing */
-    const char *mask = getenv("PICOLM_CPU_MASK");
-    uint64_t m;
     char err[256];
-    if (mask && *mask && cpu_parse_mask(mask, &m, err, sizeof err)) {
+    if (picolm_cpu_mask_check(err, sizeof err)) {
         fprintf(stderr, "%s: PICOLM_CPU_MASK: %s\n", tool, err);
         return CLI_USAGE;
     }
@@ -58,12 +54,13 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc) {
     signal(sig, SIG_DFL);
 }
 
-static void guard_model(const engine *e) {
-    const gguf_file *f = &e->model.gguf;
-    if (!f->mapped || g_model_base) return;
+static void guard_model(const picolm_model *m) {
+    const void *base;
+    size_t size;
+    if (picolm_model_mapping(m, &base, &size) || g_model_base) return;
     const long page = sysconf(_SC_PAGESIZE);
-    g_model_base = f->base;
-    g_model_len = (f->size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    g_model_base = base;
+    g_model_len = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
@@ -72,36 +69,48 @@ static void guard_model(const engine *e) {
     sigaction(SIGBUS, &sa, NULL);
 }
 
-engine *cli_build_engine(const picolm_config *c, const char *tool, const char *model, int tokenizer, int *rc) {
+picolm_runtime *cli_runtime(const picolm_config *c, const char *tool, int *rc) {
     char err[2048];
     if ((*rc = cli_check_env(tool))) return NULL;
-    *rc = CLI_FAIL;
     /* more threads than CPUs: they take turns, and each barrier waits for a
        descheduled one (prefill was 500x slower at -j 1000 on 2 CPUs) */
-    const int cpus = cpu_count_online();
+    const int cpus = picolm_cpu_count();
     if (c->threads > cpus)
         fprintf(stderr, "%s: warning: %d threads on %d online CPUs: the extra threads only wait for each other (much slower); "
                         "use -j %d or less\n", tool, c->threads, cpus, cpus);
-    const gguf_limits lim = {c->max_metadata, c->max_tensors, c->max_string, c->max_array,
-                             c->max_dim > INT64_MAX ? INT64_MAX : (int64_t)c->max_dim};
-    engine_opts o = {.model_path = model, .plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads,
-                     .tokenizer = tokenizer, .limits = &lim, .verbose = c->verbose};
-    engine *e = build_engine(&o, err, sizeof err);
-    if (e) {
-        guard_model(e);
-        *rc = CLI_OK;
-        return e;
-    }
-    /* the registry's two messages about a backend by name (plugins.c) */
-    if (strcmp(c->backend, "auto") && (!strncmp(err, "no backend named", 16) || !strncmp(err, "backend '", 9))) {
-        char where[1200];
-        cli_where(c, "engine", "backend", "--backend", where, sizeof where);
-        fprintf(stderr, "%s: %s%s\n", tool, where, err);
-        *rc = CLI_USAGE;
+    const picolm_runtime_params p = {.plugin_dir = c->plugin_dir, .backend = c->backend, .threads = c->threads, .verbose = c->verbose};
+    int code;
+    picolm_runtime *rt = picolm_runtime_new(&p, &code, err, sizeof err);
+    *rc = rt ? CLI_OK : code == PICOLM_ERR_USAGE ? CLI_USAGE : CLI_FAIL;
+    if (rt) return rt;
+    char where[1200] = "";
+    if (*rc == CLI_USAGE) cli_where(c, "engine", "backend", "--backend", where, sizeof where);
+    fprintf(stderr, "%s: %s%s\n", tool, where, err);
+    return NULL;
+}
+
+picolm_model *cli_load_model(const picolm_config *c, const char *tool, const char *path, int text, int *rc) {
+    char err[2048];
+    picolm_runtime *rt = cli_runtime(c, tool, rc);
+    if (!rt) return NULL;
+    const picolm_limits lim = {c->max_metadata, c->max_tensors, c->max_string, c->max_array, c->max_dim};
+    const picolm_model_params p = {.path = path, .runtime = rt, .limits = &lim, .weights_only = !text};
+    picolm_model *m = picolm_model_load(&p, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "%s: %s\n", tool, err);
+        picolm_runtime_free(rt);
+        *rc = CLI_FAIL;
         return NULL;
     }
-    fprintf(stderr, "%s: %s\n", tool, err);
-    return NULL;
+    guard_model(m);
+    return m;
+}
+
+void cli_free_model(picolm_model *m) {
+    if (!m) return;
+    picolm_runtime *rt = picolm_model_runtime(m);
+    picolm_model_free(m);
+    picolm_runtime_free(rt);
 }
 
 int cli_context(const picolm_config *c, const char *tool, int n_ctx_train) {
@@ -196,80 +205,85 @@ char *cli_schema_text(const picolm_config *c, char *err, size_t errlen) {
     return text;
 }
 
-int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *c, const picolm_vocab *vocab,
-                       char *err, size_t errlen) {
+int cli_sampler_spec_of(const picolm_config *c, cli_sampler_spec *s, char *err, size_t errlen) {
     /* The typed keys go last with their parsed values (so a flag and an INI
        line that spell one number differently give the samplers the same
        bits); the other [sampler] keys as written. */
-    static const char *const typed_keys[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty",
-                                             "freq_penalty", "presence_penalty", "penalty_last_n"};
-    enum { N_TYPED = sizeof typed_keys / sizeof typed_keys[0] };
-    char typed[N_TYPED][32], where[PICOLM_MAX_PARAMS][300], chain[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN + 8];
-    snprintf(typed[0], 32, "%.9g", (double)c->temperature);
-    snprintf(typed[1], 32, "%.9g", (double)c->top_p);
-    snprintf(typed[2], 32, "%d", c->top_k);
-    snprintf(typed[3], 32, "%.9g", (double)c->min_p);
-    snprintf(typed[4], 32, "%.9g", (double)c->repeat_penalty);
-    snprintf(typed[5], 32, "%.9g", (double)c->freq_penalty);
-    snprintf(typed[6], 32, "%.9g", (double)c->presence_penalty);
-    snprintf(typed[7], 32, "%d", c->penalty_last_n);
-    sampling_param p[PICOLM_MAX_PARAMS + N_TYPED + 1];
+    static const char *const typed_keys[CLI_TYPED_KEYS] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty",
+                                                           "freq_penalty", "presence_penalty", "penalty_last_n"};
+    snprintf(s->typed[0], 32, "%.9g", (double)c->temperature);
+    snprintf(s->typed[1], 32, "%.9g", (double)c->top_p);
+    snprintf(s->typed[2], 32, "%d", c->top_k);
+    snprintf(s->typed[3], 32, "%.9g", (double)c->min_p);
+    snprintf(s->typed[4], 32, "%.9g", (double)c->repeat_penalty);
+    snprintf(s->typed[5], 32, "%.9g", (double)c->freq_penalty);
+    snprintf(s->typed[6], 32, "%.9g", (double)c->presence_penalty);
+    snprintf(s->typed[7], 32, "%d", c->penalty_last_n);
     int np = 0;
     for (int i = 0; i < c->n_params && i < PICOLM_MAX_PARAMS; i++) {
         int dup = !strcmp(c->params[i].key, "chain"); /* the chain itself, not a sampler's */
-        for (int k = 0; k < N_TYPED; k++) dup |= !strcmp(c->params[i].key, typed_keys[k]);
+        for (int k = 0; k < CLI_TYPED_KEYS; k++) dup |= !strcmp(c->params[i].key, typed_keys[k]);
         if (dup) continue;
-        config_param_where(&c->params[i], where[np], sizeof where[np]);
-        p[np] = (sampling_param){c->params[i].key, c->params[i].value, where[np]};
-        np++;
+        config_param_where(&c->params[i], s->places[np], sizeof s->places[np]);
+        s->kv[np++] = (picolm_param){c->params[i].key, c->params[i].value};
     }
-    char twhere[N_TYPED][300];
-    for (int k = 0; k < N_TYPED; k++) {
-        config_where(c, "sampler", typed_keys[k], twhere[k], sizeof twhere[k]);
-        p[np++] = (sampling_param){typed_keys[k], typed[k], twhere[k]};
+    for (int k = 0; k < CLI_TYPED_KEYS; k++) {
+        config_where(c, "sampler", typed_keys[k], s->places[np], sizeof s->places[np]);
+        s->kv[np++] = (picolm_param){typed_keys[k], s->typed[k]};
     }
-    char *schema = NULL, swhere[1200];
+    s->schema = NULL;
     if (c->json_schema[0]) { /* the schema's text, last (it wins over a [sampler] json_schema) */
-        if (!(schema = cli_schema_text(c, err, errlen))) return -1;
-        config_where(c, "generate", "json_schema", swhere, sizeof swhere);
-        p[np++] = (sampling_param){"json_schema", schema, swhere};
+        if (!(s->schema = cli_schema_text(c, err, errlen))) return -1;
+        config_where(c, "generate", "json_schema", s->places[np], sizeof s->places[np]);
+        s->kv[np++] = (picolm_param){"json_schema", s->schema};
     }
-    chain_from_config(c, chain, sizeof chain);
-    const sampling_settings set = {.chain = chain, .params = p, .n_params = np, .seed = c->seed};
-    const int rc = sampling_build(out, reg, &set, vocab, err, errlen);
-    free(schema);
-    return rc;
+    for (int i = 0; i < np; i++) s->where[i] = s->places[i];
+    chain_from_config(c, s->chain, sizeof s->chain);
+    s->p = (picolm_sampler_params){.chain = s->chain, .params = s->kv, .n_params = np, .seed = c->seed, .where = s->where};
+    return 0;
 }
 
-void cli_print_sampler_keys(const picolm_config *c, FILE *out, int as_ini) {
-    pl_registry reg;
-    char err[512];
-    memset(&reg, 0, sizeof reg);
-    if (registry_load(&reg, c->plugin_dir, err, sizeof err)) {
-        registry_free(&reg);
-        return;
+void cli_sampler_spec_free(cli_sampler_spec *s) {
+    free(s->schema);
+    s->schema = NULL;
+}
+
+int cli_sampler_new(picolm_sampler **out, picolm_model *m, const picolm_config *c, char *err, size_t errlen) {
+    cli_sampler_spec *s = malloc(sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    int first = 1;
-    for (int i = 0; i < reg.n; i++) {
-        const pl_plugin *p = &reg.items[i];
-        if (!p->ok || p->kind != PICOLM_KIND_SAMPLER) continue;
-        const picolm_sampler_vtable *vt = p->desc->vtable;
-        for (const picolm_param_desc *d = vt->params; d && d->key; d++) {
-            if (first)
-                fprintf(out, as_ini ? "; the keys of the loaded sampler plugins (sampler: key = default, range)\n"
-                                    : "\n[sampler] keys of the loaded sampler plugins (INI [sampler], or --param KEY=VALUE):\n");
-            first = 0;
-            const char *ty = d->type == PICOLM_PARAM_INT ? "integer" : "number";
-            if (d->type == PICOLM_PARAM_STRING) {
-                if (as_ini) fprintf(out, "; %s: %s = %s, text\n", p->name, d->key, d->def);
-                else fprintf(out, "  %-18s %s (%s: text%s%s)\n", d->key, d->help ? d->help : "", p->name, d->def[0] ? ", default " : "", d->def);
-            } else if (as_ini) {
-                fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", p->name, d->key, d->def, ty, d->lo, d->hi);
-            } else {
-                fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", p->name, ty, d->lo,
-                        d->hi, d->def);
-            }
+    *out = cli_sampler_spec_of(c, s, err, errlen) ? NULL : picolm_sampler_new(m, &s->p, err, errlen);
+    cli_sampler_spec_free(s);
+    free(s);
+    return *out ? 0 : -1;
+}
+
+const char *cli_kv_type_name(int kv_type) { return kv_type == PICOLM_KV_Q8_0 ? "q8_0" : "f16"; }
+
+void cli_print_sampler_keys(const picolm_config *c, FILE *out, int as_ini) {
+    const picolm_runtime_params rp = {.plugin_dir = c->plugin_dir, .backend = "reference", .threads = 1};
+    char err[512];
+    picolm_runtime *rt = picolm_runtime_new(&rp, NULL, err, sizeof err);
+    const char *name;
+    for (int i = 0, first = 1; rt; i++) {
+        const picolm_param_desc *d = picolm_runtime_sampler_param(rt, i, &name);
+        if (!d) break;
+        if (first)
+            fprintf(out, as_ini ? "; the keys of the loaded sampler plugins (sampler: key = default, range)\n"
+                                : "\n[sampler] keys of the loaded sampler plugins (INI [sampler], or --param KEY=VALUE):\n");
+        first = 0;
+        const char *ty = d->type == PICOLM_PARAM_INT ? "integer" : "number";
+        if (d->type == PICOLM_PARAM_STRING) {
+            if (as_ini) fprintf(out, "; %s: %s = %s, text\n", name, d->key, d->def);
+            else fprintf(out, "  %-18s %s (%s: text%s%s)\n", d->key, d->help ? d->help : "", name, d->def[0] ? ", default " : "", d->def);
+        } else if (as_ini) {
+            fprintf(out, "; %s: %s = %s, %s in [%.10g, %.10g]\n", name, d->key, d->def, ty, d->lo, d->hi);
+        } else {
+            fprintf(out, "  %-18s %s (%s: %s in [%.10g, %.10g], default %s)\n", d->key, d->help ? d->help : "", name, ty, d->lo,
+                    d->hi, d->def);
         }
     }
-    registry_free(&reg);
+    picolm_runtime_free(rt);
 }

@@ -3,9 +3,8 @@
    built-in defaults and drives the INI parser, the CLI, --dump-config and
    --help, so they cannot drift apart. */
 #include "config.h"
-#include "util.h"
-#include "gguf.h"
-#include "model.h"
+#include "picolm/picolm.h"
+#include "tool.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,7 +97,7 @@ static const keydef keys[] = {
 #undef NOFLAG
 #define N_KEYS (sizeof keys / sizeof keys[0])
 _Static_assert(N_KEYS <= PICOLM_MAX_KEYS, "raise PICOLM_MAX_KEYS");
-_Static_assert(KV_F16 == 0 && KV_Q8_0 == 1, "kv_type's enums list the KV types in order");
+_Static_assert(PICOLM_KV_F16 == 0 && PICOLM_KV_Q8_0 == 1, "kv_type's enums list the KV types in order");
 
 /* The sections are those of the rows, in the order they first appear:
    the i-th one, or NULL past the last. */
@@ -226,10 +225,10 @@ static int parse_chain(const char *v, char *out, size_t size, char *err, size_t 
         while (*p && *p != ',') p++;
         const char *e = p;
         while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
-        if (e == s) return pl_fail(err, errlen, "'%s': empty name in the sampler chain", v);
+        if (e == s) return tool_fail(err, errlen, "'%s': empty name in the sampler chain", v);
         for (const char *q = s; q < e; q++)
             if (!isalnum((unsigned char)*q) && *q != '_' && *q != '-') {
-                return pl_fail(err, errlen, "'%s': bad character '%c' in the sampler chain", v, *q);
+                return tool_fail(err, errlen, "'%s': bad character '%c' in the sampler chain", v, *q);
             }
         if (o + (size_t)(e - s) + 2 > sizeof tmp) break;
         if (o) tmp[o++] = ',';
@@ -239,7 +238,7 @@ static int parse_chain(const char *v, char *out, size_t size, char *err, size_t 
         p++;
     }
     tmp[o] = '\0';
-    if (o >= size) return pl_fail(err, errlen, "sampler chain too long (max %zu characters)", size - 1);
+    if (o >= size) return tool_fail(err, errlen, "sampler chain too long (max %zu characters)", size - 1);
     memcpy(out, tmp, o + 1);
     return 0;
 }
@@ -254,9 +253,9 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
     case K_INT: {
         errno = 0;
         long long x = strtoll(v, &end, 10);
-        if (!*v || *end || errno == ERANGE) return pl_fail(err, errlen, "%s: '%s' is not an integer", k->key, v);
+        if (!*v || *end || errno == ERANGE) return tool_fail(err, errlen, "%s: '%s' is not an integer", k->key, v);
         if (x < (long long)k->lo || x > (long long)k->hi) {
-            return pl_fail(err, errlen, "%s: %lld is out of range [%lld, %lld]", k->key, x, (long long)k->lo, (long long)k->hi);
+            return tool_fail(err, errlen, "%s: %lld is out of range [%lld, %lld]", k->key, x, (long long)k->lo, (long long)k->hi);
         }
         *(int *)base = (int)x;
         return 0;
@@ -267,7 +266,7 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
         while (*s == ' ') s++;
         unsigned long long x = strtoull(s, &end, 10);
         if (!isdigit((unsigned char)*s) || *end || errno == ERANGE) {
-            return pl_fail(err, errlen, "%s: '%s' is not an unsigned integer", k->key, v);
+            return tool_fail(err, errlen, "%s: '%s' is not an unsigned integer", k->key, v);
         }
         *(uint64_t *)base = (uint64_t)x;
         return 0;
@@ -275,25 +274,25 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
     case K_FLOAT: {
         errno = 0;
         double x = strtod(v, &end);
-        if (!*v || *end || errno == ERANGE || !isfinite(x)) return pl_fail(err, errlen, "%s: '%s' is not a number", k->key, v);
-        if (x < k->lo || x > k->hi) return pl_fail(err, errlen, "%s: %g is out of range [%g, %g]", k->key, x, k->lo, k->hi);
+        if (!*v || *end || errno == ERANGE || !isfinite(x)) return tool_fail(err, errlen, "%s: '%s' is not a number", k->key, v);
+        if (x < k->lo || x > k->hi) return tool_fail(err, errlen, "%s: %g is out of range [%g, %g]", k->key, x, k->lo, k->hi);
         *(float *)base = (float)x;
         return 0;
     }
     case K_BOOL:
-        if (parse_bool(v, (int *)base)) return pl_fail(err, errlen, "%s: '%s' is not a boolean (true/false)", k->key, v);
+        if (parse_bool(v, (int *)base)) return tool_fail(err, errlen, "%s: '%s' is not a boolean (true/false)", k->key, v);
         return 0;
     case K_TRI:
         if (!strcasecmp(v, "auto")) { *(int *)base = -1; return 0; }
-        if (parse_bool(v, (int *)base)) return pl_fail(err, errlen, "%s: '%s' is not auto, true or false", k->key, v);
+        if (parse_bool(v, (int *)base)) return tool_fail(err, errlen, "%s: '%s' is not auto, true or false", k->key, v);
         return 0;
     case K_STR:
-        if (strlen(v) >= k->size) return pl_fail(err, errlen, "%s: value too long (max %zu bytes)", k->key, k->size - 1);
+        if (strlen(v) >= k->size) return tool_fail(err, errlen, "%s: value too long (max %zu bytes)", k->key, k->size - 1);
         memcpy(base, v, strlen(v) + 1);
         return 0;
     case K_NAME:
-        if (!valid_name(v)) return pl_fail(err, errlen, "%s: '%s' is not a valid name (letters, digits, _ - .)", k->key, v);
-        if (strlen(v) >= k->size) return pl_fail(err, errlen, "%s: name too long (max %zu)", k->key, k->size - 1);
+        if (!valid_name(v)) return tool_fail(err, errlen, "%s: '%s' is not a valid name (letters, digits, _ - .)", k->key, v);
+        if (strlen(v) >= k->size) return tool_fail(err, errlen, "%s: name too long (max %zu)", k->key, k->size - 1);
         memcpy(base, v, strlen(v) + 1);
         return 0;
     case K_ENUM: {
@@ -307,16 +306,16 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
             }
             e += l + (e[l] == '|');
         }
-        return pl_fail(err, errlen, "%s: '%s' is not one of %s", k->key, v, k->enums);
+        return tool_fail(err, errlen, "%s: '%s' is not one of %s", k->key, v, k->enums);
     }
     case K_SIZE:
-        if (parse_size(v, (uint64_t *)base)) return pl_fail(err, errlen, "%s: '%s' is not a size (e.g. 512M, 1G)", k->key, v);
+        if (parse_size(v, (uint64_t *)base)) return tool_fail(err, errlen, "%s: '%s' is not a size (e.g. 512M, 1G)", k->key, v);
         return 0;
     case K_STOP:
-        if (!*v) return pl_fail(err, errlen, "stop: empty stop string");
-        if (strlen(v) >= sizeof c->stops[0]) return pl_fail(err, errlen, "stop: string too long (max %zu bytes)", sizeof c->stops[0] - 1);
+        if (!*v) return tool_fail(err, errlen, "stop: empty stop string");
+        if (strlen(v) >= sizeof c->stops[0]) return tool_fail(err, errlen, "stop: string too long (max %zu bytes)", sizeof c->stops[0] - 1);
         if (stops_reset && !*stops_reset) { c->n_stops = 0; *stops_reset = 1; }
-        if (c->n_stops >= PICOLM_MAX_STOPS) return pl_fail(err, errlen, "stop: too many stop strings (max %d)", PICOLM_MAX_STOPS);
+        if (c->n_stops >= PICOLM_MAX_STOPS) return tool_fail(err, errlen, "stop: too many stop strings (max %d)", PICOLM_MAX_STOPS);
         snprintf(c->stops[c->n_stops++], sizeof c->stops[0], "%s", v);
         return 0;
     case K_CHAIN:
@@ -330,19 +329,19 @@ static int set_typed(picolm_config *c, const keydef *k, const char *v, int *stop
 /* ------------------------------------------------------------------------ */
 static int set_param(picolm_config *c, const char *key, const char *value, const char *file,
                      int line, char *err, size_t errlen) {
-    if (!valid_name(key)) return pl_fail(err, errlen, "'%s' is not a valid key name", key);
+    if (!valid_name(key)) return tool_fail(err, errlen, "'%s' is not a valid key name", key);
     const keydef *k = find_key("sampler", key);
     if (k && set_typed(c, k, value, NULL, err, errlen)) return -1;
     if (k && k->type == K_CHAIN) return 0; /* the core's, not the plugins' */
-    if (strlen(key) >= sizeof c->params[0].key) return pl_fail(err, errlen, "key '%s' too long", key);
+    if (strlen(key) >= sizeof c->params[0].key) return tool_fail(err, errlen, "key '%s' too long", key);
     if (strlen(value) >= sizeof c->params[0].value) {
-        return pl_fail(err, errlen, "%s: value too long (max %zu bytes)", key, sizeof c->params[0].value - 1);
+        return tool_fail(err, errlen, "%s: value too long (max %zu bytes)", key, sizeof c->params[0].value - 1);
     }
     int i;
     for (i = 0; i < c->n_params; i++)
         if (!strcasecmp(c->params[i].key, key)) break;
     if (i == c->n_params) {
-        if (c->n_params >= PICOLM_MAX_PARAMS) return pl_fail(err, errlen, "too many [sampler] keys (max %d)", PICOLM_MAX_PARAMS);
+        if (c->n_params >= PICOLM_MAX_PARAMS) return tool_fail(err, errlen, "too many [sampler] keys (max %d)", PICOLM_MAX_PARAMS);
         c->n_params++;
     }
     picolm_config_param *p = &c->params[i];
@@ -358,8 +357,8 @@ int config_set_param(picolm_config *c, const char *key, const char *value,
                      const char *file, int line, char *err, size_t errlen) {
     char msg[512];
     if (set_param(c, key, value, file, line, msg, sizeof msg) == 0) return 0;
-    if (file && *file && line > 0) return pl_fail(err, errlen, "%s:%d: [sampler] %s", file, line, msg);
-    return pl_fail(err, errlen, "%s", msg);
+    if (file && *file && line > 0) return tool_fail(err, errlen, "%s:%d: [sampler] %s", file, line, msg);
+    return tool_fail(err, errlen, "%s", msg);
 }
 
 void config_param_where(const picolm_config_param *p, char *buf, size_t n) {
@@ -487,16 +486,16 @@ static int hexval(int ch) {
 static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen) {
     size_t l = strlen(v);
     if (v[0] != '"') {
-        if (l >= n) return pl_fail(err, errlen, "value too long");
+        if (l >= n) return tool_fail(err, errlen, "value too long");
         memcpy(out, v, l + 1);
         return 0;
     }
-    if (l < 2 || v[l - 1] != '"') return pl_fail(err, errlen, "unterminated quoted string (\" ;\" starts a comment even inside quotes: write \\x3b)");
+    if (l < 2 || v[l - 1] != '"') return tool_fail(err, errlen, "unterminated quoted string (\" ;\" starts a comment even inside quotes: write \\x3b)");
     size_t o = 0;
     for (size_t i = 1; i < l - 1; i++) {
         char ch = v[i];
         if (ch == '\\') {
-            if (i + 1 >= l - 1) return pl_fail(err, errlen, "backslash at the end of a quoted string");
+            if (i + 1 >= l - 1) return tool_fail(err, errlen, "backslash at the end of a quoted string");
             char e = v[++i];
             switch (e) {
             case 'n': ch = '\n'; break;
@@ -506,17 +505,17 @@ static int unquote(const char *v, char *out, size_t n, char *err, size_t errlen)
             case '"': ch = '"'; break;
             case 'x': {
                 int h1 = i + 1 < l - 1 ? hexval(v[i + 1]) : -1, h2 = i + 2 < l - 1 ? hexval(v[i + 2]) : -1;
-                if (h1 < 0 || h2 < 0 || (h1 == 0 && h2 == 0)) return pl_fail(err, errlen, "bad \\x escape (two hex digits, not 00)");
+                if (h1 < 0 || h2 < 0 || (h1 == 0 && h2 == 0)) return tool_fail(err, errlen, "bad \\x escape (two hex digits, not 00)");
                 ch = (char)(h1 * 16 + h2);
                 i += 2;
                 break;
             }
-            default: return pl_fail(err, errlen, "unknown escape '\\%c' (use \\n \\t \\r \\\\ \\\" \\xHH)", e);
+            default: return tool_fail(err, errlen, "unknown escape '\\%c' (use \\n \\t \\r \\\\ \\\" \\xHH)", e);
             }
         } else if (ch == '"') {
-            return pl_fail(err, errlen, "unescaped '\"' inside a quoted string");
+            return tool_fail(err, errlen, "unescaped '\"' inside a quoted string");
         }
-        if (o + 1 >= n) return pl_fail(err, errlen, "value too long");
+        if (o + 1 >= n) return tool_fail(err, errlen, "value too long");
         out[o++] = ch;
     }
     out[o] = '\0';
@@ -560,16 +559,16 @@ int config_load_ini(picolm_config *c, const char *path, char *err, size_t errlen
     x.c = c;
     x.path = path;
     x.f = fopen(path, "r");
-    if (!x.f) return pl_fail(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
+    if (!x.f) return tool_fail(err, errlen, "%s: cannot open config file: %s", path, strerror(errno));
     int r = ini_parse_stream(cfg_reader, &x, cfg_handler, &x);
     fclose(x.f);
     free(x.buf);
     free(x.stash);
     if (r > 0 && (!x.err_line || r < x.err_line)) {
-        return pl_fail(err, errlen, "%s:%d: syntax error (expected [section], key = value, or a ; comment)", path, r);
+        return tool_fail(err, errlen, "%s:%d: syntax error (expected [section], key = value, or a ; comment)", path, r);
     }
-    if (x.err_line) return pl_fail(err, errlen, "%s", x.err);
-    if (r != 0) return pl_fail(err, errlen, "%s: cannot parse (error %d)", path, r);
+    if (x.err_line) return tool_fail(err, errlen, "%s", x.err);
+    if (r != 0) return tool_fail(err, errlen, "%s: cannot parse (error %d)", path, r);
     snprintf(c->config_path, sizeof c->config_path, "%s", path);
     return 0;
 }
@@ -642,8 +641,8 @@ const char *config_find_ini(int argc, char **argv) {
 static int apply_opt(picolm_config *c, const parsed_arg *p, int *stops_reset, char *err, size_t errlen) {
     char msg[640];
     const keydef *o = p->o;
-    if (p->missing) return pl_fail(err, errlen, "option %s needs a value (%s)", p->name, o->metavar);
-    if (p->value && !o->metavar && o->act != A_TRUE) return pl_fail(err, errlen, "option %s takes no value", p->name);
+    if (p->missing) return tool_fail(err, errlen, "option %s needs a value (%s)", p->name, o->metavar);
+    if (p->value && !o->metavar && o->act != A_TRUE) return tool_fail(err, errlen, "option %s takes no value", p->name);
     switch (o->act) {
     case A_KEY:
     case A_TRUE:
@@ -651,9 +650,9 @@ static int apply_opt(picolm_config *c, const parsed_arg *p, int *stops_reset, ch
         const char *v = o->act == A_KEY ? p->value : o->act == A_FALSE ? "false" : p->value ? p->value : "true";
         const keydef *k = find_key(o->section, o->key);
         if (!strcmp(o->section, "sampler")) {
-            if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p->name, msg);
+            if (set_param(c, o->key, v, "command line", 0, msg, sizeof msg)) return tool_fail(err, errlen, "option %s: %s", p->name, msg);
         } else if (set_typed(c, k, v, stops_reset, msg, sizeof msg)) {
-            return pl_fail(err, errlen, "option %s: %s", p->name, msg);
+            return tool_fail(err, errlen, "option %s: %s", p->name, msg);
         }
         mark_set(c, k, -1);
         /* --system and --chat-template only mean something in chat mode:
@@ -664,18 +663,18 @@ static int apply_opt(picolm_config *c, const parsed_arg *p, int *stops_reset, ch
     case A_PARAM: {
         const char *eq = strchr(p->value, '=');
         char key[64];
-        if (!eq || eq == p->value || (size_t)(eq - p->value) >= sizeof key) return pl_fail(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p->name, p->value);
+        if (!eq || eq == p->value || (size_t)(eq - p->value) >= sizeof key) return tool_fail(err, errlen, "option %s: expected KEY=VALUE, got '%s'", p->name, p->value);
         snprintf(key, sizeof key, "%.*s", (int)(eq - p->value), p->value);
-        if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) return pl_fail(err, errlen, "option %s: %s", p->name, msg);
+        if (set_param(c, key, eq + 1, "command line", 0, msg, sizeof msg)) return tool_fail(err, errlen, "option %s: %s", p->name, msg);
         mark_set(c, find_key("sampler", key), -1);
         break;
     }
     case A_PROMPT: c->prompt = p->value; break;
     case A_PROMPT_FILE:
-        if (!*p->value) return pl_fail(err, errlen, "option %s: empty file name", p->name);
+        if (!*p->value) return tool_fail(err, errlen, "option %s: empty file name", p->name);
         c->prompt_file = p->value;
         break;
-    case A_CONFIG: if (!*p->value) return pl_fail(err, errlen, "option %s: empty file name", p->name); break; /* read by config_find_ini */
+    case A_CONFIG: if (!*p->value) return tool_fail(err, errlen, "option %s: empty file name", p->name); break; /* read by config_find_ini */
     case A_LIST: c->list_plugins = 1; break;
     case A_DUMP: c->dump_config = 1; break;
     case A_HELP: c->show_help = 1; break;
@@ -692,14 +691,14 @@ int config_parse_args(picolm_config *c, int argc, char **argv, char *err, size_t
         parsed_arg p = next_arg(argc, argv, &i, done);
         if (p.end_of_opts) { done = 1; continue; }
         if (p.positional) {
-            if (c->model_path) return pl_fail(err, errlen, "unexpected argument '%s' (the model is already '%s')", argv[i], c->model_path);
+            if (c->model_path) return tool_fail(err, errlen, "unexpected argument '%s' (the model is already '%s')", argv[i], c->model_path);
             c->model_path = argv[i];
             continue;
         }
-        if (p.unknown) return pl_fail(err, errlen, "unknown option '%s' (see --help)", argv[i]);
+        if (p.unknown) return tool_fail(err, errlen, "unknown option '%s' (see --help)", argv[i]);
         if (apply_opt(c, &p, &stops_reset, err, errlen)) return -1;
     }
-    if (c->prompt && c->prompt_file) return pl_fail(err, errlen, "-p and -f both give the prompt: use one");
+    if (c->prompt && c->prompt_file) return tool_fail(err, errlen, "-p and -f both give the prompt: use one");
     return 0;
 }
 

@@ -43,7 +43,7 @@ typedef struct picolm_config_param {
     X("engine", "backend", K_NAME, char, backend, [64], 0, 0, NULL, "auto", \
       "auto (best here), reference (portable code), or scalar, sse4, avx2, avx512, neon, rvv (or an out-of-tree backend's name)", \
       SHARED("backend", 0, "NAME", A_KEY)) \
-    /* KV_F16 or KV_Q8_0 (model.h): the position in the enum names */ \
+    /* PICOLM_KV_F16 or PICOLM_KV_Q8_0 (picolm.h): the position in the enum names */ \
     X("engine", "kv_type", K_ENUM, int, kv_type, , 0, 0, "f16|q8_0", "f16", \
       "KV cache element type: f16 or q8_0 (half the memory)", SHARED("kv-type", 0, "T", A_KEY)) \
     X("engine", "plugin_dir", K_STR, char, plugin_dir, [1024], 0, 0, NULL, NULL, \

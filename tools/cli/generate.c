@@ -1,6 +1,6 @@
 #include "generate.h"
 #include "cli.h"
-#include "util.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,9 +9,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "kvcache.h"
-#include "sampling.h"
 
 void generate_peak_rss(size_t *kb) {
     FILE *s = fopen("/proc/self/status", "r");
@@ -64,7 +61,7 @@ static int out_write(out_stream *o, const char *s, size_t n) {
 
 int out_error(const out_stream *o, char *err, size_t errlen) {
     if (!o->werr || o->werr == EPIPE) return 0;
-    return pl_fail(err, errlen, "cannot write the output: %s", strerror(o->werr));
+    return tool_fail(err, errlen, "cannot write the output: %s", strerror(o->werr));
 }
 
 /* Longest suffix of buf that is a proper prefix of some stop string. */
@@ -101,7 +98,7 @@ int out_push(out_stream *o, const char *s, size_t n) {
                 }
         }
         size_t hold = stop_prefix_len(o);
-        size_t emit = utf8_complete_prefix(o->buf, o->n - hold);
+        size_t emit = picolm_utf8_complete(o->buf, o->n - hold);
         /* a full buffer must drain even if a (huge) partial match is pending */
         if (emit == 0 && o->n == sizeof o->buf) emit = o->n / 2;
         if (emit) {
@@ -121,64 +118,59 @@ int out_flush(out_stream *o) {
 
 /* ---------------- generation ---------------- */
 
-int generate_tokenize(const engine *e, const char *text, size_t len, int add_bos, int special, int32_t **out, int *n,
+int generate_tokenize(const picolm_model *m, const char *text, size_t len, int add_bos, int special, int32_t **out, int *n,
                       char *err, size_t errlen) {
     *out = NULL;
     *n = 0;
-    if (len > ((size_t)256 << 20)) return pl_fail(err, errlen, "the prompt is too long (%zu bytes; the limit is 256 MiB)", len);
+    if (len > ((size_t)256 << 20)) return tool_fail(err, errlen, "the prompt is too long (%zu bytes; the limit is 256 MiB)", len);
     /* 4 * len + 4 always fits (tokenizer.h) */
     const size_t cap = 4 * len + 4 + (add_bos ? 1 : 0);
-    if (cap > INT32_MAX) return pl_fail(err, errlen, "the prompt is too long");
+    if (cap > INT32_MAX) return tool_fail(err, errlen, "the prompt is too long");
     int32_t *t = malloc(cap * sizeof *t);
-    if (!t) return pl_fail(err, errlen, "out of memory");
-    int k = tokenizer_encode(e->tok, text ? text : "", len, add_bos, special, t, (int)cap);
+    if (!t) return tool_fail(err, errlen, "out of memory");
+    int k = picolm_tokenize(m, text ? text : "", len, add_bos, special, t, (int)cap);
     if (k < 0) {
         free(t);
-        return pl_fail(err, errlen, "cannot tokenize the prompt");
+        return tool_fail(err, errlen, "cannot tokenize the prompt");
     }
     *out = t;
     *n = k;
     return 0;
 }
 
-int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, const int32_t *toks, int n, gen_stats *st,
-                     char *err, size_t errlen) {
-    (void)e;
+picolm_context *generate_context(picolm_model *m, const picolm_config *cfg, int n_ctx, char *err, size_t errlen) {
+    const picolm_context_params p = {.n_ctx = n_ctx, .n_batch = cfg->batch, .kv_type = cfg->kv_type, .no_sampler = 1};
+    return picolm_context_new(m, &p, err, errlen);
+}
+
+int generate_prefill(const picolm_config *cfg, picolm_context *c, const int32_t *toks, int n, gen_stats *st, char *err,
+                     size_t errlen) {
     st->n_reused = 0;
     int fresh = 0; /* the cache file does not exist yet */
-    if (c->seq.n_past != 0) return pl_fail(err, errlen, "internal: prefill into a non-empty context");
+    picolm_seq *seq = picolm_context_seq(c);
+    if (picolm_n_past(c) != 0) return tool_fail(err, errlen, "internal: prefill into a non-empty context");
     const char *path = cfg->cache_path;
     if (path[0]) {
-        kvcache_id id;
-        kvcache_view v;
-        void *map;
-        size_t msz;
         char msg[512];
-        kvcache_id_of(&c->seq, &id);
-        int r = kvcache_load_file(path, &id, &v, &map, &msz, msg, sizeof msg);
+        int common = 0;
+        /* the longest prefix the file shares with toks, short of the last
+           token (its logits start the reply); a recurrent state: its last
+           checkpoint at or below */
+        const int r = picolm_seq_load(seq, path, toks, n, &common, msg, sizeof msg);
         if (r < 0) {
             fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
         } else if (r == 1) {
             fresh = 1;
         } else {
-            int common = kvcache_common_prefix(&v, toks, n);
-            if (common >= n) common = n - 1; /* re-evaluate one token: its logits start the reply */
-            common = kvcache_usable(&v, common); /* a recurrent state: its last checkpoint */
-            if (common > 0 && kvcache_restore(&c->seq, &v, common, msg, sizeof msg)) {
-                fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
-                common = 0;
-                kv_seq_truncate(&c->seq, 0);
-            }
             st->n_reused = common;
             fprintf(stderr, "picolm: cache: reused %d of %d prompt tokens\n", common, n);
-            kvcache_view_free(&v);
-            kvcache_unmap(map, msz);
         }
     }
-    if (ctx_prefill(c, toks + c->seq.n_past, n - c->seq.n_past, err, errlen)) return -1;
+    const int past = picolm_n_past(c);
+    if (picolm_eval(c, toks + past, n - past, err, errlen)) return -1;
     if (path[0]) {
         char msg[1200];
-        if (kvcache_save(path, &c->seq, toks, n, msg, sizeof msg)) {
+        if (picolm_seq_save(seq, path, toks, n, msg, sizeof msg)) {
             fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
             st->cache_unsaved = 1;
         } else if (fresh) {
@@ -190,7 +182,7 @@ int generate_prefill(const engine *e, const picolm_config *cfg, llama_ctx *c, co
     return 0;
 }
 
-int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sampling *smp, out_stream *out,
+int generate_decode(const picolm_model *m, const picolm_config *cfg, picolm_context *c, picolm_sampler *smp, out_stream *out,
                     const gen_decode_args *a, gen_stats *st, int *end, char *err, size_t errlen) {
     *end = GEN_END_BUDGET;
     /* -n < 0: until EOS or the context is full */
@@ -200,27 +192,27 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
         /* tokens that can still be printed: the generation budget or the
            room left in the context, whichever is smaller (--json closes
            its document within it) */
-        const int32_t room = c->seq.n_ctx - c->seq.n_past + 1;
+        const int32_t room = picolm_n_ctx(c) - picolm_n_past(c) + 1;
         const int32_t left = budget - i < room ? budget - i : room;
-        if (sampling_sample(smp, c->logits, left, &tok, err, errlen)) return -1;
+        if (picolm_sampler_sample(smp, picolm_logits(c), left, &tok, err, errlen)) return -1;
         /* any end-of-generation token (EOS, <|eot_id|>, <|im_end|>, ...) */
-        if (tokenizer_is_eog(e->tok, tok) && (!cfg->ignore_eos || cli_grammar(cfg))) { *end = GEN_END_EOS; break; }
+        if (picolm_is_eog(m, tok) && (!cfg->ignore_eos || cli_grammar(cfg))) { *end = GEN_END_EOS; break; }
         int is_end = 0;
         for (int k = 0; a && k < a->n_end_ids; k++) is_end |= tok == a->end_ids[k];
         if (is_end) { *end = GEN_END_EOS; break; }
-        sampling_accept(smp, tok);
+        picolm_sampler_accept(smp, tok);
         st->n_gen++;
         size_t pl;
-        const char *piece = tokenizer_piece(e->tok, tok, &pl);
+        const char *piece = picolm_token_piece(m, tok, &pl);
         const int stopped = out_push(out, piece, pl);
         if (out->werr) { *end = GEN_END_STOP; return out_error(out, err, errlen); }
-        if (c->seq.n_past >= c->seq.n_ctx) { *end = GEN_END_CTX; break; }
+        if (picolm_n_past(c) >= picolm_n_ctx(c)) { *end = GEN_END_CTX; break; }
         if (stopped) *end = GEN_END_STOP;
         const int feed = i + 1 < budget ? !stopped : a && a->feed_last;
         if (feed) {
-            if (llama_forward(c, &tok, 1, NULL, err, errlen)) return -1;
+            if (picolm_eval(c, &tok, 1, err, errlen)) return -1;
             if (cli_model_fault())
-                return pl_fail(err, errlen, "the model file %s was truncated while this ran: its weights are lost", cfg->model_path);
+                return tool_fail(err, errlen, "the model file %s was truncated while this ran: its weights are lost", cfg->model_path);
             if (a && a->hist && *a->n_hist < a->hist_cap) a->hist[(*a->n_hist)++] = tok;
         }
         if (stopped) break;
@@ -228,14 +220,15 @@ int generate_decode(const engine *e, const picolm_config *cfg, llama_ctx *c, sam
     return 0;
 }
 
-int generate_n_ctx(const engine *e, const picolm_config *cfg) {
-    const llama_model *m = &e->model;
+int generate_n_ctx(const picolm_model *m, const picolm_config *cfg) {
     /* the model cannot attend further than it was trained to: clamp */
-    const int n_ctx = cfg->context > 0 ? cfg->context : m->hp.n_ctx_train;
-    return n_ctx < m->hp.n_ctx_train ? n_ctx : m->hp.n_ctx_train;
+    const int train = picolm_n_ctx_train(m), n_ctx = cfg->context > 0 ? cfg->context : train;
+    return n_ctx < train ? n_ctx : train;
 }
 
-void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_stats *st, int n_ctx) {
+void generate_print_stats(const picolm_model *m, const picolm_config *cfg, const gen_stats *st, int n_ctx) {
+    const picolm_runtime *rt = picolm_model_runtime(m);
+    const int nthr = picolm_runtime_threads(rt);
     const int kv = cfg->kv_type;
     const int n_pre = st->n_prompt - st->n_reused;
     fprintf(stderr, "picolm: load %.2f s | prefill %d token%s %.2f s (%.1f tok/s)", st->load_s, n_pre, n_pre == 1 ? "" : "s",
@@ -245,38 +238,34 @@ void generate_print_stats(const engine *e, const picolm_config *cfg, const gen_s
             st->n_gen / (st->decode_s > 0 ? st->decode_s : 1e-9));
     fprintf(stderr, "picolm: backend %s, %d thread%s | memory: %.1f MB anonymous (KV %.1f MB), %.1f MB mapped from the model file; "
             "peak RSS %.1f MB\n",
-            e->d.backend ? e->d.backend->name : "reference", threadpool_size(e->pool), threadpool_size(e->pool) == 1 ? "" : "s",
-            st->rss_anon_kb / 1024.0,
-            (double)kv_bytes_per_token(&e->model, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0,
+            picolm_runtime_backend(rt), nthr, nthr == 1 ? "" : "s", st->rss_anon_kb / 1024.0,
+            (double)picolm_kv_bytes_per_token(m, kv < 0 ? 0 : kv) * n_ctx / (1 << 20), st->rss_file_kb / 1024.0,
             st->rss_peak_kb / 1024.0);
 }
 
-int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
-    const llama_model *m = &e->model;
+int generate_run(picolm_model *m, const picolm_config *cfg, const char *prompt, size_t len, gen_stats *st, char *err, size_t errlen) {
     int rc = -1;
     int32_t *toks = NULL, *hist = NULL;
-    sampling *smp = NULL;
-    llama_ctx c;
-    memset(&c, 0, sizeof c);
+    picolm_sampler *smp = NULL;
+    picolm_context *c = NULL;
 
-    const int n_ctx = generate_n_ctx(e, cfg);
-    const int kv = cfg->kv_type;
+    const int n_ctx = generate_n_ctx(m, cfg), train = picolm_n_ctx_train(m);
 
     /* 1. tokenize: special tokens only when asked (or in chat mode) */
     const int special = cfg->special >= 0 ? cfg->special : cfg->chat;
-    const int add_bos = tokenizer_add_bos(e->tok);
+    const int add_bos = picolm_add_bos(m);
     int n;
-    if (generate_tokenize(e, prompt, len, add_bos, special, &toks, &n, err, errlen)) return -1;
-    if (n == 0) { pl_fail(err, errlen, "empty prompt and the model has no BOS token"); goto done; }
+    if (generate_tokenize(m, prompt, len, add_bos, special, &toks, &n, err, errlen)) return -1;
+    if (n == 0) { tool_fail(err, errlen, "empty prompt and the model has no BOS token"); goto done; }
 
     /* 2. the prompt must leave room for at least one generated token */
     if (n >= n_ctx) {
         if (!cfg->truncate) {
-            if (n_ctx < m->hp.n_ctx_train)
-                pl_fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, up to the "
-                        "model's %d, or --truncate to keep the last tokens)", n, n_ctx, m->hp.n_ctx_train);
+            if (n_ctx < train)
+                tool_fail(err, errlen, "the prompt is %d tokens, which does not fit in the context of %d (use -c to enlarge it, up to the "
+                        "model's %d, or --truncate to keep the last tokens)", n, n_ctx, train);
             else
-                pl_fail(err, errlen, "the prompt is %d tokens, which does not fit in the model's context of %d tokens, its limit, "
+                tool_fail(err, errlen, "the prompt is %d tokens, which does not fit in the model's context of %d tokens, its limit, "
                         "which cannot be exceeded (use --truncate to keep the last tokens)", n, n_ctx);
             goto done;
         }
@@ -286,20 +275,20 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
         fprintf(stderr, "picolm: prompt truncated from %d to its last %d tokens (--truncate)\n", n, keep);
         n = keep;
     }
-    if (generate_check_memory(e, cfg, err, errlen)) goto done;
-    if (build_ctx(&c, m, n_ctx, cfg->batch, kv, e->pool, err, errlen)) goto done;
-    if (cli_sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, errlen)) goto done;
+    if (generate_check_memory(m, cfg, err, errlen)) goto done;
+    if (!(c = generate_context(m, cfg, n_ctx, err, errlen))) goto done;
+    if (cli_sampler_new(&smp, m, cfg, err, errlen)) goto done;
     if (cfg->verbose) {
         char desc[512];
-        sampling_describe(smp, desc, sizeof desc);
+        picolm_sampler_describe(smp, desc, sizeof desc);
         fprintf(stderr, "picolm: sampler: %s\n", desc);
     }
 
     /* 3. prefill (reusing a cached prefix with --cache) */
-    double t = pl_now();
-    if (generate_prefill(e, cfg, &c, toks, n, st, err, errlen)) goto done;
-    for (int i = 0; i < n; i++) sampling_accept(smp, toks[i]);
-    st->prefill_s = pl_now() - t;
+    double t = tool_now();
+    if (generate_prefill(cfg, c, toks, n, st, err, errlen)) goto done;
+    for (int i = 0; i < n; i++) picolm_sampler_accept(smp, toks[i]);
+    st->prefill_s = tool_now() - t;
     st->n_prompt = n;
 
     /* 4. decode: sample, stream, feed back */
@@ -307,37 +296,38 @@ int generate_run(engine *e, const picolm_config *cfg, const char *prompt, size_t
     gen_decode_args a = {0};
     if (cfg->cache_path[0]) {
         /* remember the evaluated tokens so the cache can cover the reply too */
-        hist = malloc((size_t)c.seq.n_ctx * sizeof *hist);
-        if (!hist) { pl_fail(err, errlen, "out of memory"); goto done; }
+        hist = malloc((size_t)picolm_n_ctx(c) * sizeof *hist);
+        if (!hist) { tool_fail(err, errlen, "out of memory"); goto done; }
         memcpy(hist, toks, (size_t)n * sizeof *hist);
         n_hist = n;
         a.hist = hist;
         a.n_hist = &n_hist;
-        a.hist_cap = c.seq.n_ctx;
+        a.hist_cap = picolm_n_ctx(c);
     }
     out_stream out;
     out_init(&out, cfg, stdout);
-    t = pl_now();
+    t = tool_now();
     int end;
-    if (generate_decode(e, cfg, &c, smp, &out, &a, st, &end, err, errlen)) goto done;
+    if (generate_decode(m, cfg, c, smp, &out, &a, st, &end, err, errlen)) goto done;
     /* on a terminal, end with a newline so the shell prompt does not land on
        the text; into a pipe or file, exactly the generated text */
     if (!out_flush(&out) && out.last != '\n' && isatty(fileno(stdout))) out_write(&out, "\n", 1);
     if (out_error(&out, err, errlen)) goto done;
-    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", c.seq.n_ctx);
-    st->decode_s = pl_now() - t;
+    if (end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", picolm_n_ctx(c));
+    st->decode_s = tool_now() - t;
     /* extend the cache with the reply (unless the first save failed: no file) */
-    if (hist && n_hist > n && n_hist == c.seq.n_past && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
+    if (hist && n_hist > n && n_hist == picolm_n_past(c) && !st->cache_unsaved && access(cfg->cache_path, F_OK) == 0) {
         char msg[1200];
-        if (kvcache_save(cfg->cache_path, &c.seq, hist, n_hist, msg, sizeof msg)) fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
+        if (picolm_seq_save(picolm_context_seq(c), cfg->cache_path, hist, n_hist, msg, sizeof msg))
+            fprintf(stderr, "picolm: cache: not saved: %s\n", msg);
     }
     generate_rss(&st->rss_anon_kb, &st->rss_file_kb, NULL);
     generate_peak_rss(&st->rss_peak_kb);
-    generate_print_stats(e, cfg, st, n_ctx);
+    generate_print_stats(m, cfg, st, n_ctx);
     rc = 0;
 done:
-    sampling_free(smp);
-    free_ctx(&c);
+    picolm_sampler_free(smp);
+    picolm_context_free(c);
     free(toks);
     free(hist);
     return rc;
@@ -362,24 +352,28 @@ static long max_ctx_for(const mem_plan *p, double ram, int n_ctx_train) {
 }
 
 /* The plan's per-token and fixed parts for a model, KV type, batch and thread count. */
-static void fill_plan(const llama_model *m, int kv, int batch, int n_threads, mem_plan *p) {
-    const llama_hparams *hp = &m->hp;
-    p->weights = (double)m->gguf.size;
-    p->kv_tok = (double)kv_bytes_per_token(m, kv);
-    const int nb = batch < hp->n_ctx_train ? batch : hp->n_ctx_train; /* build_ctx caps the batch at the context */
-    p->bufs = (double)llama_batch_bytes(m, nb, n_threads);
+static void fill_plan(const picolm_model *m, int kv, int batch, int n_threads, mem_plan *p) {
+    const int train = picolm_n_ctx_train(m), nb = batch < train ? batch : train; /* a context caps the batch at its size */
+    picolm_memory mem;
+    picolm_model_memory(m, 0, nb, kv, n_threads, &mem);
+    p->weights = (double)mem.weights;
+    p->kv_tok = (double)mem.kv_per_token;
+    p->bufs = (double)mem.batch;
     p->runtime = 4.0 * (1 << 20); /* code, stacks, plugin tables, allocator slack (estimate) */
 }
 
 /* Bytes mapped from files other than the model and resident now (the code
    and data of libraries and plugins). */
-static double file_maps(const engine *e) {
+static double file_maps(const picolm_model *m) {
     double rss = 0;
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[512];
     unsigned long long lo = 0, hi = 0, kb;
     int counted = 0;
-    const uintptr_t m0 = (uintptr_t)e->model.gguf.base, m1 = m0 + e->model.gguf.size;
+    const void *base = NULL;
+    size_t size = 0;
+    picolm_model_mapping(m, &base, &size);
+    const uintptr_t m0 = (uintptr_t)base, m1 = m0 + size;
     while (f && fgets(line, sizeof line, f)) {
         char path[256] = "";
         if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) >= 2 && strchr(line, '-') < strchr(line, ' ')) {
@@ -396,59 +390,61 @@ static double file_maps(const engine *e) {
    tokenizer and its vocabulary tables, the plugins) with the sampler chain
    a run builds (vocabulary-sized candidate lists), plus the logits and the
    prompt's tokens; the code is what is mapped from files besides the model. */
-static void make_plan(engine *e, const picolm_config *cfg, mem_plan *p) {
-    fill_plan(&e->model, cfg->kv_type, cfg->batch, threadpool_size(e->pool), p);
-    p->n_ctx = generate_n_ctx(e, cfg);
-    if (!e->tok) return;
-    sampling *smp = NULL;
+static void make_plan(picolm_model *m, const picolm_config *cfg, mem_plan *p) {
+    fill_plan(m, cfg->kv_type, cfg->batch, 0, p);
+    p->n_ctx = generate_n_ctx(m, cfg);
+    if (!picolm_model_vocab(m)) return;
+    picolm_sampler *smp = NULL;
     char err[256];
-    if (cli_sampling_build(&smp, &e->reg, cfg, tokenizer_vocab(e->tok), err, sizeof err)) return;
+    if (cli_sampler_new(&smp, m, cfg, err, sizeof err)) return;
     size_t anon_kb = 0;
     generate_rss(&anon_kb, NULL, NULL);
-    sampling_free(smp);
-    const double nv = e->model.hp.n_vocab;
+    picolm_sampler_free(smp);
+    const double nv = picolm_n_vocab(m);
     p->runtime = (double)anon_kb * 1024 + nv * sizeof(float) + (double)p->n_ctx * 2 * sizeof(int32_t);
-    p->code = file_maps(e);
+    p->code = file_maps(m);
     p->measured = 1;
 }
 
-double generate_resident_bytes(const llama_model *m, int n_ctx, int kv_type, int batch, int n_threads) {
+double generate_resident_bytes(const picolm_model *m, int n_ctx, int kv_type, int batch, int n_threads) {
     mem_plan p;
     fill_plan(m, kv_type, batch, n_threads, &p);
     return resident_bytes(&p, n_ctx);
 }
 
-int generate_check_memory(engine *e, const picolm_config *cfg, char *err, size_t errlen) {
+int generate_check_memory(picolm_model *m, const picolm_config *cfg, char *err, size_t errlen) {
     mem_plan p;
-    make_plan(e, cfg, &p);
+    make_plan(m, cfg, &p);
+    const int train = picolm_n_ctx_train(m);
     const double MB = 1 << 20, need = resident_bytes(&p, p.n_ctx);
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     const double phys = pages > 0 && psz > 0 ? (double)pages * psz : 0;
     if (phys > 0 && need > phys)
-        return pl_fail(err, errlen, "context %d needs %.0f MB of KV cache and buffers, more than this machine's %.0f MB of RAM "
+        return tool_fail(err, errlen, "context %d needs %.0f MB of KV cache and buffers, more than this machine's %.0f MB of RAM "
                     "(largest context that fits: %ld; or use --kv-type q8_0)", p.n_ctx, need / MB, phys / MB,
-                    max_ctx_for(&p, phys, e->model.hp.n_ctx_train));
+                    max_ctx_for(&p, phys, train));
     const double ram = (double)cfg->ram_bytes;
     if (ram > 0 && need > ram)
         fprintf(stderr, "picolm: warning: context %d will not fit in ram = %.0f MB: it needs %.1f MB resident (KV cache and buffers); "
-                "largest context that fits: %ld (see --fit)\n", p.n_ctx, ram / MB, need / MB, max_ctx_for(&p, ram, e->model.hp.n_ctx_train));
+                "largest context that fits: %ld (see --fit)\n", p.n_ctx, ram / MB, need / MB, max_ctx_for(&p, ram, train));
     else if (ram > 0 && need + p.weights > ram)
         fprintf(stderr, "picolm: note: the %.1f MB of weights will not stay cached beside %.1f MB resident in ram = %.0f MB: "
                 "expect reads from storage every token\n", p.weights / MB, need / MB, ram / MB);
     return 0;
 }
 
-int generate_fit(engine *e, const picolm_config *cfg, FILE *out) {
-    const llama_hparams *hp = &e->model.hp;
+int generate_fit(picolm_model *m, const picolm_config *cfg, FILE *out) {
+    picolm_model_info hp;
+    picolm_model_describe(m, &hp);
     mem_plan p;
-    make_plan(e, cfg, &p);
+    make_plan(m, cfg, &p);
     const double MB = 1 << 20;
     const int n_ctx = p.n_ctx;
     fprintf(out, "model        %s\n", cfg->model_path);
-    fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp->n_embd, hp->n_layer, hp->n_head,
-            hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
+    fprintf(out, "shape        dim %d, %d layers, %d heads (%d KV), head_dim %d, ffn %d, vocab %d\n", hp.n_embd, hp.n_layer, hp.n_head,
+            hp.n_head_kv, hp.head_dim, hp.n_ff, hp.n_vocab);
     fprintf(out, "weights      %8.1f MB  file-backed mmap (pages come and go with the page cache)\n", p.weights / MB);
-    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
+    fprintf(out, "KV cache     %8.1f MB  %s, %d tokens x %.1f KB\n", p.kv_tok * n_ctx / MB, cli_kv_type_name(cfg->kv_type), n_ctx, p.kv_tok / 1024);
     fprintf(out, "buffers      %8.1f MB  activations for a batch of %d\n", p.bufs / MB, cfg->batch);
     if (p.measured) fprintf(out, "runtime      %8.1f MB  measured: tokenizer and vocabulary tables, sampler, plugins, logits\n", p.runtime / MB);
     else fprintf(out, "runtime      %8.1f MB  (estimate)\n", p.runtime / MB);
@@ -463,10 +459,10 @@ int generate_fit(engine *e, const picolm_config *cfg, FILE *out) {
         fprintf(out, "RAM          %8.1f MB\n", ram / MB);
         fprintf(out, "headroom     %8.1f MB  after the resident set and the whole model cached%s\n", head / MB,
                 head < 0 ? " (negative: weights will be re-read from storage each token)" : "");
-        const long max_ctx = max_ctx_for(&p, ram, hp->n_ctx_train);
+        const long max_ctx = max_ctx_for(&p, ram, hp.n_ctx_train);
         fprintf(out, "largest context that fits (resident set <= RAM): %ld tokens%s\n", max_ctx,
-                max_ctx >= hp->n_ctx_train ? " (the model's maximum)" : "");
-        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights - p.code, hp->n_ctx_train));
+                max_ctx >= hp.n_ctx_train ? " (the model's maximum)" : "");
+        fprintf(out, "largest context with the whole model also cached: %ld tokens\n", max_ctx_for(&p, ram - p.weights - p.code, hp.n_ctx_train));
         fprintf(out, "verdict: %s at context %d\n", resident > ram ? "DOES NOT FIT" : head < 0 ? "fits, but the weights will not stay cached" : "fits", n_ctx);
         if (resident > ram) return 1;
     }

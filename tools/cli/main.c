@@ -11,18 +11,16 @@
 #include "picolm/picolm.h"
 #include "chat.h"
 #include "cli.h"
-#include "util.h"
 #include "config.h"
-#include "engine.h"
 #include "generate.h"
-#include "sampling.h"
+#include "tool.h"
 
 
 /* --chat: one reply to the whole prompt, or a conversation on a terminal. */
-static int run_chat(engine *e, const picolm_config *cfg, int interactive, const char *msg, size_t len, double load_s) {
+static int run_chat(picolm_model *m, const picolm_config *cfg, int interactive, const char *msg, size_t len, double load_s) {
     char err[2048];
     chat_session s;
-    if (chat_session_open(&s, e, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
+    if (chat_session_open(&s, m, cfg, err, sizeof err)) { fprintf(stderr, "picolm: %s\n", err); return 1; }
     int rc;
     if (interactive) {
         rc = chat_session_interactive(&s, stdin, stdout, stderr) ? CLI_FAIL : CLI_OK;
@@ -35,10 +33,10 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
         if (!r) {
             fputc('\n', stdout);
             fflush(stdout); /* a failure is reported by cli_close_stdout */
-            if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", s.c.seq.n_ctx);
+            if (s.last_end == GEN_END_CTX) fprintf(stderr, "picolm: context full (%d tokens)\n", picolm_n_ctx(s.c));
             s.st.load_s = load_s;
             generate_rss(&s.st.rss_anon_kb, &s.st.rss_file_kb, NULL);
-            generate_print_stats(e, cfg, &s.st, s.c.seq.n_ctx);
+            generate_print_stats(m, cfg, &s.st, picolm_n_ctx(s.c));
         }
     }
     chat_session_close(&s);
@@ -49,10 +47,10 @@ static int run_chat(engine *e, const picolm_config *cfg, int interactive, const 
 static int check_request(const picolm_config *cfg, char *err, size_t errlen) {
     const char *flag = cfg->json_schema[0] ? "--json-schema" : "--json";
     if (cli_grammar(cfg) && cfg->n_stops)
-        return pl_fail(err, errlen, "%s and --stop cannot be combined: a stop string could cut the JSON document short "
-                                    "(%s ends by itself once the document is complete)", flag, flag);
+        return tool_fail(err, errlen, "%s and --stop cannot be combined: a stop string could cut the JSON document short "
+                                      "(%s ends by itself once the document is complete)", flag, flag);
     if (cfg->json_mode && !cfg->json_schema[0] && cfg->max_tokens >= 0 && cfg->max_tokens < 2)
-        return pl_fail(err, errlen, "--json with -n %d: no complete JSON document fits in a budget of fewer than 2 tokens "
+        return tool_fail(err, errlen, "--json with -n %d: no complete JSON document fits in a budget of fewer than 2 tokens "
                                     "('{' and '}'; use a larger -n, or -n -1)", cfg->max_tokens);
     return 0;
 }
@@ -77,10 +75,10 @@ int main(int argc, char **argv) {
         return cli_close_stdout("picolm");
     }
 
-    if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && chat_kind_from_name(cfg.chat_template) < 0) {
+    if (cfg.chat && strcasecmp(cfg.chat_template, "auto") && !picolm_chat_template(NULL, cfg.chat_template, NULL, 0, err, sizeof err)) {
         char where[1200];
         cli_where(&cfg, "generate", "chat_template", "--chat-template", where, sizeof where);
-        snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, " CHAT_KIND_NAMES ")", where, cfg.chat_template);
+        snprintf(err, sizeof err, "%sunknown chat template '%s' (known: auto, %s)", where, cfg.chat_template, picolm_chat_templates());
         return cli_usage_error("picolm", err);
     }
     if (!cfg.list_plugins && !cfg.fit && check_request(&cfg, err, sizeof err)) return cli_usage_error("picolm", err);
@@ -88,52 +86,45 @@ int main(int argc, char **argv) {
         fprintf(stderr, "picolm: no model given\nusage: picolm MODEL [-p PROMPT] [options]   (see picolm --help)\n");
         return CLI_USAGE;
     }
-    double t0 = pl_now();
+    double t0 = tool_now();
     int rc;
-    engine *e = cli_build_engine(&cfg, "picolm", cfg.list_plugins ? NULL : cfg.model_path, 1, &rc);
-    if (!e) {
-        if (cfg.list_plugins) { /* still explain what was found */
-            pl_registry r;
-            char e2[512];
-            registry_load(&r, cfg.plugin_dir, e2, sizeof e2);
-            registry_print(&r, NULL, stdout);
-            registry_free(&r);
-            cli_close_stdout("picolm");
-        }
-        return rc;
-    }
     if (cfg.list_plugins) {
-        registry_print(&e->reg, e->d.backend ? e->d.backend->name : NULL, stdout);
-        free_engine(e);
-        return cli_close_stdout("picolm");
+        picolm_runtime *rt = cli_runtime(&cfg, "picolm", &rc);
+        if (rt) picolm_runtime_report(rt, stdout);
+        else picolm_runtime_report_dir(cfg.plugin_dir, stdout); /* still explain what was found */
+        picolm_runtime_free(rt);
+        const int wrc = cli_close_stdout("picolm");
+        return rt ? wrc : rc;
     }
-    cfg.context = cli_context(&cfg, "picolm", e->model.hp.n_ctx_train);
+    picolm_model *m = cli_load_model(&cfg, "picolm", cfg.model_path, 1, &rc);
+    if (!m) return rc;
+    cfg.context = cli_context(&cfg, "picolm", picolm_n_ctx_train(m));
     if (cfg.fit) {
-        const int fit = generate_fit(e, &cfg, stdout);
-        free_engine(e);
+        const int fit = generate_fit(m, &cfg, stdout);
+        cli_free_model(m);
         rc = cli_close_stdout("picolm");
         return fit || rc ? CLI_FAIL : CLI_OK; /* fit > 0: the verdict is DOES NOT FIT */
     }
     /* a sampler name, key or value the plugins refuse is the user's to fix */
-    sampling *probe;
-    if (cli_sampling_build(&probe, &e->reg, &cfg, tokenizer_vocab(e->tok), err, sizeof err)) {
+    picolm_sampler *probe;
+    if (cli_sampler_new(&probe, m, &cfg, err, sizeof err)) {
         char where[1200] = "";
         /* a name in the chain (the keys' messages carry their own place) */
         if (strstr(err, "in chain") || !strncmp(err, "sampler '", 9)) cli_where(&cfg, "sampler", "chain", "--sampler", where, sizeof where);
         fprintf(stderr, "picolm: %s%s\n", where, err);
-        int samplers = 0; /* none at all: an installation problem, not a usage error */
-        for (int i = 0; i < e->reg.n; i++) samplers += e->reg.items[i].ok && e->reg.items[i].kind == PICOLM_KIND_SAMPLER;
-        free_engine(e);
+        /* no sampler plugin at all: an installation problem, not a usage error */
+        const int samplers = picolm_runtime_sampler(picolm_model_runtime(m), 0) != NULL;
+        cli_free_model(m);
         return samplers ? CLI_USAGE : CLI_FAIL;
     }
     /* a grammar that closes its document needs a budget of a few tokens */
     const char *stage = NULL;
-    const int32_t need = sampling_min_budget(probe, &stage);
-    sampling_free(probe);
+    const int32_t need = picolm_sampler_min_budget(probe, &stage);
+    picolm_sampler_free(probe);
     if (cfg.max_tokens >= 0 && cfg.max_tokens < need) {
         snprintf(err, sizeof err, "-n %d: too few tokens: the shortest document %s allows takes %d (sampler %s); use -n %d or more",
                  cfg.max_tokens, cfg.json_schema[0] ? "the schema" : "the grammar", (int)need, stage, (int)need);
-        free_engine(e);
+        cli_free_model(m);
         return cli_usage_error("picolm", err);
     }
 
@@ -149,23 +140,23 @@ int main(int argc, char **argv) {
         read_prompt = f ? cli_read_all(f, &plen) : NULL;
         if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from %s: %s\n", cfg.prompt_file, strerror(errno)); }
         if (f) fclose(f);
-        if (!read_prompt) { free_engine(e); return CLI_FAIL; }
+        if (!read_prompt) { cli_free_model(m); return CLI_FAIL; }
         prompt = read_prompt;
     } else if (!interactive) {
         if (isatty(0)) fprintf(stderr, "picolm: reading the prompt from stdin (end with Ctrl-D)\n");
         read_prompt = cli_read_all(stdin, &plen);
-        if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); free_engine(e); return CLI_FAIL; }
+        if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); cli_free_model(m); return CLI_FAIL; }
         prompt = read_prompt;
     }
     if (cfg.chat) {
-        rc = run_chat(e, &cfg, interactive, prompt, plen, pl_now() - t0);
+        rc = run_chat(m, &cfg, interactive, prompt, plen, tool_now() - t0);
     } else {
         gen_stats st = {0};
-        st.load_s = pl_now() - t0;
-        rc = generate_run(e, &cfg, prompt, plen, &st, err, sizeof err) ? CLI_FAIL : CLI_OK;
+        st.load_s = tool_now() - t0;
+        rc = generate_run(m, &cfg, prompt, plen, &st, err, sizeof err) ? CLI_FAIL : CLI_OK;
         if (rc) fprintf(stderr, "picolm: %s\n", err);
     }
     free(read_prompt);
-    free_engine(e);
+    cli_free_model(m);
     return rc ? rc : cli_close_stdout("picolm"); /* a failed write was already reported */
 }

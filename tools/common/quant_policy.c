@@ -6,7 +6,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gguf.h"
 
 const qp_mix qp_mixes[] = {
     {"F32", QP_FT_ALL_F32, PICOLM_TYPE_F32, "32.0 bpw, no quantization", {{0}}},
@@ -77,18 +76,25 @@ void qp_model_count(qp_model *m, const char *name) {
 /* More bits for the first and last eighth of the layers and every third one between. */
 static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-static uint32_t block_of(const pl_dispatch *d, uint32_t t) {
-    const picolm_format *f = t < PL_TYPE_MAX ? d->types[t].fmt : NULL;
-    return f ? f->block_size : 0;
+uint32_t qp_block_size(const picolm_runtime *rt, uint32_t t) {
+    picolm_type_info ti;
+    return picolm_runtime_type(rt, t, &ti) ? 0 : ti.format->block_size;
+}
+
+/* A type's name as the messages spell it. */
+static const char *type_name(const picolm_runtime *rt, uint32_t t) {
+    picolm_type_info ti;
+    picolm_runtime_type(rt, t, &ti);
+    return ti.name;
 }
 
 uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, int64_t ny, const qp_model *q, qp_counters *c,
-                        const pl_dispatch *d, uint32_t *fallback_from, char *err, size_t errlen) {
+                        const picolm_runtime *rt, uint32_t *fallback_from, char *err, size_t errlen) {
     const int ft = m->ftype;
     uint32_t t = m->type;
     if (fallback_from) *fallback_from = UINT32_MAX;
     if (!strcmp(name, "output.weight") || (!q->has_output && !strcmp(name, "token_embd.weight"))) {
-        const uint32_t bs = block_of(d, t);
+        const uint32_t bs = qp_block_size(rt, t);
         if (q->falcon || !bs || nx % bs) t = PICOLM_TYPE_Q8_0;
         else if (t != PICOLM_TYPE_Q8_0) t = PICOLM_TYPE_Q6_K;
     } else if (!strcmp(name, "token_embd.weight")) {
@@ -139,9 +145,9 @@ uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, int64_t n
         c->i_ffn_up++;
     }
     /* Rows that are not a whole number of blocks: llama.cpp's fallbacks. */
-    uint32_t bs = block_of(d, t);
+    uint32_t bs = qp_block_size(rt, t);
     if (!bs) {
-        snprintf(err, errlen, "tensor '%s' needs type %s, which no loaded format plugin provides", name, gguf_type_name(t));
+        snprintf(err, errlen, "tensor '%s' needs type %s, which no loaded format plugin provides", name, type_name(rt, t));
         return UINT32_MAX;
     }
     if (nx % bs) {
@@ -153,29 +159,29 @@ uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, int64_t n
         case PICOLM_TYPE_Q6_K: t = PICOLM_TYPE_Q8_0; break;
         default:
             snprintf(err, errlen, "tensor '%s': row length %lld is not a multiple of %s's block size %u", name, (long long)nx,
-                     gguf_type_name(t), bs);
+                     type_name(rt, t), bs);
             return UINT32_MAX;
         }
-        bs = block_of(d, t);
+        bs = qp_block_size(rt, t);
         if (!bs || nx % bs) t = PICOLM_TYPE_F16;
         if (fallback_from) *fallback_from = from;
     }
-    return qp_store_as(m, t, name, ny, d, err, errlen);
+    return qp_store_as(m, t, name, ny, rt, err, errlen);
 }
 
-uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, const pl_dispatch *d, char *err, size_t errlen) {
+uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, const picolm_runtime *rt, char *err, size_t errlen) {
     for (int k = 0; k < QP_MAX_STORE && m->store[k].as; k++) {
         const uint32_t as = m->store[k].as;
         if (t != m->store[k].base) continue;
-        const pl_type *pt = as < PL_TYPE_MAX ? &d->types[as] : NULL;
-        if (!pt || !pt->fmt || pt->fmt->block_size != block_of(d, t)) {
+        picolm_type_info pt;
+        if (picolm_runtime_type(rt, as, &pt) || pt.format->block_size != qp_block_size(rt, t)) {
             snprintf(err, errlen, "tensor '%s' needs type %u (mix %s: %s repacked), which no loaded format plugin provides "
-                     "with %s's block size", name, as, m->name, gguf_type_name(t), gguf_type_name(t));
+                     "with %s's block size", name, as, m->name, type_name(rt, t), type_name(rt, t));
             return UINT32_MAX;
         }
         /* a group of rows is indivisible: whole groups only, and never the
            embeddings, which the loader reads one row at a time */
-        if (pt->row_group > 1 && (ny % pt->row_group || !strcmp(name, "token_embd.weight"))) return t;
+        if (pt.row_group > 1 && (ny % pt.row_group || !strcmp(name, "token_embd.weight"))) return t;
         return as;
     }
     return t;

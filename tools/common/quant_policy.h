@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "picolm/blocks.h" /* picolm's own type ids (PICOLM_TYPE_Q4_K_R ...) */
-#include "plugins.h"
+#include "picolm/picolm.h"
 
 /* llama.cpp's LLAMA_FTYPE_* numbers for the types and mixes offered. */
 enum {
@@ -72,19 +72,22 @@ typedef struct qp_counters {
 } qp_counters;
 
 /* The type of matrix `name` (row length nx, ny rows per matrix: ne[1])
-   under mix m, given the format plugins in d (block sizes, row groups).  When the chosen type does not fit the row,
+   under mix m, given the format plugins of rt (block sizes, row groups).  When the chosen type does not fit the row,
    llama.cpp's fallback is taken and *fallback_from (may be NULL) gets the
    type it replaced, else UINT32_MAX.  Returns UINT32_MAX with a message in
    err when no loaded plugin provides a needed type or no fallback exists. */
 uint32_t qp_tensor_type(const qp_mix *m, const char *name, int64_t nx, int64_t ny, const qp_model *mf, qp_counters *c,
-                        const pl_dispatch *d, uint32_t *fallback_from, char *err, size_t errlen);
+                        const picolm_runtime *rt, uint32_t *fallback_from, char *err, size_t errlen);
 
 /* The type a tensor the rule puts in t is stored in under m: m's repacked
    layout of t when it has one and it applies (a grouped layout needs ny, the
    rows per matrix, to be a multiple of its row_group, and never applies to
    token_embd.weight), else t.  UINT32_MAX with a message when the layout
    is not loaded.  qp_tensor_type already applies it. */
-uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, const pl_dispatch *d, char *err, size_t errlen);
+uint32_t qp_store_as(const qp_mix *m, uint32_t t, const char *name, int64_t ny, const picolm_runtime *rt, char *err, size_t errlen);
+
+/* Elements per block of type t under rt's format plugins (0: none describes it). */
+uint32_t qp_block_size(const picolm_runtime *rt, uint32_t t);
 
 /* Whether llama-quantize quantizes a tensor at all (not 1-D, not norms, ...). */
 int qp_quantizable(const char *name, uint32_t n_dims);

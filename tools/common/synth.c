@@ -1,6 +1,6 @@
 /* Random-weight model synthesis: see synth.h. */
 #include "synth.h"
-#include "util.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,9 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gguf_write.h"
 #include "quant_policy.h"
-#include "threadpool.h"
 
 const synth_shape synth_shapes[] = {
     /* name        dim  layers heads kv   ffn    vocab  ctx     arch  head_dim tied rope_freqs base eps [window conv] */
@@ -53,7 +51,7 @@ const synth_shape synth_shapes[] = {
 
 int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_len, char *err, size_t errlen) {
     const char *colon = spec ? strchr(spec, ':') : NULL;
-    if (!colon || colon == spec || !colon[1]) return pl_fail(err, errlen, "synth spec '%s' is not SHAPE:TYPE (e.g. tinyllama:Q4_K_M)", spec ? spec : "");
+    if (!colon || colon == spec || !colon[1]) return tool_fail(err, errlen, "synth spec '%s' is not SHAPE:TYPE (e.g. tinyllama:Q4_K_M)", spec ? spec : "");
     const size_t sl = (size_t)(colon - spec);
     const synth_shape *s = NULL;
     for (const synth_shape *p = synth_shapes; p->name; p++)
@@ -62,10 +60,10 @@ int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_le
         char names[256] = "";
         for (const synth_shape *p = synth_shapes; p->name; p++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", p->name);
-        return pl_fail(err, errlen, "unknown synth shape '%.*s' (known: %s)", (int)sl, spec, names);
+        return tool_fail(err, errlen, "unknown synth shape '%.*s' (known: %s)", (int)sl, spec, names);
     }
     *shape = *s;
-    if (strlen(colon + 1) >= type_len) return pl_fail(err, errlen, "synth type name too long");
+    if (strlen(colon + 1) >= type_len) return tool_fail(err, errlen, "synth type name too long");
     size_t i = 0;
     for (const char *c = colon + 1; *c; c++) type[i++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
     type[i] = 0;
@@ -172,33 +170,26 @@ static void pool_rows(void *ctx, int64_t c0, int64_t c1, int tid) {
 /* Metadata helpers (the writer takes reader-style pairs)                    */
 /* ------------------------------------------------------------------------ */
 
-static gguf_str gs(const char *s) { return (gguf_str){strlen(s), s}; }
-
-static int set_f32(gguf_writer *w, const char *key, float v) {
-    gguf_kv kv = {.key = gs(key), .type = GGUF_FLOAT32};
-    kv.v.f = v;
-    return gguf_writer_copy_kv(w, &kv);
+static int set_f32(picolm_gguf_writer *w, const char *key, float v) {
+    const picolm_gguf_kv kv = {.key = key, .key_len = strlen(key), .type = PICOLM_GGUF_FLOAT32, .f = v};
+    return picolm_gguf_writer_set(w, &kv);
 }
-static int set_bool(gguf_writer *w, const char *key, int v) {
-    gguf_kv kv = {.key = gs(key), .type = GGUF_BOOL};
-    kv.v.u = v ? 1 : 0;
-    return gguf_writer_copy_kv(w, &kv);
+static int set_bool(picolm_gguf_writer *w, const char *key, int v) {
+    const picolm_gguf_kv kv = {.key = key, .key_len = strlen(key), .type = PICOLM_GGUF_BOOL, .u = v ? 1 : 0};
+    return picolm_gguf_writer_set(w, &kv);
 }
-static int set_arr(gguf_writer *w, const char *key, uint32_t et, uint64_t n, const void *data, gguf_str *strs) {
-    gguf_kv kv = {.key = gs(key), .type = GGUF_ARRAY};
-    kv.v.arr.type = et;
-    kv.v.arr.n = n;
-    kv.v.arr.data = data;
-    kv.v.arr.strs = strs;
-    return gguf_writer_copy_kv(w, &kv);
+/* An array: numbers little-endian at data, or n C strings (et STRING). */
+static int set_arr(picolm_gguf_writer *w, const char *key, uint32_t et, uint64_t n, const void *data) {
+    const picolm_gguf_kv kv = {.key = key, .key_len = strlen(key), .type = PICOLM_GGUF_ARRAY, .arr_type = et, .arr_n = n, .arr_data = data};
+    return picolm_gguf_writer_set(w, &kv);
 }
 
 /* Minimal SentencePiece-style vocabulary: <unk> <s> </s>, the 256 byte
    tokens, then filler pieces "▁w<N>" (the bench only needs token ids). */
-static int write_vocab(gguf_writer *w, int n_vocab) {
+static int write_vocab(picolm_gguf_writer *w, int n_vocab) {
     const int n_fixed = 3 + 256;
     char *text = malloc((size_t)n_vocab * 16);
-    gguf_str *strs = malloc((size_t)n_vocab * sizeof *strs);
+    const char **strs = malloc((size_t)n_vocab * sizeof *strs);
     float *scores = malloc((size_t)n_vocab * sizeof *scores);
     int32_t *types = malloc((size_t)n_vocab * sizeof *types);
     int bad = !text || !strs || !scores || !types;
@@ -210,14 +201,14 @@ static int write_vocab(gguf_writer *w, int n_vocab) {
         else if (i < n_fixed) snprintf(t, 16, "<0x%02X>", i - 3), types[i] = 6;
         else snprintf(t, 16, "\xe2\x96\x81w%d", i - n_fixed), types[i] = 1;
         scores[i] = i < n_fixed ? 0.0f : -(float)(i - n_fixed);
-        strs[i] = gs(t);
+        strs[i] = t;
     }
-    bad = bad || gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") ||
-          set_arr(w, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_vocab, NULL, strs) ||
-          set_arr(w, "tokenizer.ggml.scores", GGUF_FLOAT32, (uint64_t)n_vocab, scores, NULL) ||
-          set_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, (uint64_t)n_vocab, types, NULL) ||
-          gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1) || gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2) ||
-          gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0) || set_bool(w, "tokenizer.ggml.add_bos_token", 1) ||
+    bad = bad || picolm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") ||
+          set_arr(w, "tokenizer.ggml.tokens", PICOLM_GGUF_STRING, (uint64_t)n_vocab, strs) ||
+          set_arr(w, "tokenizer.ggml.scores", PICOLM_GGUF_FLOAT32, (uint64_t)n_vocab, scores) ||
+          set_arr(w, "tokenizer.ggml.token_type", PICOLM_GGUF_INT32, (uint64_t)n_vocab, types) ||
+          picolm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1) || picolm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2) ||
+          picolm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0) || set_bool(w, "tokenizer.ggml.add_bos_token", 1) ||
           set_bool(w, "tokenizer.ggml.add_eos_token", 0);
     free(text);
     free(strs);
@@ -252,28 +243,34 @@ static void add_t(stensor *t, const char *fmt, int layer, int64_t cols, int64_t 
     t->fill = strstr(t->name, ".bias") ? 0.0f : 1.0f;
 }
 
-static uint32_t find_type(const pl_dispatch *d, const char *name) {
-    for (uint32_t t = 0; t < PL_TYPE_MAX; t++) {
-        const picolm_format *f = d->types[t].fmt;
-        if (f && (f->flags & PICOLM_FMT_WEIGHT) && !strcasecmp(f->name, name)) return t;
-    }
+static uint32_t find_type(const picolm_runtime *rt, const char *name) {
+    picolm_type_info ti;
+    for (int64_t t = -1; (t = picolm_runtime_next_type(rt, t)) >= 0;)
+        if (!picolm_runtime_type(rt, (uint32_t)t, &ti) && (ti.format->flags & PICOLM_FMT_WEIGHT) && !strcasecmp(ti.format->name, name))
+            return (uint32_t)t;
     return UINT32_MAX;
+}
+
+/* The format plugin's facts of a type the caller knows is described. */
+static picolm_type_info type_of(const picolm_runtime *rt, uint32_t t) {
+    picolm_type_info ti;
+    picolm_runtime_type(rt, t, &ti);
+    return ti;
 }
 
 #define POOL_BLOCKS (64 * POOL_CHUNK)
 
-int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct threadpool *pool, int exact, FILE *progress,
-                char *err, size_t errlen) {
+int synth_write(const char *spec, const char *path, picolm_runtime *rt, int exact, FILE *progress, char *err, size_t errlen) {
     synth_shape s;
     char tname[32];
     if (synth_parse(spec, &s, tname, sizeof tname, err, errlen)) return -1;
     /* A weight format's own name means that type for every matrix (what a
        format benchmark wants); the other llama.cpp mix names (Q4_K_M,
        Q3_K_S, ...) follow its per-tensor rule, as picolm-quantize does. */
-    const uint32_t base = find_type(d, tname);
+    const uint32_t base = find_type(rt, tname);
     const qp_mix *mix = base == UINT32_MAX ? qp_find_mix(tname) : NULL;
     if (base == UINT32_MAX && !mix)
-        return pl_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
+        return tool_fail(err, errlen, "synth type '%s': no loaded format plugin provides a weight format of that name", tname);
     const char *arch = s.arch ? s.arch : "llama";
     const int hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head, qd = hd * s.n_head, kvd = hd * s.n_head_kv;
     const int bias = !strcmp(arch, "qwen2"), post_norm = !strcmp(arch, "gemma3");
@@ -284,7 +281,7 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     const int n_top = 3 - s.tied + s.rope_freqs, max_t = n_top + per_layer * s.n_layer;
     stensor *ts = calloc((size_t)max_t, sizeof *ts);
     int *layer_end = calloc((size_t)s.n_layer + 1, sizeof *layer_end);
-    if (!ts || !layer_end) { free(ts); free(layer_end); return pl_fail(err, errlen, "out of memory"); }
+    if (!ts || !layer_end) { free(ts); free(layer_end); return tool_fail(err, errlen, "out of memory"); }
     int k = 0;
     add_t(&ts[k++], "token_embd.weight", -1, s.n_embd, s.n_vocab);
     add_t(&ts[k++], s.conv ? "token_embd_norm.weight" : "output_norm.weight", -1, s.n_embd, 1);
@@ -331,50 +328,52 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     /* A pure grouped type: the matrices it cannot hold (token_embd, whole
        groups only) keep its base type, as in the repacked mixes. */
     qp_mix pure = {.name = tname, .type = base, .store = {{base, base}}};
-    if (!mix && d->types[base].row_group > 1 && d->types[base].fmt->base_type) pure.store[0].base = d->types[base].fmt->base_type;
+    if (!mix && type_of(rt, base).row_group > 1 && type_of(rt, base).layout_of) pure.store[0].base = type_of(rt, base).layout_of;
     uint32_t used[16]; /* distinct matrix types, for the quantizer check and the block pools */
     int n_used = 0;
     for (int i = 0; i < n_t; i++) {
         stensor *t = &ts[i];
         t->type = PICOLM_TYPE_F32;
         if (!qp_quantizable(t->name, t->n_dims)) continue;
-        t->type = mix ? qp_tensor_type(mix, t->name, t->ne[0], t->ne[1], &qm, &qc, d, NULL, err, errlen)
-                      : qp_store_as(&pure, pure.store[0].base, t->name, t->ne[1], d, err, errlen);
+        t->type = mix ? qp_tensor_type(mix, t->name, t->ne[0], t->ne[1], &qm, &qc, rt, NULL, err, errlen)
+                      : qp_store_as(&pure, pure.store[0].base, t->name, t->ne[1], rt, err, errlen);
         if (t->type == UINT32_MAX) { free(ts); free(layer_end); return -1; }
         int seen = 0;
         for (int u = 0; u < n_used; u++) seen |= used[u] == t->type;
         if (seen) continue;
-        const picolm_format *f = d->types[t->type].fmt;
+        const picolm_type_info ti = type_of(rt, t->type);
+        const picolm_format *f = ti.format;
         if (!f || (t->type != PICOLM_TYPE_F32 && !f->quantize_row) || n_used == (int)(sizeof used / sizeof *used)) {
             free(ts);
             free(layer_end);
-            return pl_fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, gguf_type_name(t->type));
+            return tool_fail(err, errlen, "synth type '%s' needs %s, which no loaded format plugin can quantize to", tname, ti.name);
         }
         used[n_used++] = t->type;
     }
 
     int rc = -1;
-    gguf_writer *w = gguf_writer_new();
+    picolm_gguf_writer *w = picolm_gguf_writer_new();
     FILE *of = NULL;
-    pl_atomic_file af = {0};
+    picolm_outfile *af = NULL;
     uint8_t *buf = NULL, *pools[sizeof used / sizeof *used] = {NULL};
     float **scratch = NULL;
-    const int nthr = pool ? threadpool_size(pool) : 1;
+    const int nthr = picolm_runtime_threads(rt);
     uint64_t max_bytes = 0, total = 0;
     int64_t max_unit = 0; /* floats of one unit (group of rows) */
-    if (!w) { pl_fail(err, errlen, "out of memory"); goto done; }
+    if (!w) { tool_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < n_t; i++) {
-        const picolm_format *f = d->types[ts[i].type].fmt;
+        const picolm_type_info ti = type_of(rt, ts[i].type);
+        const picolm_format *f = ti.format;
         if (ts[i].ne[0] % f->block_size) {
-            pl_fail(err, errlen, "%s: row length %lld is not a multiple of %s's block size %u", ts[i].name, (long long)ts[i].ne[0],
+            tool_fail(err, errlen, "%s: row length %lld is not a multiple of %s's block size %u", ts[i].name, (long long)ts[i].ne[0],
                  f->name, f->block_size);
             goto done;
         }
-        ts[i].nbytes = (uint64_t)dispatch_row_size(d, ts[i].type, ts[i].ne[0]) * (uint64_t)ts[i].ne[1];
+        ts[i].nbytes = (uint64_t)picolm_type_row_bytes(rt, ts[i].type, ts[i].ne[0]) * (uint64_t)ts[i].ne[1];
         if (ts[i].nbytes > max_bytes) max_bytes = ts[i].nbytes;
-        const int g = dispatch_row_group(d, ts[i].type);
+        const int g = (int)ti.row_group;
         if (ts[i].ne[1] % g) {
-            pl_fail(err, errlen, "%s: %lld rows are not whole groups of %d (%s)", ts[i].name, (long long)ts[i].ne[1], g, f->name);
+            tool_fail(err, errlen, "%s: %lld rows are not whole groups of %d (%s)", ts[i].name, (long long)ts[i].ne[1], g, f->name);
             goto done;
         }
         if (g * ts[i].ne[0] > max_unit) max_unit = g * ts[i].ne[0];
@@ -389,54 +388,55 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
     for (int l = 0; l < s.n_layer && l < 256; l++) kv_heads[l] = s.conv && s.conv[l] == 'c' ? 0 : s.n_head_kv;
     char key[96];
 #define KEY(k) (snprintf(key, sizeof key, "%s." k, arch), key)
-    int bad = gguf_writer_set_str(w, "general.architecture", arch) || gguf_writer_set_str(w, "general.name", name) ||
-              gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s.n_ctx) ||
-              gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s.n_embd) ||
-              gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s.n_layer) ||
-              gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s.n_ff) ||
-              gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd) ||
-              gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s.n_head) ||
-              (s.conv ? set_arr(w, KEY("attention.head_count_kv"), GGUF_INT32, (uint64_t)s.n_layer, kv_heads, NULL)
-                      : gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s.n_head_kv)) ||
-              (s.head_dim && (gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd) ||
-                              gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd))) ||
+    int bad = picolm_gguf_writer_set_str(w, "general.architecture", arch) || picolm_gguf_writer_set_str(w, "general.name", name) ||
+              picolm_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s.n_ctx) ||
+              picolm_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s.n_embd) ||
+              picolm_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s.n_layer) ||
+              picolm_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s.n_ff) ||
+              picolm_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd) ||
+              picolm_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s.n_head) ||
+              (s.conv ? set_arr(w, KEY("attention.head_count_kv"), PICOLM_GGUF_INT32, (uint64_t)s.n_layer, kv_heads)
+                      : picolm_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s.n_head_kv)) ||
+              (s.head_dim && (picolm_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd) ||
+                              picolm_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd))) ||
               set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s.rms_eps > 0 ? s.rms_eps : 1e-5f) ||
               set_f32(w, KEY("rope.freq_base"), s.rope_base > 0 ? s.rope_base : 10000.0f) ||
-              gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)s.n_vocab) ||
-              (s.n_swa && gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s.n_swa)) ||
-              (s.conv && gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3)) ||
-              (ft >= 0 && gguf_writer_set_u32(w, "general.file_type", (uint32_t)ft)) ||
-              gguf_writer_set_u32(w, "general.quantization_version", 2) || write_vocab(w, s.n_vocab);
+              picolm_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)s.n_vocab) ||
+              (s.n_swa && picolm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s.n_swa)) ||
+              (s.conv && picolm_gguf_writer_set_u32(w, KEY("shortconv.l_cache"), 3)) ||
+              (ft >= 0 && picolm_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ft)) ||
+              picolm_gguf_writer_set_u32(w, "general.quantization_version", 2) || write_vocab(w, s.n_vocab);
 #undef KEY
     for (int i = 0; !bad && i < n_t; i++)
-        bad = gguf_writer_add_tensor(w, ts[i].name, strlen(ts[i].name), ts[i].n_dims, ts[i].ne, ts[i].type, ts[i].nbytes);
-    if (bad) { pl_fail(err, errlen, "out of memory building the header"); goto done; }
+        bad = picolm_gguf_writer_add_tensor(w, ts[i].name, strlen(ts[i].name), ts[i].n_dims, ts[i].ne, ts[i].type, ts[i].nbytes);
+    if (bad) { tool_fail(err, errlen, "out of memory building the header"); goto done; }
 
-    if (pl_atomic_open(&af, path, err, errlen)) goto done;
-    of = af.f;
-    if (gguf_writer_write_header(w, of, err, errlen)) goto done;
+    if (!(af = picolm_outfile_new(path, err, errlen))) goto done;
+    of = picolm_outfile_stream(af);
+    if (picolm_gguf_writer_write_header(w, of, err, errlen)) goto done;
     buf = malloc((size_t)max_bytes);
     scratch = calloc((size_t)nthr, sizeof *scratch);
-    if (!buf || !scratch) { pl_fail(err, errlen, "out of memory"); goto done; }
+    if (!buf || !scratch) { tool_fail(err, errlen, "out of memory"); goto done; }
     for (int i = 0; i < nthr; i++)
         if (!(scratch[i] = malloc((size_t)(max_unit > 256 * POOL_CHUNK ? max_unit : 256 * POOL_CHUNK) * sizeof(float)))) {
-            pl_fail(err, errlen, "out of memory");
+            tool_fail(err, errlen, "out of memory");
             goto done;
         }
     /* block pools for the quantized types (not for F32/F16/BF16: cheap to make exactly) */
     for (int i = 0; !exact && i < n_used; i++) {
-        const picolm_format *f = d->types[used[i]].fmt;
-        const int g = dispatch_row_group(d, used[i]);
+        const picolm_type_info ti = type_of(rt, used[i]);
+        const picolm_format *f = ti.format;
+        const int g = (int)ti.row_group;
         if (f->block_size < 32 || f->block_size > 256 || POOL_CHUNK % g) continue;
-        if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { pl_fail(err, errlen, "out of memory"); goto done; }
+        if (!(pools[i] = malloc((size_t)POOL_BLOCKS * f->type_size))) { tool_fail(err, errlen, "out of memory"); goto done; }
         pool_job pj = {f, g, pools[i], scratch, 0xB10C0000ull + used[i]};
-        threadpool_run(pool, POOL_BLOCKS / POOL_CHUNK, pool_rows, &pj);
+        picolm_runtime_parallel(rt, POOL_BLOCKS / POOL_CHUNK, pool_rows, &pj);
     }
 
     if (progress)
         fprintf(progress, "synth: %s -> %s: %d tensors, %.1f MB, %d thread%s%s\n", spec, path, n_t, total / 1e6, nthr,
                 nthr == 1 ? "" : "s", exact ? ", every row quantized" : "");
-    const double t0 = pl_now();
+    const double t0 = tool_now();
     uint64_t done_bytes = 0;
     for (int i = 0; i < n_t; i++) {
         const stensor *t = &ts[i];
@@ -444,18 +444,19 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             float *x = (float *)buf;
             for (int64_t j = 0; j < t->ne[0]; j++) x[j] = t->fill;
         } else {
-            const picolm_format *f = d->types[t->type].fmt;
-            const int g = dispatch_row_group(d, t->type);
+            const picolm_type_info ti = type_of(rt, t->type);
+            const picolm_format *f = ti.format;
+            const int g = (int)ti.row_group;
             const uint8_t *bp = NULL;
             for (int u = 0; u < n_used; u++)
                 if (used[u] == t->type) bp = pools[u];
             synth_job j = {.seed = 0x5EED0000ull + (uint64_t)i * 0x9E3779B97F4A7C15ull, .cols = t->ne[0], .group = g,
                            .quant = t->type == PICOLM_TYPE_F32 ? NULL : f->quantize_row, .dst = buf,
-                           .row_bytes = dispatch_row_size(d, t->type, t->ne[0]), .scratch = scratch,
+                           .row_bytes = picolm_type_row_bytes(rt, t->type, t->ne[0]), .scratch = scratch,
                            .pool = bp, .pool_blocks = POOL_BLOCKS / g, .block_bytes = (size_t)g * f->type_size};
-            threadpool_run(pool, t->ne[1] / g, synth_rows, &j);
+            picolm_runtime_parallel(rt, t->ne[1] / g, synth_rows, &j);
         }
-        if (gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
+        if (picolm_gguf_writer_write_tensor(w, of, buf, t->nbytes, err, errlen)) goto done;
         done_bytes += t->nbytes;
         /* progress: the big non-layer tensors and each finished layer */
         int layer_done = -1;
@@ -465,21 +466,21 @@ int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct
             if (i < n_top) snprintf(what, sizeof what, "%s", t->name);
             else snprintf(what, sizeof what, "layer %d/%d", layer_done + 1, s.n_layer);
             fprintf(progress, "synth: %-20s %3.0f%%  %7.1f MB  %5.1f s\n", what, 100.0 * done_bytes / total, done_bytes / 1e6,
-                    pl_now() - t0);
+                    tool_now() - t0);
         }
     }
     of = NULL;
-    if (pl_atomic_commit(&af, err, errlen)) goto done;
-    if (progress) fprintf(progress, "synth: wrote %s (%.1f MB) in %.1f s\n", path, gguf_writer_file_size(w) / 1e6, pl_now() - t0);
+    if (picolm_outfile_commit(af, err, errlen)) goto done;
+    if (progress) fprintf(progress, "synth: wrote %s (%.1f MB) in %.1f s\n", path, picolm_gguf_writer_file_size(w) / 1e6, tool_now() - t0);
     rc = 0;
 done:
-    pl_atomic_abort(&af);
+    picolm_outfile_free(af);
     if (scratch)
         for (int i = 0; i < nthr; i++) free(scratch[i]);
     free(scratch);
     for (int u = 0; u < n_used; u++) free(pools[u]);
     free(buf);
-    gguf_writer_free(w);
+    picolm_gguf_writer_free(w);
     free(ts);
     free(layer_end);
     return rc;

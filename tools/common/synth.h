@@ -16,9 +16,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "plugins.h"
-
-struct threadpool;
+#include "picolm/picolm.h"
 
 typedef struct synth_shape {
     const char *name;
@@ -44,15 +42,14 @@ int synth_parse(const char *spec, synth_shape *shape, char *type, size_t type_le
 void synth_default_path(const char *spec, char *buf, size_t n);
 
 /* Write the model to path (through a temporary file renamed into place).
-   d supplies the format plugins' quantizers; pool (may be NULL) runs the
-   rows in parallel; progress (may be NULL) gets one line per few tensors.
+   rt supplies the format plugins' quantizers and runs the rows on its
+   threads; progress (may be NULL) gets one line per few tensors.
    exact = 0 (fast, seconds for 1B weights): a pool of 16384 blocks per
    quantized type goes through the format's quantize_row, and every matrix
    row is assembled from random picks of those blocks -- a valid file of the
    right size whose values repeat, which is all a speed benchmark needs.
    exact = 1: every row is drawn and quantized (slow: the reference K-quant
    quantizers take ~60 ns per weight).  0, or -1 with a message in err. */
-int synth_write(const char *spec, const char *path, const pl_dispatch *d, struct threadpool *pool, int exact, FILE *progress,
-                char *err, size_t errlen);
+int synth_write(const char *spec, const char *path, picolm_runtime *rt, int exact, FILE *progress, char *err, size_t errlen);
 
 #endif

@@ -265,16 +265,16 @@ int main(int argc, char **argv) {
     int rc;
     model_watch watch = {.path = model};
     if (stat(model, &watch.st)) memset(&watch.st, 0, sizeof watch.st);
-    engine *e = cli_build_engine(&cfg, T, model, 1, &rc);
-    if (!e) return rc;
-    const int n_ctx = cli_context(&cfg, T, e->model.hp.n_ctx_train);
+    picolm_model *m = cli_load_model(&cfg, T, model, 1, &rc);
+    if (!m) return rc;
+    const int n_ctx = cli_context(&cfg, T, picolm_n_ctx_train(m));
     runner_opts ro = {.cfg = &cfg, .n_ctx = n_ctx, .max_prompt_tokens = (int)max_prompt, .n_slots = (int)slots,
                       .prefill_chunk = (int)chunk, .kv_ram = (size_t)kv_ram, .block_size = (int)block,
                       .kv_blocks = (int)kv_blocks, .ram = (size_t)ram, .max_connections = ho.max_connections};
-    runner *r = runner_new(e, &ro, err, sizeof err);
+    runner *r = runner_new(m, &ro, err, sizeof err);
     if (!r) {
         fprintf(stderr, "%s: %s\n", T, err);
-        free_engine(e);
+        cli_free_model(m);
         return CLI_FAIL;
     }
     /* the model's id: its file name */
@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", T, err);
         jq_destroy(&q);
         runner_free(r);
-        free_engine(e);
+        cli_free_model(m);
         return CLI_FAIL;
     }
     pthread_t sched;
@@ -310,12 +310,12 @@ int main(int argc, char **argv) {
         http_stop(h);
         jq_destroy(&q);
         runner_free(r);
-        free_engine(e);
+        cli_free_model(m);
         return CLI_FAIL;
     }
     fprintf(stderr, "%s: serving %s on http://%s%s%s:%d/ (context %d, backend %s%s)\n", T, ho.model_id,
             strchr(ho.host, ':') ? "[" : "", ho.host, strchr(ho.host, ':') ? "]" : "", ho.port, n_ctx,
-            e->d.backend ? e->d.backend->name : "reference", ho.api_key && ho.api_key[0] ? ", API key required" : "");
+            picolm_runtime_backend(picolm_model_runtime(m)), ho.api_key && ho.api_key[0] ? ", API key required" : "");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "%s: %s: stopping\n", T, sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -332,6 +332,6 @@ int main(int argc, char **argv) {
     http_stop(h);
     jq_destroy(&q);
     runner_free(r);
-    free_engine(e);
+    cli_free_model(m);
     return CLI_OK;
 }

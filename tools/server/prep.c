@@ -7,14 +7,12 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "chat.h"
 #include "cli.h"
 #include "generate.h"
-#include "tokenizer.h"
 
 void prep_free(prepared *p) {
     if (!p) return;
-    sampling_free(p->smp);
+    picolm_sampler_free(p->smp);
     free(p->cfg);
     free(p->toks);
     free(p);
@@ -82,18 +80,18 @@ static int prompt_tokens(const prep_env *env, const api_request *q, int32_t **to
     char *text = NULL;
     size_t len;
     if (q->chat) {
-        chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
+        picolm_chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
         if (!m) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
-        for (int i = 0; i < q->n_msgs; i++) m[i] = (chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
-        text = chat_render(env->chat_kind, m, q->n_msgs, 1, &len);
+        for (int i = 0; i < q->n_msgs; i++) m[i] = (picolm_chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
+        text = picolm_chat_render(env->m, env->chat_tmpl, m, q->n_msgs, 1, &len, err, sizeof err);
         free(m);
         if (!text) return api_fail(ae, 400, "invalid_request_error", "messages", NULL,
-                                    "the %s chat template cannot render these messages", chat_kind_name(env->chat_kind));
+                                    "the %s chat template cannot render these messages", env->chat_tmpl);
     } else {
         text = q->prompt;
         len = strlen(text);
     }
-    int rc = generate_tokenize(env->e, text, len, tokenizer_add_bos(env->e->tok), 1, toks, n, err, sizeof err);
+    int rc = generate_tokenize(env->m, text, len, picolm_add_bos(env->m), 1, toks, n, err, sizeof err);
     if (q->chat) free(text);
     if (rc) return api_fail(ae, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL, "%s", err);
     const int limit = env->max_prompt_tokens > 0 && env->max_prompt_tokens < env->n_ctx ? env->max_prompt_tokens : env->n_ctx - 1;
@@ -121,11 +119,11 @@ int prep_request(const prep_env *env, job *j, api_error *ae) {
     /* the tokenizer's buffer holds 4 tokens per prompt byte: keep what is used */
     int32_t *fit = realloc(p->toks, (size_t)p->n * sizeof *fit);
     if (fit) p->toks = fit;
-    if (cli_sampling_build(&p->smp, &env->e->reg, p->cfg, tokenizer_vocab(env->e->tok), err, sizeof err)) {
+    if (cli_sampler_new(&p->smp, env->m, p->cfg, err, sizeof err)) {
         api_fail(ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
         goto failed;
     }
-    for (int i = 0; i < p->n; i++) sampling_accept(p->smp, p->toks[i]);
+    for (int i = 0; i < p->n; i++) picolm_sampler_accept(p->smp, p->toks[i]);
     j->seed = p->cfg->seed;
     j->prep = p;
     j->prep_free = prep_free_void;

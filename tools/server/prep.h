@@ -8,15 +8,14 @@
 #ifndef PICOLM_SERVER_PREP_H
 #define PICOLM_SERVER_PREP_H
 #include "config.h"
-#include "engine.h"
 #include "job.h"
-#include "sampling.h"
+#include "picolm/picolm.h"
 
 /* What preparing needs: read-only once the server runs. */
 typedef struct prep_env {
-    engine *e;
+    picolm_model *m;
     const picolm_config *cfg;   /* defaults for what a request leaves out */
-    int chat_kind;
+    const char *chat_tmpl;      /* the chat template's name */
     int n_ctx;
     int max_prompt_tokens;      /* 0: the context */
     int kv_positions;           /* what the KV pool holds */
@@ -26,7 +25,7 @@ typedef struct prepared {
     picolm_config *cfg;         /* the request's settings */
     int32_t *toks;              /* the prompt */
     int n;
-    sampling *smp;              /* fed the prompt */
+    picolm_sampler *smp;        /* fed the prompt */
 } prepared;
 
 /* Prepare j (j->prep, j->seed): 0, or -1 with ae filled (a 400 or 500). */

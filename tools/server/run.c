@@ -7,27 +7,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chat.h"
 #include "cli.h"
 #include "generate.h"
-#include "kv.h"
 #include "prep.h"
-#include "sampling.h"
-#include "threadpool.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "tool.h"
 
 /* One sequence: a block table over the pool.  Its blocks outlive its
    request (a prefix cache) until the pool needs them. */
 typedef struct slot {
     job *j;                  /* NULL: free */
-    kv_seq seq;              /* blocks of r->pool */
+    picolm_seq *seq;         /* blocks of r->pool */
     float *logits;           /* after its last evaluated token */
     int32_t *cached;         /* tokens whose K/V the blocks hold, in order */
     int n_cached;
     int32_t *prompt;         /* what to evaluate before generating ... */
     int n_prompt, n_fed;     /* ... and how much of it is evaluated */
-    sampling *smp;
+    picolm_sampler *smp;
     picolm_config *cfg;      /* the request's settings */
     int n_gen, budget;
     int32_t last;            /* the last generated token, fed at the next step */
@@ -38,17 +33,17 @@ typedef struct slot {
 } slot;
 
 struct runner {
-    engine *e;
+    picolm_model *m;
+    int n_vocab;
     runner_opts o;
     prep_env env;            /* what the HTTP threads prepare requests with */
-    int chat_kind;
     slot *slots;
     int n_slots;
-    kv_pool pool;            /* the KV blocks of every sequence */
+    picolm_kv *pool;         /* the KV blocks of every sequence */
     unsigned long long preempted;
     unsigned long long clock;
-    llama_batch step;        /* the activations of one step over every slot */
-    kv_seq **who;            /* per token of the step: its slot's sequence */
+    picolm_batch *step;      /* the activations of one step over every slot */
+    picolm_seq **who;        /* per token of the step: its slot's sequence */
     int32_t *toks;
     uint8_t *want;
     float *logits;           /* one row per slot that wants logits */
@@ -60,13 +55,13 @@ struct runner {
    weights (each step reads them all), the step's activations, each slot's
    context, logits and sampler, and each connection's thread and buffers. */
 static double ram_without_kv(const runner *r, int cap, int nv) {
-    const llama_model *m = &r->e->model;
-    const int nthr = threadpool_size(r->e->pool);
+    picolm_memory mem;
+    picolm_model_memory(r->m, 0, cap, r->o.cfg->kv_type, 0, &mem);
     size_t anon_kb = 0, file_kb = 0;
     generate_rss(&anon_kb, &file_kb, NULL);
     const double MB = 1048576.0, slots = r->n_slots;
-    double b = (double)(anon_kb + file_kb) * 1024 + (double)m->gguf.size;
-    b += (double)llama_batch_bytes(m, cap, nthr) + slots * (double)kv_state_floats(m) * sizeof(float);
+    double b = (double)(anon_kb + file_kb) * 1024 + (double)mem.weights;
+    b += (double)mem.batch + slots * (double)mem.seq_state;
     b += (2 * slots + 1) * nv * sizeof(float);                               /* logits (the step's, each slot's), log-softmax */
     b += slots * ((double)r->o.n_ctx * sizeof(int32_t) + (double)nv * 24);  /* cached tokens, sampler lists and counts */
     b += (r->o.max_connections > 0 ? r->o.max_connections : 32) * 0.25 * MB; /* thread stack pages, HTTP buffers */
@@ -89,14 +84,14 @@ static double memory_available(void) {
     return pages > 0 && psz > 0 ? (double)pages * psz : 0;
 }
 
-runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
+runner *runner_new(picolm_model *m, const runner_opts *o, char *err, size_t errlen) {
     runner *r = calloc(1, sizeof *r);
-    if (!r) return pl_fail(err, errlen, "out of memory"), NULL;
-    r->e = e;
+    if (!r) return tool_fail(err, errlen, "out of memory"), NULL;
+    r->m = m;
     r->o = *o;
     r->n_slots = o->n_slots > 0 ? o->n_slots : 1;
     if (r->o.prefill_chunk < 1) r->o.prefill_chunk = 1;
-    const int cap = cap_tokens(r), nv = e->model.hp.n_vocab; /* tokens in one step */
+    const int cap = cap_tokens(r), nv = r->n_vocab = picolm_n_vocab(m); /* tokens in one step */
     r->slots = calloc((size_t)r->n_slots, sizeof *r->slots);
     r->lp = malloc((size_t)nv * sizeof *r->lp);
     r->who = malloc((size_t)cap * sizeof *r->who);
@@ -105,21 +100,22 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     r->logits = malloc((size_t)r->n_slots * nv * sizeof *r->logits);
     if (!r->slots || !r->lp || !r->who || !r->toks || !r->want || !r->logits) {
         runner_free(r);
-        return pl_fail(err, errlen, "out of memory"), NULL;
+        return tool_fail(err, errlen, "out of memory"), NULL;
     }
     char note[256] = "";
-    if (chat_kind_resolve(o->cfg->chat_template, &e->model.gguf, &r->chat_kind, note, sizeof note, err, errlen)) {
+    const char *tmpl = picolm_chat_template(m, o->cfg->chat_template, note, sizeof note, err, errlen);
+    if (!tmpl) {
         runner_free(r);
         return NULL;
     }
     const int kv = o->cfg->kv_type, bs = o->block_size > 0 ? o->block_size : 16;
-    const size_t block = kv_block_bytes(&e->model, kv, bs);
+    const size_t block = picolm_kv_block_bytes(m, kv, bs);
     /* the pool: --kv-ram, else what --ram leaves, else what every slot's full context takes */
     size_t want = o->kv_ram ? o->kv_ram : (size_t)r->n_slots * (size_t)((o->n_ctx + bs - 1) / bs) * block;
     if (o->ram && !o->kv_ram && !o->kv_blocks) {
         const double rest = ram_without_kv(r, cap, nv);
         if ((double)o->ram < rest + (double)block * r->n_slots) {
-            pl_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
+            tool_fail(err, errlen, "--ram %.1f MB is too small: the weights, buffers and code take %.1f MB, and %d slots "
                     "need at least %.1f MB of KV blocks beside them (or fewer --slots, a smaller -c)",
                     o->ram / 1048576.0, rest / 1048576.0, r->n_slots, (double)block * r->n_slots / 1048576.0);
             runner_free(r);
@@ -142,9 +138,10 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
     const int n_blocks = o->kv_blocks > 0 ? o->kv_blocks : (int)(want / block < 1u << 30 ? want / block : 1u << 30);
     if (n_blocks < 1) {
         runner_free(r);
-        return pl_fail(err, errlen, "the KV budget of %zu bytes holds no block (%zu bytes for %d positions)", want, block, bs), NULL;
+        return tool_fail(err, errlen, "the KV budget of %zu bytes holds no block (%zu bytes for %d positions)", want, block, bs), NULL;
     }
-    if (build_kv_pool(&r->pool, &e->model, kv, n_blocks, bs, err, errlen)) {
+    const picolm_kv_params kp = {.kv_type = kv, .block_size = bs, .n_blocks = n_blocks};
+    if (!(r->pool = picolm_kv_new(m, &kp, err, errlen))) {
         runner_free(r);
         return NULL;
     }
@@ -155,19 +152,19 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         s->logits = malloc((size_t)nv * sizeof *s->logits);
         if (!s->cached || !s->cfg || !s->logits) {
             runner_free(r);
-            return pl_fail(err, errlen, "out of memory"), NULL;
+            return tool_fail(err, errlen, "out of memory"), NULL;
         }
         /* a slot holds a block table; the step's workspace does the work */
-        if (build_kv_seq(&s->seq, &r->pool, o->n_ctx, err, errlen)) {
+        if (!(s->seq = picolm_seq_new(r->pool, o->n_ctx, err, errlen))) {
             runner_free(r);
             return NULL;
         }
     }
-    if (build_batch(&r->step, &e->model, cap, e->pool, err, errlen)) {
+    if (!(r->step = picolm_batch_new(m, cap, err, errlen))) {
         runner_free(r);
         return NULL;
     }
-    r->env = (prep_env){e, o->cfg, r->chat_kind, o->n_ctx, o->max_prompt_tokens, n_blocks * bs};
+    r->env = (prep_env){m, o->cfg, tmpl, o->n_ctx, o->max_prompt_tokens, n_blocks * bs};
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
     fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB (%.1f full contexts of %d)\n", n_blocks, bs,
             (double)block * n_blocks / (1 << 20), (double)n_blocks * bs / o->n_ctx, o->n_ctx);
@@ -178,15 +175,15 @@ void runner_free(runner *r) {
     if (!r) return;
     for (int i = 0; r->slots && i < r->n_slots; i++) {
         slot *s = &r->slots[i];
-        if (s->seq.pool) free_kv_seq(&s->seq);
+        picolm_seq_free(s->seq);
         free(s->logits);
         free(s->cached);
         free(s->cfg);
         free(s->prompt);
-        sampling_free(s->smp);
+        picolm_sampler_free(s->smp);
     }
-    free_batch(&r->step);
-    free_kv_pool(&r->pool);
+    picolm_batch_free(r->step);
+    picolm_kv_free(r->pool);
     free(r->slots);
     free(r->who);
     free(r->toks);
@@ -223,7 +220,7 @@ static slot *pick_slot(runner *r, const int32_t *toks, int n) {
    the whole blocks of another sequence that holds more of it (copy on
    write keeps both intact). */
 static void seat(runner *r, slot *s, const int32_t *toks, int n) {
-    const int bs = r->pool.block_size;
+    const int bs = picolm_kv_block_size(r->pool);
     int keep = reusable(s, toks, n);
     slot *from = NULL;
     for (int i = 0; i < r->n_slots; i++) {
@@ -233,10 +230,10 @@ static void seat(runner *r, slot *s, const int32_t *toks, int n) {
         if (k > keep) keep = k, from = o;
     }
     if (from) {
-        keep = kv_seq_share(&s->seq, &from->seq, keep);
+        keep = picolm_seq_share(s->seq, from->seq, keep);
         memcpy(s->cached, toks, (size_t)keep * sizeof *toks);
     } else {
-        keep = kv_seq_truncate(&s->seq, keep); /* a recurrent state: its last checkpoint */
+        keep = picolm_seq_truncate(s->seq, keep); /* a recurrent state: its last checkpoint */
     }
     s->n_fed = s->n_cached = keep;
     s->used = ++r->clock;
@@ -279,7 +276,7 @@ static void park(slot *s) {
             s->n_prompt = s->n_cached;
         }
     }
-    kv_seq_truncate(&s->seq, 0);
+    picolm_seq_truncate(s->seq, 0);
     s->n_cached = s->n_fed = 0;
     s->parked = 1;
 }
@@ -288,7 +285,7 @@ static void park(slot *s) {
    cache goes, then the newest running sequence is preempted (possibly s).
    Returns 0, or -1 when s itself was preempted or cannot fit at all. */
 static int make_room(runner *r, slot *s, int k) {
-    while (kv_seq_reserve(&s->seq, k)) {
+    while (picolm_seq_reserve(s->seq, k)) {
         slot *idle = NULL, *newest = NULL;
         int running = 0;
         for (int i = 0; i < r->n_slots; i++) {
@@ -300,7 +297,7 @@ static int make_room(runner *r, slot *s, int k) {
             }
         }
         if (idle) {
-            kv_seq_truncate(&idle->seq, 0);
+            picolm_seq_truncate(idle->seq, 0);
             idle->n_cached = 0;
         } else if (running > 1) {
             park(newest);
@@ -325,7 +322,7 @@ static void finish(http_server *h, slot *s, const char *reason) {
 
 static void release(slot *s) {
     s->parked = 0;
-    sampling_free(s->smp);
+    picolm_sampler_free(s->smp);
     s->smp = NULL;
     free(s->prompt);
     s->prompt = NULL;
@@ -335,7 +332,7 @@ static void release(slot *s) {
 
 /* log-softmax of the logits, and the k most likely tokens (for logprobs). */
 static void logprobs(runner *r, const float *x, int k, api_alt *top, int *n_top) {
-    const int nv = r->e->model.hp.n_vocab;
+    const int nv = r->n_vocab;
     float mx = -INFINITY;
     for (int i = 0; i < nv; i++) mx = x[i] > mx ? x[i] : mx;
     double sum = 0;
@@ -353,7 +350,7 @@ static void logprobs(runner *r, const float *x, int k, api_alt *top, int *n_top)
         if (*n_top < k) (*n_top)++;
     }
     for (int i = 0; i < *n_top; i++) {
-        top[i].text = tokenizer_piece(r->e->tok, ids[i], &top[i].len);
+        top[i].text = picolm_token_piece(r->m, ids[i], &top[i].len);
         top[i].logprob = r->lp[ids[i]];
     }
 }
@@ -364,27 +361,27 @@ static const char *emit(runner *r, slot *s) {
     job *j = s->j;
     const api_request *q = &j->req;
     char err[512];
-    const int32_t room = s->seq.n_ctx - s->seq.n_past + 1, want = s->budget - s->n_gen;
+    const int32_t room = picolm_seq_n_ctx(s->seq) - picolm_seq_n_past(s->seq) + 1, want = s->budget - s->n_gen;
     const int32_t left = want < room ? want : room;
     api_alt top[API_MAX_TOP_LOGPROBS];
     int n_top = 0;
     int32_t tok;
     if (q->logprobs) logprobs(r, s->logits, q->top_logprobs, top, &n_top);
-    if (sampling_sample(s->smp, s->logits, left, &tok, err, sizeof err)) {
+    if (picolm_sampler_sample(s->smp, s->logits, left, &tok, err, sizeof err)) {
         fprintf(stderr, "picolm-server: %s: %s\n", j->id, err);
         return "length";
     }
-    if (tokenizer_is_eog(r->e->tok, tok)) {
+    if (picolm_is_eog(r->m, tok)) {
         return "stop";
     }
-    sampling_accept(s->smp, tok);
+    picolm_sampler_accept(s->smp, tok);
     s->n_gen++;
     size_t pl;
-    const char *piece = tokenizer_piece(r->e->tok, tok, &pl);
+    const char *piece = picolm_token_piece(r->m, tok, &pl);
     if (job_token(j, piece, pl, q->logprobs ? r->lp[tok] : 0, top, n_top, mono_now())) {
         return "stop";
     }
-    if (s->n_gen >= s->budget || s->seq.n_past >= s->seq.n_ctx) {
+    if (s->n_gen >= s->budget || picolm_seq_n_past(s->seq) >= picolm_seq_n_ctx(s->seq)) {
         return "length";
     }
     s->last = tok;
@@ -429,7 +426,7 @@ static int step_all(runner *r, http_server *h) {
         }
         const int32_t *src = prefill ? s->prompt + s->n_fed : &s->last;
         if (prefill) s->n_fed += k;
-        for (int t = 0; t < k; t++) r->who[n] = &s->seq, r->toks[n] = src[t], r->want[n++] = 0;
+        for (int t = 0; t < k; t++) r->who[n] = s->seq, r->toks[n] = src[t], r->want[n++] = 0;
         /* logits: for the next token, unless a resumed sequence still has
            its last sampled token to feed */
         if (!prefill || (s->n_fed == s->n_prompt && !s->has_last)) r->want[n - 1] = 1;
@@ -437,7 +434,7 @@ static int step_all(runner *r, http_server *h) {
         s->used = r->clock;
     }
     if (!n) return 0;
-    int failed = llama_decode(&r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
+    int failed = picolm_decode(r->step, r->who, r->toks, n, r->want, r->logits, err, sizeof err);
     if (failed) fprintf(stderr, "picolm-server: a step failed: %s\n", err);
     /* the model file shrank under the mapping: the step read zeros */
     const int lost = cli_model_fault();
@@ -450,12 +447,11 @@ static int step_all(runner *r, http_server *h) {
         s->n_cached += count[i];
         const char *done = NULL;
         if (failed) {
-            kv_seq_truncate(&s->seq, 0); /* what the cache holds is unknown */
+            picolm_seq_truncate(s->seq, 0); /* what the cache holds is unknown */
             s->n_cached = 0;
             done = lost ? "error" : "length";
         } else if (r->want[first[i] + count[i] - 1]) {
-            memcpy(s->logits, r->logits + (size_t)row++ * r->e->model.hp.n_vocab,
-                   (size_t)r->e->model.hp.n_vocab * sizeof(float));
+            memcpy(s->logits, r->logits + (size_t)row++ * r->n_vocab, (size_t)r->n_vocab * sizeof(float));
             done = emit(r, s);
         }
         if (done) finish(h, s, done);
@@ -466,7 +462,8 @@ static int step_all(runner *r, http_server *h) {
 static void report(runner *r, http_server *h) {
     int running = 0;
     for (int i = 0; i < r->n_slots; i++) running += r->slots[i].j && !r->slots[i].parked;
-    http_note_kv(h, r->pool.n_blocks - r->pool.n_free, r->pool.n_blocks, running, r->preempted);
+    const int total = picolm_kv_n_blocks(r->pool);
+    http_note_kv(h, total - picolm_kv_n_free(r->pool), total, running, r->preempted);
 }
 
 /* Resume preempted sequences, oldest first, while the pool (with idle
@@ -485,15 +482,16 @@ static void unpark(runner *r, http_server *h) {
             running += s->j && !s->parked;
         }
         if (!old) return;
-        const int bs = r->pool.block_size, need = (old->n_prompt + bs) / bs;
-        if (need > r->pool.n_free - promised) {
+        const int bs = picolm_kv_block_size(r->pool), need = (old->n_prompt + bs) / bs;
+        const int n_free = picolm_kv_n_free(r->pool), all_free = n_free == picolm_kv_n_blocks(r->pool);
+        if (need > n_free - promised) {
             if (idle) {
-                kv_seq_truncate(&idle->seq, 0);
+                picolm_seq_truncate(idle->seq, 0);
                 idle->n_cached = 0;
                 continue;
             }
-            if (!running && r->pool.n_free == r->pool.n_blocks) finish(h, old, "length");
-            if (running || r->pool.n_free != r->pool.n_blocks) return;
+            if (!running && all_free) finish(h, old, "length");
+            if (running || !all_free) return;
             continue;
         }
         old->parked = 0;

@@ -14,9 +14,9 @@
 #ifndef PICOLM_SERVER_RUN_H
 #define PICOLM_SERVER_RUN_H
 #include "config.h"
-#include "engine.h"
 #include "http.h"
 #include "job.h"
+#include "picolm/picolm.h"
 
 typedef struct runner runner;
 
@@ -36,7 +36,7 @@ typedef struct runner_opts {
 } runner_opts;
 
 /* NULL + err on failure (template, memory, ...). */
-runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen);
+runner *runner_new(picolm_model *m, const runner_opts *o, char *err, size_t errlen);
 void runner_free(runner *r);
 
 /* Prepare a request for the scheduler (on the HTTP thread that received

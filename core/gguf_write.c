@@ -1,5 +1,6 @@
-/* GGUF v3 writer: see gguf_write.h.  GGUF is little-endian; like the reader,
-   this assumes a little-endian host. */
+/* GGUF v3 writer (picolm.h's picolm_gguf_writer_*): see gguf_write.h.
+   GGUF is little-endian; like the reader, this assumes a little-endian
+   host. */
 #include "gguf_write.h"
 #include "util.h"
 
@@ -26,7 +27,7 @@ typedef struct wtensor {
     uint64_t nbytes, offset;
 } wtensor;
 
-struct gguf_writer {
+struct picolm_gguf_writer {
     wkv *kv;
     int n_kv, cap_kv;
     wtensor *t;
@@ -53,9 +54,9 @@ static int put_str(wbuf *b, const char *s, uint64_t len) { return put_u64(b, len
 
 static uint64_t pad(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-gguf_writer *gguf_writer_new(void) { return calloc(1, sizeof(gguf_writer)); }
+gguf_writer *picolm_gguf_writer_new(void) { return calloc(1, sizeof(gguf_writer)); }
 
-void gguf_writer_free(gguf_writer *w) {
+void picolm_gguf_writer_free(gguf_writer *w) {
     if (!w) return;
     for (int i = 0; i < w->n_kv; i++) { free(w->kv[i].key); free(w->kv[i].val.p); }
     for (int i = 0; i < w->n_t; i++) free(w->t[i].name);
@@ -64,7 +65,7 @@ void gguf_writer_free(gguf_writer *w) {
     free(w);
 }
 
-int gguf_writer_n_kv(const gguf_writer *w) { return w->n_kv; }
+int picolm_gguf_writer_n_kv(const gguf_writer *w) { return w->n_kv; }
 
 static int find_kv(const gguf_writer *w, const char *key, size_t len) {
     for (int i = 0; i < w->n_kv; i++)
@@ -80,7 +81,7 @@ static int remove_at(gguf_writer *w, int i) {
     return 1;
 }
 
-int gguf_writer_remove_kv(gguf_writer *w, const char *key) {
+int picolm_gguf_writer_remove(gguf_writer *w, const char *key) {
     const int i = find_kv(w, key, strlen(key));
     return i < 0 ? 0 : remove_at(w, i);
 }
@@ -152,17 +153,44 @@ int gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
     }
 }
 
-int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) {
+int picolm_gguf_writer_copy(gguf_writer *w, const picolm_gguf *g, int64_t i) {
+    return i < 0 || (uint64_t)i >= g->f->n_kv ? -1 : gguf_writer_copy_kv(w, &g->f->kv[i]);
+}
+
+int picolm_gguf_writer_set(gguf_writer *w, const picolm_gguf_kv *p) {
+    gguf_kv kv = {.key = {p->key_len, p->key}, .type = p->type};
+    gguf_str *strs = NULL;
+    switch (p->type) {
+    case GGUF_STRING: kv.v.s = (gguf_str){p->str_len, p->str}; break;
+    case GGUF_ARRAY:
+        kv.v.arr.type = p->arr_type, kv.v.arr.n = p->arr_n, kv.v.arr.data = p->arr_data;
+        if (p->arr_type == GGUF_STRING) { /* copy_kv takes the reader's decoded strings */
+            if (p->arr_n > SIZE_MAX / sizeof *strs || !(strs = malloc((size_t)(p->arr_n ? p->arr_n : 1) * sizeof *strs))) return -1;
+            const char *const *str = p->arr_data;
+            for (uint64_t j = 0; j < p->arr_n; j++) strs[j] = (gguf_str){strlen(str[j]), str[j]};
+            kv.v.arr.strs = strs;
+        }
+        break;
+    case GGUF_FLOAT32: case GGUF_FLOAT64: kv.v.f = p->f; break;
+    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64: kv.v.i = p->i; break;
+    default: kv.v.u = p->u;
+    }
+    const int rc = gguf_writer_copy_kv(w, &kv);
+    free(strs);
+    return rc;
+}
+
+int picolm_gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) {
     wbuf *b;
     return new_kv(w, key, strlen(key), &b) || put_u32(b, GGUF_UINT32) || put_u32(b, v) ? -1 : 0;
 }
 
-int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
+int picolm_gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
     wbuf *b;
     return new_kv(w, key, strlen(key), &b) || put_u32(b, GGUF_STRING) || put_str(b, v, strlen(v)) ? -1 : 0;
 }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, size_t name_len, uint32_t n_dims, const int64_t *ne,
+int picolm_gguf_writer_add_tensor(gguf_writer *w, const char *name, size_t name_len, uint32_t n_dims, const int64_t *ne,
                            uint32_t type, uint64_t nbytes) {
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS) return -1;
     if (w->n_t == w->cap_t) {
@@ -187,7 +215,7 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, size_t name_len, ui
     return 0;
 }
 
-uint64_t gguf_writer_alignment(const gguf_writer *w) {
+uint64_t picolm_gguf_writer_alignment(const gguf_writer *w) {
     const int i = find_kv(w, "general.alignment", 17);
     if (i >= 0 && w->kv[i].val.n == 8) {
         uint32_t t, a;
@@ -205,11 +233,11 @@ static uint64_t meta_bytes(const gguf_writer *w) {
     return n;
 }
 
-uint64_t gguf_writer_header_size(const gguf_writer *w) { return pad(meta_bytes(w), gguf_writer_alignment(w)); }
+uint64_t picolm_gguf_writer_header_size(const gguf_writer *w) { return pad(meta_bytes(w), picolm_gguf_writer_alignment(w)); }
 
-uint64_t gguf_writer_file_size(const gguf_writer *w) {
-    const uint64_t a = gguf_writer_alignment(w);
-    uint64_t n = gguf_writer_header_size(w);
+uint64_t picolm_gguf_writer_file_size(const gguf_writer *w) {
+    const uint64_t a = picolm_gguf_writer_alignment(w);
+    uint64_t n = picolm_gguf_writer_header_size(w);
     for (int i = 0; i < w->n_t; i++) n += pad(w->t[i].nbytes, a);
     return n;
 }
@@ -224,8 +252,9 @@ static int write_zeros(FILE *f, uint64_t n) {
     return 0;
 }
 
-int gguf_writer_write_header(gguf_writer *w, FILE *f, char *err, size_t errlen) {
-    const uint64_t a = gguf_writer_alignment(w);
+int picolm_gguf_writer_write_header(gguf_writer *w, void *stream, char *err, size_t errlen) {
+    FILE *f = stream;
+    const uint64_t a = picolm_gguf_writer_alignment(w);
     uint64_t off = 0;
     for (int i = 0; i < w->n_t; i++) {
         w->t[i].offset = off;
@@ -248,13 +277,14 @@ int gguf_writer_write_header(gguf_writer *w, FILE *f, char *err, size_t errlen) 
     return ok ? 0 : pl_fail(err, errlen, "write error (header)");
 }
 
-int gguf_writer_write_tensor(gguf_writer *w, FILE *f, const void *data, uint64_t nbytes, char *err, size_t errlen) {
+int picolm_gguf_writer_write_tensor(gguf_writer *w, void *stream, const void *data, uint64_t nbytes, char *err, size_t errlen) {
+    FILE *f = stream;
     if (w->next >= w->n_t) return pl_fail(err, errlen, "more tensor data than tensors");
     const wtensor *t = &w->t[w->next];
     if (nbytes != t->nbytes)
         return pl_fail(err, errlen, "tensor '%s': %llu bytes of data, expected %llu", t->name, (unsigned long long)nbytes,
                     (unsigned long long)t->nbytes);
-    if (fwrite(data, 1, (size_t)nbytes, f) != nbytes || write_zeros(f, pad(nbytes, gguf_writer_alignment(w)) - nbytes))
+    if (fwrite(data, 1, (size_t)nbytes, f) != nbytes || write_zeros(f, pad(nbytes, picolm_gguf_writer_alignment(w)) - nbytes))
         return pl_fail(err, errlen, "write error (tensor '%s')", t->name);
     w->next++;
     return 0;
