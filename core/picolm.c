@@ -624,6 +624,12 @@ const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *
 
 const char *picolm_chat_templates(void) { return CHAT_KIND_NAMES; }
 
+const char *picolm_arch_name(int i) {
+    for (const llama_arch *a = llama_archs; a->name; a++)
+        if (i-- == 0) return a->name;
+    return NULL;
+}
+
 int picolm_chat_parse(char *text, size_t len, picolm_chat_msg *m, int cap, char *err, size_t errlen) {
     return chat_parse_conversation(text, len, m, cap, err, errlen);
 }

@@ -449,6 +449,9 @@ char *picolm_chat_render(const picolm_model *m, const char *tmpl, const picolm_c
 const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *note, size_t notelen, char *err, size_t errlen);
 /* The template names picolm renders, comma-separated. */
 const char *picolm_chat_templates(void);
+/* The i-th architecture picolm runs (general.architecture: "llama",
+   "gemma3", ...; docs/architectures.md), NULL past the last. */
+const char *picolm_arch_name(int i);
 /* A conversation file (shared/reference/chat/conversation.txt): messages
    separated by a line "---", the first line of each its role, every byte
    after that line its content.  m[0..cap) point into text (which must

@@ -834,7 +834,7 @@ void config_usage(const char *argv0, void *FILE_stream) {
             "       [--json | --json-schema FILE] [--cache FILE] [options]\n"
             "Generates text from a GGUF model of these architectures (docs/architectures.md):\n  ",
             argv0 ? argv0 : "picolm");
-    for (const llama_arch *a = llama_archs; a->name; a++) fprintf(f, "%s%s", a == llama_archs ? "" : ", ", a->name);
+    for (int i = 0; picolm_arch_name(i); i++) fprintf(f, "%s%s", i ? ", " : "", picolm_arch_name(i));
     fprintf(f, ".\n"
             "Settings come from the built-in defaults, then an INI file (--config FILE, else\n"
             "$PICOLM_CONFIG), then these flags.  \"--flag value\" and \"--flag=value\" are both\n"
