@@ -548,4 +548,9 @@ static const picolm_backend_vtable avx2_prims = {
     .swiglu = avx2_swiglu,
     .f32_to_f16 = avx2_f32_to_f16,
 };
-PK_LEVEL(avx2, "avx2", 0, avx2_kernels, PK_COUNT(avx2_kernels), avx2_act_quants, PK_COUNT(avx2_act_quants), &avx2_prims);
+static void avx2_tune(pk_tune *t, const pk_cpu *cpu) {
+    (void)cpu;
+    t->attn_expf = x86_expf8_avx2_matches_libm() ? PK_EXPF_VECTOR : PK_EXPF_LIBM;
+}
+PK_LEVEL_TUNED(avx2, "avx2", 0, avx2_kernels, PK_COUNT(avx2_kernels), avx2_act_quants, PK_COUNT(avx2_act_quants), &avx2_prims,
+               avx2_tune);

@@ -14,19 +14,18 @@
  * per position.  The y update is elementwise, so any width gives the same
  * values.  Up to 8 queries' scores, maxima and sums are lanes of one vector:
  * their horizontal sums are done together (x86_hsum8_ps) and their softmax
- * steps with one vector expf, where it is libm's bit for bit (ATTN_G);
+ * steps with one vector expf, where it is libm's bit for bit (ATTN_G: the
+ * tuning record's attn_expf, set by the level's tune hook at init);
  * elsewhere libm's expf per query, one position at a time (ATTN_GL).
  */
 #ifndef ATTN_FN
 #error "define ATTN_FN and the attn_* vector ops before including x86_attn.h"
 #endif
-#include <stdatomic.h>
 #include "x86_expf.h"
 #define ATTN_CAT2(a, b) a##b
 #define ATTN_CAT(a, b) ATTN_CAT2(a, b)
 #define ATTN_G ATTN_CAT(ATTN_FN, _g)
 #define ATTN_GL ATTN_CAT(ATTN_FN, _gl)
-#define ATTN_VEXP ATTN_CAT(ATTN_FN, _vexp)
 #define ATTN_Y ATTN_CAT(ATTN_FN, _y)
 #ifndef PICOLM_X86_HSUM8_PS
 #define PICOLM_X86_HSUM8_PS
@@ -68,12 +67,6 @@ AI void ATTN_CAT(ATTN_FN, _softmax8)(__m256 sc, __m256 *m, __m256 *sum, float *w
     _mm256_storeu_ps(ws, vws);
     _mm256_storeu_ps(w, vw);
 }
-/* 1 once ATTN_EXPF8 matched libm's expf on the check's sample, 0 once it
-   did not (another libm: musl, an older glibc, one without the FMA
-   variant rounds some values otherwise), -1 before the check.  Checked on
-   first use rather than at load: a constructor would run this level's
-   instructions on any CPU. */
-static _Atomic int ATTN_VEXP = -1;
 /* y rows of nqg queries (j0.. of the block's weights), nv vectors each, in
    registers over the block's nb positions: the axpy steps of
    x86_scale_axpy_f16 in position order, V rows from vb (converted) */
@@ -178,8 +171,8 @@ AI void ATTN_GL(const float *q, size_t q_stride, int nq, const uint16_t *k, cons
 static void ATTN_FN(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v,
                                                   size_t kv_stride, int n, int hd, float scale, float *y, size_t y_stride, float *mx,
                                                   float *sum) {
-    int vexp = atomic_load_explicit(&ATTN_VEXP, memory_order_relaxed);
-    if (vexp < 0) atomic_store_explicit(&ATTN_VEXP, vexp = ATTN_CAT(ATTN_EXPF8, _matches_libm)(), memory_order_relaxed);
+    /* (another libm, musl or an older glibc, rounds some values otherwise) */
+    const int vexp = pk_tuning.attn_expf == PK_EXPF_VECTOR;
     for (int j0 = 0; j0 < nq; j0 += 8) {
         const int c = nq - j0 < 8 ? nq - j0 : 8;
         const float *qc = q + (size_t)j0 * q_stride;
@@ -200,6 +193,5 @@ static void ATTN_FN(const float *q, size_t q_stride, int nq, const uint16_t *k, 
 }
 #undef ATTN_G
 #undef ATTN_GL
-#undef ATTN_VEXP
 #undef ATTN_Y
 #undef ATTN_B

@@ -8,8 +8,6 @@
  * tests/test_kernels.c).  The plugin nevertheless requires VNNI: see
  * plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
  */
-#include <cpuid.h>
-
 #include "../avx2/x86_avx2.h"
 #include "../avx2/x86_avx2_r16.h"
 #define Q5R_NO_AVX2
@@ -706,31 +704,15 @@ AI void avx512vnni_q8_0_nc(int64_t n, const void *vx, const void *const *vy, flo
 #ifndef PANEL_PF
 #define PANEL_PF 4        /* superblocks the packs prefetch ahead */
 #endif
-#ifdef PANEL_MIN_NC
-#define PANEL_MIN_NC_FIXED /* from the command line: for every CPU */
-#else
-#define PANEL_MIN_NC 8    /* fewer columns: the row kernels, DEC_NC columns at a time (see below) */
-#endif
-/* The plain Q4_K/Q4_K_R and Q6_K gemms' crossovers, per CPU.  Since the
-   4-row kernels reduce rows and columns together (q4_K_rows4_t), the rows
-   stay ahead of the panels' packing longer: on a Xeon (picolm-bench
-   --micro, fastest pass, one thread, 8 MiB matrix) Q4_K's rows cost 0.051
-   / 0.066 / 0.100 per unit at 1 / 2 / 4 columns and the panels 0.112 +
-   0.0103 per column, so the rows win up to 6 columns; Q6_K's rows (0.041 /
-   0.049 / 0.075) against 0.102 + 0.008 per column win up to 8.  Zen 5's
-   rows were ahead up to 7 before (docs/perf.md, sessions 15-17): 8 for
-   both there, as before.  Either path gives the same bits.  Set once when
-   the plugin loads; -DPANEL_MIN_NC=N fixes both for every CPU. */
-#ifdef PANEL_MIN_NC_FIXED
-static const int panel_min_nc = PANEL_MIN_NC, panel_min_nc_q6 = PANEL_MIN_NC;
-#else
-static int panel_min_nc = PANEL_MIN_NC, panel_min_nc_q6 = PANEL_MIN_NC;
-__attribute__((constructor)) static void panel_min_nc_init(void) {
-    unsigned a, b, c, d;
-    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu) /* "GenuineIntel" */
-        panel_min_nc = 7, panel_min_nc_q6 = 9;
-}
-#endif
+/* The plain Q4_K/Q4_K_R and Q6_K gemms' crossovers, per CPU (the tuning
+   record, avx512_tune): since the 4-row kernels reduce rows and columns
+   together (q4_K_rows4_t), the rows stay ahead of the panels' packing
+   longer.  On a Xeon (picolm-bench --micro, fastest pass, one thread,
+   8 MiB matrix) Q4_K's rows cost 0.051 / 0.066 / 0.100 per unit at 1 / 2 /
+   4 columns and the panels 0.112 + 0.0103 per column, so the rows win up
+   to 6 columns; Q6_K's rows (0.041 / 0.049 / 0.075) against 0.102 + 0.008
+   per column win up to 8.  Zen 5's rows were ahead up to 7 (docs/perf.md):
+   8 for both there.  Either path gives the same bits. */
 #define PANEL_NC 8        /* activation columns per register tile (docs/perf.md) */
 
 typedef struct panel {
@@ -1002,7 +984,7 @@ static void avx512_vnni_vec_dot_q4_K(int64_t n, float *s, const void *x, const v
 static void avx512_vnni_vec_dot_q4_K_r(int64_t n, float *s, const void *x, const void *y) { q4_K_r_rows(n, x, 0, y, s, 1); }
 static void avx512_vnni_vec_dot_q6_K(int64_t n, float *s, const void *x, const void *y) { q6_K_rows(n, x, 0, y, s, 1); }
 
-/* Fewer columns than PANEL_MIN_NC (decode, small batches): the row kernels,
+/* Fewer columns than the crossover (decode, small batches): the row kernels,
    DEC_NC columns at a time, DEC_NR rows per call from DEC_NR slices.
    FMT 0: Q4_K, 1: Q4_K_R, 2: Q6_K. */
 AI void dec_rows_nc(int64_t n, int64_t nr, const void *w, size_t ws, const block_q8_K *const *ys, float *dst, size_t ds, const int NC,
@@ -1041,7 +1023,7 @@ AI void dec_cols(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, co
 /* VNNI gemm: panels of 16 rows when there are enough columns */
 AI void gemm_q4_K_panel_t(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                           float *dst, size_t ds, const int R) {
-    if (nc < panel_min_nc) { /* the same bits as each column alone */
+    if (nc < pk_tuning.panel_min_nc_q4_K) { /* the same bits as each column alone */
         dec_cols(n, nr, nc, w, ws, a, as, dst, ds, R);
         return;
     }
@@ -1059,7 +1041,7 @@ static void avx512_vnni_gemm_q4_K_r_panel(int64_t n, int64_t nr, int64_t nc, con
                                           float *dst, size_t ds) { gemm_q4_K_panel_t(n, nr, nc, w, ws, a, as, dst, ds, 1); }
 static void avx512_vnni_gemm_q6_K_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, const void *a, size_t as,
                                         float *dst, size_t ds) {
-    if (nc < panel_min_nc_q6) { /* the same bits as each column alone */
+    if (nc < pk_tuning.panel_min_nc_q6_K) { /* the same bits as each column alone */
         dec_cols(n, nr, nc, w, ws, a, as, dst, ds, 2);
         return;
     }
@@ -1277,7 +1259,7 @@ R16_WRAP(avx512, q6_K_r16, avx512_q6_K_r16_t)
 #define R16_PANEL_GEMM(name, BLK, pack, cols)                                                                        \
     static void avx512_vnni_gemm_##name##_panel(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws,        \
                                                 const void *a, size_t as, float *dst, size_t ds) {                  \
-        if (nc < PANEL_MIN_NC) { avx512_vnni_gemm_##name(n, nr, nc, w, ws, a, as, dst, ds); return; }              \
+        if (nc < pk_tuning.panel_min_nc_r16) { avx512_vnni_gemm_##name(n, nr, nc, w, ws, a, as, dst, ds); return; } \
         prefetch_rows(w, ws, 1, 0, (size_t)(n / QK_K < PANEL_SB ? n / QK_K : PANEL_SB) * sizeof(BLK));             \
         for (int64_t g = 0; g < nr; g += PANEL_ROWS)                                                                 \
             panel_gemm(n, PANEL_ROWS, nc, (const char *)w + g * ws, ws, a, as, dst + g, ds, sizeof(BLK), 1,          \
@@ -1639,7 +1621,8 @@ static const picolm_kernel avx512_kernels[] = {
     K(avx512, Q4_K_R16, Q8_K, q4_K_r16), K(avx512, Q6_K_R16, Q8_K, q6_K_r16),
 };
 static const picolm_backend_vtable avx512_prims = {.attn_f16 = avx512_attn_f16};
-PK_LEVEL(avx512, "avx512", 0, avx512_kernels, PK_COUNT(avx512_kernels), NULL, 0, &avx512_prims);
+static void avx512_tune(pk_tune *t, const pk_cpu *cpu);
+PK_LEVEL_TUNED(avx512, "avx512", 0, avx512_kernels, PK_COUNT(avx512_kernels), NULL, 0, &avx512_prims, avx512_tune);
 
 /* The VNNI variant (vpdpwssd / vpdpbusd), overlaid when the CPU has it;
    Q4_K, Q4_K_R and the R16 layouts prefill through the 16-row panels. */
@@ -1649,4 +1632,15 @@ static const picolm_kernel avx512vnni_kernels[] = {
     KP(Q4_K_R16, Q8_K, q4_K_r16), KP(Q6_K_R16, Q8_K, q6_K_r16),
     K(avx512_vnni, Q5_0_R16, Q8_0, q5_0_r16), KP(Q4_K_R16N, Q8_K, q4_K_r16n), K(avx512_vnni, Q5_0, Q8_0, q5_0),
 };
-PK_LEVEL(avx512vnni, "avx512vnni", PICOLM_CPU_AVX512VNNI, avx512vnni_kernels, PK_COUNT(avx512vnni_kernels), NULL, 0, NULL);
+static void avx512_tune(pk_tune *t, const pk_cpu *cpu) {
+    (void)cpu;
+    t->attn_expf = x86_expf8_avx512_matches_libm() ? PK_EXPF_VECTOR : PK_EXPF_LIBM;
+}
+static void avx512vnni_tune(pk_tune *t, const pk_cpu *cpu) {
+    const int intel = cpu->vendor == PICOLM_VENDOR_INTEL;
+    t->panel_min_nc_q4_K = intel ? 7 : 8;
+    t->panel_min_nc_q6_K = intel ? 9 : 8;
+    t->panel_min_nc_r16 = 8;
+}
+PK_LEVEL_TUNED(avx512vnni, "avx512vnni", PICOLM_CPU_AVX512VNNI, avx512vnni_kernels, PK_COUNT(avx512vnni_kernels), NULL, 0, NULL,
+               avx512vnni_tune);
