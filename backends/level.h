@@ -55,7 +55,7 @@ typedef struct pk_tune {
     int panel_min_nc_r16;  /* Q4_K_R16, Q4_K_R16N */
     /* avx2, avx512: the expf of attn_f16's softmax steps: the level's
        vector expf where it gives this libm's bits (checked at init on a
-       sample, x86_expf.h), else libm's, query by query */
+       sample, x86/expf.h), else libm's, query by query */
     int attn_expf;         /* PK_EXPF_* */
 } pk_tune;
 extern PK_HIDDEN pk_tune pk_tuning; /* the plugin's (PK_CHAIN) */

@@ -8,10 +8,10 @@
  * tests/test_kernels.c).  The plugin nevertheless requires VNNI: see
  * plugin.c (clang emits vpdpwssd on its own under -mavx512vnni).
  */
-#include "../avx2/x86_avx2.h"
-#include "../avx2/x86_avx2_r16.h"
-#define Q5R_NO_AVX2
-#include "../avx2/x86_avx2_q5r16.h"
+#include "../x86/avx2.h"
+#include "../x86/q5r16.h"
+#include "../x86/r16.h"
+#include "expf.h"
 
 AI float x86_hsum512(__m512 v) {
     return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
@@ -1611,7 +1611,7 @@ AI attn_vec attn_ld16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_s
 AI attn_vec attn_round16(attn_vec x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
 AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm512_fmadd_ps(a, b, c); }
 AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm512_mul_ps(a, b); }
-#include "../avx2/x86_attn.h"
+#include "../x86/attn.h"
 
 /* The avx512 level: the formats of a Q4_K_M model and their repacks; the
    rest is the avx2 level's (linked in, built with AVX2 flags). */
