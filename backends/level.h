@@ -15,7 +15,7 @@
  *   - an activation quantizer replaces the one of its type;
  *   - each non-NULL primitive replaces the lower one.
  * So every kernel is written once, for the lowest level that has it, and a
- * variant (VNNI, dotprod) is a level with extra CPU bits, chosen here once,
+ * variant (dotprod, i8mm) is a level with extra CPU bits, chosen here once,
  * never per call.  plugin.c (built without ISA flags) holds the chain:
  *
  *   PK_CHAIN("avx2", &pk_level_scalar, &pk_level_sse4, &pk_level_avx2);
@@ -80,8 +80,8 @@ typedef struct pk_level {
 } pk_level;
 
 /* Every level, defined by its directory (adding a level: one line here). */
-extern PK_HIDDEN const pk_level pk_level_scalar, pk_level_sse4, pk_level_avx2, pk_level_avx512, pk_level_avx512vnni,
-    pk_level_neon, pk_level_dotprod, pk_level_i8mm, pk_level_rvv;
+extern PK_HIDDEN const pk_level pk_level_scalar, pk_level_sse4, pk_level_avx2, pk_level_avx512, pk_level_neon, pk_level_dotprod,
+    pk_level_i8mm, pk_level_rvv;
 
 #define PK_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 /* One level, defined next to its kernels (a level without act quants or
