@@ -7,6 +7,9 @@
 #                                  ISA_<name> flags (by CC_<name> when set)
 #                                  -> build/plugins/backend-<name>.so, with
 #                                  the lower levels' objects (LEVELS_<name>)
+#   backends/x86/*.h            -> headers the x86 levels share (no .c files,
+#                                  so not a level: each level compiles its
+#                                  own copy at its own flags)
 #   core/*.c                    -> build/libpicolm.a: the engine library
 #                                  (never prints, never exits; no libinih);
 #                                  include/picolm/picolm.h is its only door:
@@ -191,10 +194,13 @@ $(foreach l,$(notdir $(wildcard backends/*)),$(if $(wildcard backends/$(l)/*.c),
 $(foreach b,$(BACKENDS),$(eval $(call BACKEND_RULES,$(b))))
 
 # test_expf: the vector expf of each x86 level as its plugin builds it
-# (tests/expf_level.c with the level's flags, -DLEVEL=<level>)
+# (tests/expf_level.c with the level's flags, -DLEVEL=<level>; a static
+# pattern rule, so that no other target, such as make's attempt to remake
+# an included .d file, ever matches it)
 ifneq (,$(findstring x86_64,$(MACHINE)))
-$(BUILD)/tests/test_expf: $(BUILD)/obj/tests/expf_avx2.o $(BUILD)/obj/tests/expf_avx512.o
-$(BUILD)/obj/tests/expf_%.o: tests/expf_level.c
+EXPF_OBJ = $(BUILD)/obj/tests/expf_avx2.o $(BUILD)/obj/tests/expf_avx512.o
+$(BUILD)/tests/test_expf: $(EXPF_OBJ)
+$(EXPF_OBJ): $(BUILD)/obj/tests/expf_%.o: tests/expf_level.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(call isa_flags,$(ISA_$*)) -DLEVEL=$* -c $< -o $@
 endif

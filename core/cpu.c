@@ -211,6 +211,22 @@ static uint64_t probe_hw(void) {
     /* drop anything whose base is missing (e.g. AVX2 without AVX bit) */
     return cpu_apply_mask(f, 0);
 }
+static cpu_id probe_id_hw(void) {
+    unsigned a, b, c, d;
+    cpu_id id = {0, 0, 0};
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return id;
+    char v[13];
+    memcpy(v, &b, 4), memcpy(v + 4, &d, 4), memcpy(v + 8, &c, 4);
+    v[12] = 0;
+    id.vendor = !strcmp(v, "GenuineIntel") ? PICOLM_VENDOR_INTEL
+              : !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine") ? PICOLM_VENDOR_AMD : PICOLM_VENDOR_UNKNOWN;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return id;
+    /* the display family and model (Intel SDM, CPUID leaf 1) */
+    const unsigned fam = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+    id.family = fam == 0xf ? fam + ((a >> 20) & 0xff) : fam;
+    id.model = fam == 0x6 || fam == 0xf ? model | ((a >> 12) & 0xf0) : model;
+    return id;
+}
 #elif CPU_ARM64
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1ul << 1)
@@ -279,9 +295,38 @@ static uint64_t probe_hw(void) {
 static uint64_t probe_hw(void) { return 0; }
 #endif
 
+#if !CPU_X86
+static void cpuinfo_read(char *name, size_t n, unsigned *impl, unsigned *part, unsigned *arch);
+/* ARM: MIDR fields as /proc/cpuinfo shows them (under qemu-user: the host's
+   file, whose x86 lines give no ids, so unknown) */
+static cpu_id probe_id_hw(void) {
+    unsigned impl = 0, part = 0, arch = 0;
+    cpuinfo_read(NULL, 0, &impl, &part, &arch);
+    cpu_id id = {impl ? PICOLM_VENDOR_ARM_IMPL(impl) : PICOLM_VENDOR_UNKNOWN, impl ? arch : 0, impl ? part : 0};
+    return id;
+}
+#endif
+
+void cpu_vendor_str(uint32_t vendor, char *buf, size_t n) {
+    if (!buf || n == 0) return;
+    if (vendor == PICOLM_VENDOR_INTEL) snprintf(buf, n, "intel");
+    else if (vendor == PICOLM_VENDOR_AMD) snprintf(buf, n, "amd");
+    else if ((vendor & ~0xffu) == PICOLM_VENDOR_ARM_IMPL(0)) snprintf(buf, n, "arm implementer 0x%02x", vendor & 0xffu);
+    else snprintf(buf, n, "unknown");
+}
+
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static uint64_t probed;
-static void probe_init(void) { probed = probe_hw(); }
+static cpu_id probed_id;
+static void probe_init(void) {
+    probed = probe_hw();
+    probed_id = probe_id_hw();
+}
+
+cpu_id cpu_probe_id(void) {
+    pthread_once(&probe_once, probe_init);
+    return probed_id;
+}
 
 uint64_t cpu_probe_raw(void) {
     pthread_once(&probe_once, probe_init);
@@ -345,6 +390,25 @@ static const char *arm_part_name(unsigned impl, unsigned part) {
 }
 #endif
 
+/* /proc/cpuinfo: the first "model name" / "Model" into name (when n > 0),
+   and the first ARM "CPU implementer", "CPU part", "CPU architecture" */
+static void cpuinfo_read(char *name, size_t n, unsigned *impl, unsigned *part, unsigned *arch) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        *colon = '\0';
+        char key[64];
+        trim_copy(key, sizeof key, line);
+        unsigned *id = !strcmp(key, "CPU implementer") ? impl : !strcmp(key, "CPU part") ? part : !strcmp(key, "CPU architecture") ? arch : NULL;
+        if (n && !name[0] && (!strcmp(key, "model name") || !strcmp(key, "Model"))) trim_copy(name, n, colon + 1);
+        else if (id && !*id) *id = (unsigned)strtoul(colon + 1, NULL, 0);
+    }
+    fclose(f);
+}
+
 void cpu_model_name(char *buf, size_t n) {
     if (!buf || n == 0) return;
     buf[0] = '\0';
@@ -360,40 +424,19 @@ void cpu_model_name(char *buf, size_t n) {
         if (buf[0]) return;
     }
 #endif
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        unsigned impl = 0, part = 0;
-        while (fgets(line, sizeof line, f)) {
-            char *colon = strchr(line, ':');
-            if (!colon) continue;
-            *colon = '\0';
-            char key[64];
-            trim_copy(key, sizeof key, line);
-            if (!strcmp(key, "model name") || !strcmp(key, "Model")) {
-                trim_copy(buf, n, colon + 1);
-                if (buf[0]) break;
-            } else if (!strcmp(key, "CPU implementer") && !impl) {
-                impl = (unsigned)strtoul(colon + 1, NULL, 0);
-            } else if (!strcmp(key, "CPU part") && !part) {
-                part = (unsigned)strtoul(colon + 1, NULL, 0);
-            }
-        }
-        fclose(f);
+    unsigned impl = 0, part = 0, arch = 0;
+    cpuinfo_read(buf, n, &impl, &part, &arch);
 #if CPU_ARM64 || CPU_ARM32
-        const char *pn = arm_part_name(impl, part);
-        if (pn) {
-            /* "Model" on a Pi names the board; prefer the core name */
-            char board[256];
-            trim_copy(board, sizeof board, buf);
-            if (board[0]) snprintf(buf, n, "%s (%s)", pn, board);
-            else snprintf(buf, n, "%s", pn);
-        } else if (!buf[0] && (impl || part)) {
-            snprintf(buf, n, "ARM implementer 0x%02x part 0x%03x", impl, part);
-        }
-#else
-        (void)impl; (void)part;
-#endif
+    const char *pn = arm_part_name(impl, part);
+    if (pn) {
+        /* "Model" on a Pi names the board; prefer the core name */
+        char board[256];
+        trim_copy(board, sizeof board, buf);
+        if (board[0]) snprintf(buf, n, "%s (%s)", pn, board);
+        else snprintf(buf, n, "%s", pn);
+    } else if (!buf[0] && (impl || part)) {
+        snprintf(buf, n, "ARM implementer 0x%02x part 0x%03x", impl, part);
     }
+#endif
     if (!buf[0]) snprintf(buf, n, "unknown");
 }

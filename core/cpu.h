@@ -34,6 +34,19 @@ const char *cpu_feature_name(uint64_t bit);
    "none" when f has no known bit.  Always NUL-terminated (truncates). */
 void cpu_features_str(uint64_t f, char *buf, size_t n);
 
+/* The CPU's identity, probed once (not masked by PICOLM_CPU_MASK): what a
+   backend may tune its kernels by, passed to plugins as picolm_host's
+   cpu_vendor, cpu_family and cpu_model (include/picolm/plugin.h).  x86:
+   CPUID's vendor string, display family and model; ARM (Linux): the MIDR
+   implementer as PICOLM_VENDOR_ARM_IMPL(implementer), the architecture and
+   the part number, from /proc/cpuinfo.  0 where unknown. */
+typedef struct cpu_id {
+    uint32_t vendor, family, model;
+} cpu_id;
+cpu_id cpu_probe_id(void);
+/* "intel", "amd", "arm implementer 0x41", "unknown" (always NUL-terminated) */
+void cpu_vendor_str(uint32_t vendor, char *buf, size_t n);
+
 /* CPUs this process may run on (online CPUs within its affinity mask), >= 1. */
 int cpu_count_online(void);
 /* Human-readable CPU name (x86 brand string, or the ARM part from

@@ -494,6 +494,10 @@ void registry_init(pl_registry *r) {
     r->host.free = host_free;
     r->host.parallel_for = host_parallel_for;
     r->host.n_threads = 1;
+    const cpu_id id = cpu_probe_id();
+    r->host.cpu_vendor = id.vendor;
+    r->host.cpu_family = id.family;
+    r->host.cpu_model = id.model;
 }
 
 static void load_path_list(pl_registry *r, const char *list) {
@@ -681,7 +685,10 @@ void registry_print(const pl_registry *r, const char *chosen, void *stream) {
     char feats[512], model[128];
     cpu_features_str(r->cpu, feats, sizeof feats);
     cpu_model_name(model, sizeof model);
-    fprintf(out, "CPU: %s\nfeatures: %s\nsearched: %s\n\n", model, feats, r->searched);
+    char vendor[32];
+    cpu_vendor_str(r->host.cpu_vendor, vendor, sizeof vendor);
+    fprintf(out, "CPU: %s [%s, family %u, model %u]\nfeatures: %s\nsearched: %s\n\n", model, vendor, r->host.cpu_family,
+            r->host.cpu_model, feats, r->searched);
     /* columns as wide as the longest name and version */
     int wn = 10, wv = 8;
     for (int i = 0; i < r->n; i++) {

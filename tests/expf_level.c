@@ -1,8 +1,10 @@
 /* tests/test_expf.c's view of one x86 level's vector expf
-   (backends/avx2/x86_expf.h): this file is built once per level, with the
-   level's flags and -DLEVEL=<level> (the Makefile), so that each variant is
-   the code its plugin runs. */
-#include "../backends/avx2/x86_expf.h"
+   (backends/<level>/expf.h, backends/x86/expf.h): this file is built once
+   per level, with the level's flags and -DLEVEL=<level> (the Makefile), so
+   that each variant is the code its plugin runs. */
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#include STR(../backends/LEVEL/expf.h)
 
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)

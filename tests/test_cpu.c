@@ -41,6 +41,60 @@ static int has_flag(const char *name) {
     return strstr(cpuinfo_flags, pat) != NULL;
 }
 
+/* the value of the first "key : value" line of /proc/cpuinfo (number:
+   strtoul base 0, else the string into str); -1 when absent */
+static long cpuinfo_value(const char *key, char *str, size_t n) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return -1;
+    char line[1024];
+    long v = -1;
+    while (v < 0 && fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!c || strncmp(line, key, strlen(key)) || strspn(line + strlen(key), " \t") != (size_t)(c - line) - strlen(key)) continue;
+        c += 1 + strspn(c + 1, " \t");
+        c[strcspn(c, "\n")] = 0;
+        if (str) snprintf(str, n, "%s", c);
+        v = str ? 0 : (long)strtoul(c, NULL, 0);
+    }
+    fclose(f);
+    return v;
+}
+
+/* cpu_probe_id <=> the kernel's view: vendor_id / cpu family / model (x86),
+   CPU implementer / architecture / part (ARM) */
+static void test_identity(void) {
+    const cpu_id id = cpu_probe_id();
+    char vs[64];
+    cpu_vendor_str(id.vendor, vs, sizeof vs);
+    printf("info: cpu identity %s, family %u, model %u\n", vs, id.family, id.model);
+#if defined(__x86_64__) || defined(__i386__)
+    char v[64];
+    if (cpuinfo_value("vendor_id", v, sizeof v) < 0) {
+        SKIP("/proc/cpuinfo has no vendor_id: cannot cross-check the identity");
+        return;
+    }
+    const uint32_t want = !strcmp(v, "GenuineIntel") ? PICOLM_VENDOR_INTEL
+                        : !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine") ? PICOLM_VENDOR_AMD : PICOLM_VENDOR_UNKNOWN;
+    CHECK(id.vendor == want, "vendor %s: probe %u, want %u", v, id.vendor, want);
+    CHECK((long)id.family == cpuinfo_value("cpu family", NULL, 0), "family: probe %u, /proc/cpuinfo %ld", id.family,
+          cpuinfo_value("cpu family", NULL, 0));
+    CHECK((long)id.model == cpuinfo_value("model", NULL, 0), "model: probe %u, /proc/cpuinfo %ld", id.model, cpuinfo_value("model", NULL, 0));
+#elif defined(__aarch64__) || defined(__arm__)
+    const long impl = cpuinfo_value("CPU implementer", NULL, 0);
+    if (impl < 0) {
+        SKIP("/proc/cpuinfo has no CPU implementer (qemu-user shows the host's): cannot cross-check the identity");
+        return;
+    }
+    CHECK(id.vendor == PICOLM_VENDOR_ARM_IMPL(impl), "vendor: probe 0x%x, implementer 0x%lx", id.vendor, impl);
+    CHECK((long)id.model == cpuinfo_value("CPU part", NULL, 0), "part: probe 0x%x", id.model);
+    CHECK((long)id.family == cpuinfo_value("CPU architecture", NULL, 0), "architecture: probe %u", id.family);
+#else
+    SKIP("no identity cross-check for this architecture");
+#endif
+    cpu_vendor_str(PICOLM_VENDOR_ARM_IMPL(0x41), vs, sizeof vs);
+    CHECK(!strcmp(vs, "arm implementer 0x41"), "vendor name: %s", vs);
+}
+
 int main(void) {
     unsetenv("PICOLM_CPU_MASK");
     uint64_t raw = cpu_probe_raw();
@@ -92,6 +146,8 @@ int main(void) {
 #endif
         (void)x86; (void)arm;
     }
+
+    test_identity();
 
     /* names */
     CHECK(!strcmp(cpu_feature_name(PICOLM_CPU_AVX2), "avx2"), "name avx2");

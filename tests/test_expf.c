@@ -1,13 +1,14 @@
 /*
- * The vector expf used by attn_f16, backends/avx2/x86_expf.h, against libm's
- * expf, bit for bit, exhaustively: every float with the sign set (2^31 bit
- * patterns: -0, subnormals, -inf, NaNs; attention's arguments are all <= 0)
- * and every float in [0, 1].  Each x86 level's variant as its plugin builds
- * it (tests/expf_level.c, once per level).  A level the CPU lacks is
- * SKIPped, and so is one whose run-time check (x86_expf_matches_libm, a
- * sample) rejects this libm: its attn_f16 then calls libm's expf, and the
- * check failing is the design, not an error.  Where the check accepts, the
- * whole range must agree: the sample stands for it.
+ * The vector expf of attn_f16 (backends/x86/expf.h, each level's expf.h)
+ * against libm's expf, bit for bit, exhaustively: every float with the sign
+ * set (2^31 bit patterns: -0, subnormals, -inf, NaNs; attention's arguments
+ * are all <= 0) and every float in [0, 1].  Each x86 level's variant as its
+ * plugin builds it (tests/expf_level.c, once per level).  A level the CPU
+ * lacks is SKIPped, and so is one whose run-time check
+ * (x86_expf8_<level>_matches_libm, a sample) rejects this libm: its
+ * attn_f16 then calls libm's expf, and the check failing is the design, not
+ * an error.  Where the check accepts, the whole range must agree: the
+ * sample stands for it.
  */
 #include "check.h"
 #include "cpu.h"

@@ -920,8 +920,9 @@ static void test_backend(const loaded *L, uint64_t feats, const char *label) {
     const picolm_plugin *pl = L->pl;
     const picolm_backend_vtable *vt = pl->vtable;
     if (pl->init) {
+        const cpu_id id = cpu_probe_id();
         picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
-                             host_parallel_for, 1, NULL };
+                             host_parallel_for, 1, NULL, id.vendor, id.family, id.model };
         char err[256] = "";
         const int rc = pl->init(&host, err, sizeof err);
         CHECK(rc == 0, "%s: init (%s)", label, rc ? err : "ok");
@@ -996,8 +997,9 @@ int main(void) {
             char label[96];
             snprintf(label, sizeof label, "%s[%s]", pl->name, (feats & PICOLM_CPU_ARM_I8MM) ? "no-i8mm" : "no-vnni");
             test_backend(&backends[i], novnni, label);
+            const cpu_id id = cpu_probe_id();
             picolm_host host = { PICOLM_ABI_VERSION, sizeof(picolm_host), feats, host_log, host_alloc, host_free,
-                                 host_parallel_for, 1, NULL };
+                                 host_parallel_for, 1, NULL, id.vendor, id.family, id.model };
             char err[256];
             pl->init(&host, err, sizeof err); /* restore the best kernels */
         }

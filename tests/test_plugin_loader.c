@@ -222,6 +222,14 @@ static void test_host_pools(void) {
     pl_registry a, b;
     registry_init(&a);
     registry_init(&b);
+    /* the host hands the plugins the probed identity, and says it has it */
+    const cpu_id id = cpu_probe_id();
+    CHECK(PICOLM_HOST_HAS(&a.host, cpu_model) && a.host.cpu_vendor == id.vendor && a.host.cpu_family == id.family &&
+              a.host.cpu_model == id.model,
+          "host: CPU identity (vendor %u, family %u, model %u) as probed", a.host.cpu_vendor, a.host.cpu_family, a.host.cpu_model);
+    picolm_host v1 = a.host;
+    v1.struct_size = (uint32_t)offsetof(picolm_host, cpu_vendor); /* a v1 core's host */
+    CHECK(!PICOLM_HOST_HAS(&v1, cpu_vendor) && PICOLM_HOST_HAS(&v1, core_data), "PICOLM_HOST_HAS: a v1 host lacks the identity");
     pfor_seen s = {0, 0, 0};
     a.host.parallel_for(&a.host, 5, pfor_record, &s);
     CHECK(a.host.n_threads == 1 && s.calls == 1 && s.covered == 5 && s.max_id == 0, "no pool: parallel_for runs inline (%d calls)", s.calls);

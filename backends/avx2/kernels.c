@@ -1,19 +1,20 @@
 /*
  * The avx2 level (AVX2 + FMA + F16C): every weight format, gemm tiles, the
- * Q8 activation quantizers and the vector primitives.  The shared x86 code
- * is in x86_avx2.h (and x86_avx2_r16.h, x86_avx2_tile8.h, x86_avx2_ktile.h,
- * x86_avx2_q5r16.h, x86_attn.h).
+ * Q8 activation quantizers and the vector primitives.  Shared with the
+ * avx512 level: ../x86/ (avx2.h, r16.h, q5r16.h, attn.h, expf.h); this
+ * level's own: tile8.h, ktile.h (gemm tiles), r16.h (the 16-row layouts),
+ * expf.h.
  */
-#include "x86_avx2.h"
-#include "x86_avx2_r16.h"
-#include "x86_avx2_q5r16.h"
-#include "x86_avx2_tile8.h"
-#include "x86_avx2_ktile.h"
+#include "../x86/avx2.h"
+#include "expf.h"
+#include "ktile.h"
+#include "r16.h"
+#include "tile8.h"
 
 /* ======================================================================== */
 /* Q4_0 / IQ4_NL x Q8_0, Q4_1 x Q8_1, Q5_0 x Q8_0, Q5_1 x Q8_1              */
 /* ======================================================================== */
-/* (the row template and unpackers: x86_avx2.h) */
+/* (the row template and unpackers: x86/avx2.h) */
 X86_NC32(avx2, q4_0, 1)
 X86_NC32(avx2, iq4_nl, 1)
 X86_NC32(avx2, q5_0, 1)
@@ -34,7 +35,7 @@ X86_NC32(avx2, q5_1, 0)
 AI void kq_prefetch(const void *xb, size_t bsz) {
     for (size_t o = 0; o < bsz; o += 64) _mm_prefetch((const char *)xb + KQ_PF + o, _MM_HINT_T0);
 }
-/* The per-superblock float steps every K-quant tile ends with (x86_avx2_ktile.h):
+/* The per-superblock float steps every K-quant tile ends with (ktile.h):
    acc[c] += (dx * dy_c) * float(sumi[c]), dy_c from the panel P or the block. */
 AI void kq_acc(__m256 *acc, const __m256i *sumi, float dx, const kq_sb *P, const void *const *vy, int64_t i, const int NC) {
     const __m256 vdx = _mm256_set1_ps(dx);
@@ -87,7 +88,7 @@ AI void avx2_k45_t(int64_t n, const void *vx, const void *const *vy, float *out,
         X86_UNROLL for (int c = 0; c < NC; c++) sumi[c] = _mm256_setzero_si256();
         if (P && NC >= KQ_PAIR_NC) {
             /* the wide tiles: sub-blocks 2j and 2j + 1 in the pair layout,
-               the activations so arranged in the panel (x86_avx2_ktile.h) */
+               the activations so arranged in the panel (ktile.h) */
             X86_UNROLL for (int j = 0; j < 4; j++) {
                 const __m256i lo = k45_q(qs, xb, j, 0, F), hi = k45_q(qs, xb, j, 1, F);
                 const __m256i q1 = kq_pair1(lo, hi), q2 = kq_pair2(lo, hi);
@@ -478,7 +479,7 @@ AI attn_vec attn_ld16(const uint16_t *p) { return x86_load_f16(p, 0); }
 AI attn_vec attn_round16(attn_vec x) { return x86_round_f16(x); }
 AI attn_vec attn_fma(attn_vec a, attn_vec b, attn_vec c) { return _mm256_fmadd_ps(a, b, c); }
 AI attn_vec attn_mul(attn_vec a, attn_vec b) { return _mm256_mul_ps(a, b); }
-#include "x86_attn.h"
+#include "../x86/attn.h"
 static void avx2_swiglu(float *g, const float *u, int n) {
     int i = 0;
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -524,7 +525,7 @@ T8_WRAP(avx2, q4_1, 0)
 T8_WRAP(avx2, q5_1, 0)
 
 #define K(T, A, name) PK_KERNEL(T, A, avx2_vec_dot_##name, avx2_gemm_##name)
-/* the 32-element formats prefill through the 8-column tiles (x86_avx2_tile8.h) */
+/* the 32-element formats prefill through the 8-column tiles (tile8.h) */
 #define K8(T, A, name) PK_KERNEL(T, A, avx2_vec_dot_##name, avx2_gemm8_##name)
 static const picolm_kernel avx2_kernels[] = {
     K(Q4_K, Q8_K, q4_K), K(Q6_K, Q8_K, q6_K), K8(Q8_0, Q8_0, q8_0), K(Q4_K_R, Q8_K, q4_K_r),
@@ -548,4 +549,9 @@ static const picolm_backend_vtable avx2_prims = {
     .swiglu = avx2_swiglu,
     .f32_to_f16 = avx2_f32_to_f16,
 };
-PK_LEVEL(avx2, "avx2", 0, avx2_kernels, PK_COUNT(avx2_kernels), avx2_act_quants, PK_COUNT(avx2_act_quants), &avx2_prims);
+static void avx2_tune(pk_tune *t, const pk_cpu *cpu) {
+    (void)cpu;
+    t->attn_expf = x86_expf8_avx2_matches_libm() ? PK_EXPF_VECTOR : PK_EXPF_LIBM;
+}
+PK_LEVEL_TUNED(avx2, "avx2", 0, avx2_kernels, PK_COUNT(avx2_kernels), avx2_act_quants, PK_COUNT(avx2_act_quants), &avx2_prims,
+               avx2_tune);

@@ -1,5 +1,6 @@
 /* AVX2 backend: scalar + sse4 + avx2 levels (backends/level.h), nothing
-   above AVX2.  Built WITHOUT -m flags: its init only copies pointers. */
+   above AVX2.  Built WITHOUT -m flags: its init copies pointers and calls
+   the avx2 level's tune hook, after the core checked cpu_required. */
 #include "../level.h"
 
 PK_CHAIN("avx2", &pk_level_scalar, &pk_level_sse4, &pk_level_avx2)

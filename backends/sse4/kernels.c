@@ -1,29 +1,10 @@
 /* SSE4.1/SSSE3 kernels for the formats of a Q4_K_M model (Q4_K, Q6_K, Q8_0)
    plus Q4_0; everything else falls back to the reference code.  No F16C at
    this level: fp16 scales go through the exact portable conversion. */
-#include <immintrin.h>
-#include <math.h>
-#include <string.h>
-#include "../level.h"
-#include "picolm/blocks.h"
-#include "picolm/fp16.h"
+#include "../x86/base.h"
 
-#define AI static inline __attribute__((always_inline))
 #define H2F(h) picolm_half_to_float(h)
-/* the loops over a tile's columns and a block's parts fully unrolled, each
-   column's integer sum kept a chain in a register: rolled, GCC -O2 keeps
-   them in stack arrays (see ../avx2/x86_avx2.h, X86_UNROLL) */
-#define UNROLL _Pragma("GCC unroll 16")
-AI __m128i keep(__m128i v) {
-    __asm__("" : "+x"(v));
-    return v;
-}
 
-AI float hsum_ps(__m128 r) {
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 AI __m128i dot_i8(__m128i x, __m128i y) {
     return _mm_madd_epi16(_mm_maddubs_epi16(_mm_sign_epi8(x, x), _mm_sign_epi8(y, x)), _mm_set1_epi16(1));
 }
@@ -38,7 +19,7 @@ AI void sse_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out
     for (int64_t i = 0; i < n / QK8_0; i++) {
         const __m128i x0 = _mm_loadu_si128((const __m128i *)x[i].qs), x1 = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
         const float dx = H2F(x[i].d);
-        UNROLL for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
             __m128i p = _mm_add_epi32(dot_i8(x0, _mm_loadu_si128((const __m128i *)y->qs)),
                                       dot_i8(x1, _mm_loadu_si128((const __m128i *)(y->qs + 16))));
@@ -47,7 +28,7 @@ AI void sse_q8_0_nc(int64_t n, const void *vx, const void *const *vy, float *out
             acc[c] += (float)_mm_cvtsi128_si32(p) * (dx * H2F(y->d));
         }
     }
-    UNROLL for (int c = 0; c < NC; c++) out[c] = acc[c];
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = acc[c];
 }
 
 AI void sse_q4_0_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -59,14 +40,14 @@ AI void sse_q4_0_nc(int64_t n, const void *vx, const void *const *vy, float *out
         const __m128i x0 = _mm_sub_epi8(_mm_and_si128(q, m4), m8);
         const __m128i x1 = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), m8);
         const float dx = H2F(x[i].d);
-        UNROLL for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_0 *y = (const block_q8_0 *)vy[c] + i;
             const __m128i p = _mm_add_epi32(dot_i8(x0, _mm_loadu_si128((const __m128i *)y->qs)),
                                             dot_i8(x1, _mm_loadu_si128((const __m128i *)(y->qs + 16))));
             acc[c] = _mm_add_ps(acc[c], _mm_mul_ps(_mm_set1_ps(dx * H2F(y->d)), _mm_cvtepi32_ps(p)));
         }
     }
-    UNROLL for (int c = 0; c < NC; c++) out[c] = hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps128(acc[c]);
 }
 
 /* int16 lane k broadcast */
@@ -88,24 +69,24 @@ AI void sse_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out
         const __m128i sc = _mm_cvtepu8_epi16(sm), mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
         const float dx = H2F(x[i].d), mx = H2F(x[i].dmin);
         __m128i sumi[4] = { _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128() };
-        UNROLL for (int j = 0; j < 4; j++) {
+        X86_UNROLL for (int j = 0; j < 4; j++) {
             const __m128i a = _mm_loadu_si128((const __m128i *)(x[i].qs + 32 * j));
             const __m128i b = _mm_loadu_si128((const __m128i *)(x[i].qs + 32 * j + 16));
             const __m128i la = _mm_and_si128(a, m4), lb = _mm_and_si128(b, m4);
             const __m128i ha = _mm_and_si128(_mm_srli_epi16(a, 4), m4), hb = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
             const __m128i sl = _mm_shuffle_epi8(sc, _mm_load_si128((const __m128i *)bc16[2 * j]));
             const __m128i sh = _mm_shuffle_epi8(sc, _mm_load_si128((const __m128i *)bc16[2 * j + 1]));
-            UNROLL for (int c = 0; c < NC; c++) {
+            X86_UNROLL for (int c = 0; c < NC; c++) {
                 const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 64 * j;
                 __m128i pl = _mm_add_epi16(_mm_maddubs_epi16(la, _mm_loadu_si128((const __m128i *)q8)),
                                            _mm_maddubs_epi16(lb, _mm_loadu_si128((const __m128i *)(q8 + 16))));
                 __m128i ph = _mm_add_epi16(_mm_maddubs_epi16(ha, _mm_loadu_si128((const __m128i *)(q8 + 32))),
                                            _mm_maddubs_epi16(hb, _mm_loadu_si128((const __m128i *)(q8 + 48))));
                 /* int16 sums of 4 products of 15*127: at most 7620, no overflow */
-                sumi[c] = keep(_mm_add_epi32(sumi[c], _mm_add_epi32(_mm_madd_epi16(sl, pl), _mm_madd_epi16(sh, ph))));
+                sumi[c] = x86_keep128(_mm_add_epi32(sumi[c], _mm_add_epi32(_mm_madd_epi16(sl, pl), _mm_madd_epi16(sh, ph))));
             }
         }
-        UNROLL for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m128i b0 = _mm_loadu_si128((const __m128i *)y->bsums), b1 = _mm_loadu_si128((const __m128i *)(y->bsums + 8));
             const __m128i pm = _mm_madd_epi16(mins, _mm_hadd_epi16(b0, b1));
@@ -115,7 +96,7 @@ AI void sse_q4_K_nc(int64_t n, const void *vx, const void *const *vy, float *out
             accm[c] += mx * y->d * (float)msum;
         }
     }
-    UNROLL for (int c = 0; c < NC; c++) out[c] = hsum_ps(acc[c]) - accm[c];
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps128(acc[c]) - accm[c];
 }
 
 AI void sse_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out, const int NC) {
@@ -127,14 +108,14 @@ AI void sse_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out
         const __m128i sc_lo = _mm_cvtepi8_epi16(sc8), sc_hi = _mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8));
         const float dx = H2F(x[i].d);
         __m128i sumi[4];
-        UNROLL for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             const __m128i off = _mm_add_epi32(_mm_madd_epi16(sc_lo, _mm_loadu_si128((const __m128i *)y->bsums)),
                                               _mm_madd_epi16(sc_hi, _mm_loadu_si128((const __m128i *)(y->bsums + 8))));
             sumi[c] = _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(off, 5));
         }
-        UNROLL for (int h = 0; h < 2; h++) {
-            UNROLL for (int half = 0; half < 2; half++) { /* 16 of the 32 columns l */
+        X86_UNROLL for (int h = 0; h < 2; h++) {
+            X86_UNROLL for (int half = 0; half < 2; half++) { /* 16 of the 32 columns l */
                 const int o = 16 * half;
                 const __m128i b1 = _mm_loadu_si128((const __m128i *)(x[i].ql + 64 * h + o));
                 const __m128i b2 = _mm_loadu_si128((const __m128i *)(x[i].ql + 64 * h + 32 + o));
@@ -144,52 +125,30 @@ AI void sse_q6_K_nc(int64_t n, const void *vx, const void *const *vy, float *out
                 q[1] = _mm_or_si128(_mm_and_si128(b2, m4), _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 2), m3), 4));
                 q[2] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b1, 4), m4), _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 4), m3), 4));
                 q[3] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b2, 4), m4), _mm_and_si128(_mm_srli_epi16(hb, 2), _mm_set1_epi8(0x30)));
-                UNROLL for (int k = 0; k < 4; k++) {
+                X86_UNROLL for (int k = 0; k < 4; k++) {
                     /* elements 128h + 32k + o .. +16: scale 8h + 2k + half */
                     const int si = 8 * h + 2 * k + half;
                     const __m128i s = _mm_set1_epi16(x[i].scales[si]);
-                    UNROLL for (int c = 0; c < NC; c++) {
+                    X86_UNROLL for (int c = 0; c < NC; c++) {
                         const int8_t *q8 = ((const block_q8_K *)vy[c])[i].qs + 128 * h + 32 * k + o;
                         const __m128i p = _mm_maddubs_epi16(q[k], _mm_loadu_si128((const __m128i *)q8));
-                        sumi[c] = keep(_mm_add_epi32(sumi[c], _mm_madd_epi16(s, p)));
+                        sumi[c] = x86_keep128(_mm_add_epi32(sumi[c], _mm_madd_epi16(s, p)));
                     }
                 }
             }
         }
-        UNROLL for (int c = 0; c < NC; c++) {
+        X86_UNROLL for (int c = 0; c < NC; c++) {
             const block_q8_K *y = (const block_q8_K *)vy[c] + i;
             acc[c] = _mm_add_ps(acc[c], _mm_mul_ps(_mm_set1_ps(dx * y->d), _mm_cvtepi32_ps(sumi[c])));
         }
     }
-    UNROLL for (int c = 0; c < NC; c++) out[c] = hsum_ps(acc[c]);
+    X86_UNROLL for (int c = 0; c < NC; c++) out[c] = x86_hsum_ps128(acc[c]);
 }
 
-#define WRAP(name, NCFN)                                                                     \
-    static void sse4_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {    \
-        const void *ys[1] = { y };                                                          \
-        NCFN(n, x, ys, s, 1);                                                               \
-    }                                                                                       \
-    static void sse4_gemm_##name(int64_t n, int64_t nr, int64_t nc, const void *w, size_t ws, \
-                                 const void *a, size_t as, float *dst, size_t ds) {         \
-        for (int64_t r = 0; r < nr; r++) {                                                  \
-            const void *x = (const char *)w + r * ws;                                       \
-            for (int64_t c = 0; c < nc; c += 4) {                                           \
-                const void *ys[4];                                                          \
-                float o[4];                                                                 \
-                const int64_t m = nc - c < 4 ? nc - c : 4;                                  \
-                for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c + k) * as;         \
-                if (m == 4) NCFN(n, x, ys, o, 4);                                           \
-                else if (m == 3) NCFN(n, x, ys, o, 3);                                      \
-                else if (m == 2) NCFN(n, x, ys, o, 2);                                      \
-                else NCFN(n, x, ys, o, 1);                                                  \
-                for (int k = 0; k < m; k++) dst[(c + k) * ds + r] = o[k];                   \
-            }                                                                               \
-        }                                                                                   \
-    }
-WRAP(q8_0, sse_q8_0_nc)
-WRAP(q4_0, sse_q4_0_nc)
-WRAP(q4_K, sse_q4_K_nc)
-WRAP(q6_K, sse_q6_K_nc)
+X86_WRAP(sse4, q8_0, sse_q8_0_nc)
+X86_WRAP(sse4, q4_0, sse_q4_0_nc)
+X86_WRAP(sse4, q4_K, sse_q4_K_nc)
+X86_WRAP(sse4, q6_K, sse_q6_K_nc)
 
 static float sse4_dot_f32(const float *a, const float *b, int n) {
     __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
@@ -198,7 +157,7 @@ static float sse4_dot_f32(const float *a, const float *b, int n) {
         s0 = _mm_add_ps(s0, _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
         s1 = _mm_add_ps(s1, _mm_mul_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4)));
     }
-    float s = hsum_ps(_mm_add_ps(s0, s1));
+    float s = x86_hsum_ps128(_mm_add_ps(s0, s1));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }

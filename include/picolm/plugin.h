@@ -110,6 +110,13 @@ enum picolm_type {
 /* A bit no CPU has: lets tests build a plugin whose requirement is unmet. */
 #define PICOLM_CPU_IMPOSSIBLE  (1ull << 63)
 
+/* CPU vendors (picolm_host.cpu_vendor): x86 from CPUID's vendor string, ARM
+   from the MIDR implementer code (0x41 Arm, 0x61 Apple, 0x51 Qualcomm...). */
+#define PICOLM_VENDOR_UNKNOWN 0u
+#define PICOLM_VENDOR_INTEL   1u  /* GenuineIntel */
+#define PICOLM_VENDOR_AMD     2u  /* AuthenticAMD, HygonGenuine */
+#define PICOLM_VENDOR_ARM_IMPL(implementer) (0x100u | (uint32_t)(implementer))
+
 /* ------------------------------------------------------------------------ */
 /* Host API: what the core hands to every plugin's init.  Plugins never link */
 /* against core symbols, so a plugin can also run against a test host.       */
@@ -134,7 +141,18 @@ typedef struct picolm_host {
     void (*parallel_for)(const struct picolm_host *host, int64_t n, picolm_task_fn fn, void *ctx);
     int n_threads;          /* threads parallel_for uses */
     void *core_data;        /* the core's own (its thread pool): plugins leave it alone */
+    /* ---- appended after v1: read only when PICOLM_HOST_HAS(host, member) ---- */
+    /* (0 = unknown) The CPU's identity, from the core's probe: for tuning
+       only (a crossover, a tile size); whether an instruction set may run
+       is cpu_features' to say, never these. */
+    uint32_t cpu_vendor;    /* PICOLM_VENDOR_* */
+    uint32_t cpu_family;    /* x86: display family (CPUID 1, base + extended); ARM: MIDR architecture */
+    uint32_t cpu_model;     /* x86: display model (with the extended model); ARM: MIDR part number */
 } picolm_host;
+
+/* Non-zero when the host struct h (of whichever core loaded the plugin) has
+   member m: a member appended after v1 is read only then, else taken as 0. */
+#define PICOLM_HOST_HAS(h, m) ((h)->struct_size >= offsetof(picolm_host, m) + sizeof((h)->m))
 
 /* ------------------------------------------------------------------------ */
 /* Kernels (shared by formats and backends)                                   */

@@ -1,38 +1,19 @@
 /*
- * Shared x86 code of the avx2 and avx512 levels: inline helpers, the
- * 32-element formats' block unpackers and row template (the avx512 Q8_0
- * kernels finish odd blocks with it), the
- * Q4_K / Q4_K_R block accessors, the fp16 primitives as inline templates and
- * the vec_dot / gemm wrapper macros.  Everything here is always-inline or a
- * macro: each including translation unit (built with its own level's flags)
- * gets its own copy, so nothing of one level runs in another's plugin by
- * accident.  Never included by plugin.c.
+ * Shared code of the avx2 and avx512 levels (AVX2 + FMA + F16C): inline
+ * helpers, the 32-element formats' block unpackers and row template (the
+ * avx512 Q8_0 kernel finishes odd blocks with it), the Q4_K / Q4_K_R block
+ * accessors and the fp16 primitives as inline templates.  As x86/base.h:
+ * always-inline, one copy per including level.
  *
- * Every weight kernel is written once as an always-inline "one weight row x
- * NC activation rows" routine (NC = 1..4, 1..8 in the K-quant tiles of
- * x86_avx2_ktile.h; a compile-time constant at each call site): NC = 1 is
- * vec_dot, NC > 1 is the inner loop of the gemm tile, where each weight
- * block is loaded and unpacked once and reused across NC activations.  Integer dot products are exact; only the float accumulation
- * order differs from the reference code.
+ * The row templates take NC = 1..4 activation rows (1..8 in the K-quant
+ * tiles of avx2/ktile.h).  Integer dot products are exact; only the float
+ * accumulation order differs from the reference code.
  */
 #ifndef PICOLM_X86_AVX2_H
 #define PICOLM_X86_AVX2_H
-#include <immintrin.h>
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-#include "../level.h"
-#include "picolm/blocks.h"
-#include "picolm/fp16.h"
+#include "base.h"
 
-#define AI static inline __attribute__((always_inline))
-/* Full unrolling of the loops over a tile's columns (and a block's parts):
-   with the loops rolled, GCC -O2 keeps per-column accumulators in stack
-   arrays, a load and a store per product. */
-#define X86_UNROLL _Pragma("GCC unroll 16")
-/* v, materialized in a register here: keeps a column's integer sum a chain
-   of adds in program order (GCC otherwise reassociates an unrolled tile's
-   sums into trees of products that no longer fit in the 16 registers) */
+/* x86_keep128 on 256 bits */
 AI __m256i x86_keep(__m256i v) {
     __asm__("" : "+x"(v));
     return v;
@@ -43,11 +24,6 @@ AI float x86_h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 AI float x86_hsum_ps(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-AI float x86_hsum_ps128(__m128 r) {
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     return _mm_cvtss_f32(r);
@@ -147,7 +123,7 @@ AI __m256i x86_u32_q5_1(const void *x, int64_t i, float *d, float *m) {
     return _mm256_or_si256(x86_nibbles16(b->qs), hb);
 }
 
-/* One weight row x NC activation rows (x86_avx2.h's template).  SIGNED: x
+/* One weight row x NC activation rows.  SIGNED: x
    Q8_0 with the sign trick (|qx| x sign(qy, qx)); else x Q8_1, unsigned,
    plus the mins term, a float sum of its own added last.  Per block and
    column: acc = fma(dx * dy, float(8 lanes of 4 products), acc). */
@@ -184,7 +160,7 @@ X86_NC32(avx2, q8_0, 1)
 /* Q4_K / Q4_K_R blocks                                                       */
 /* ======================================================================== */
 /* Q4_K_R (blocks.h) is Q4_K with the scales pre-unpacked: the Q4_K kernels
-   (../avx2, ../avx512) take R = 1 for it, the same code with the scales
+   (avx2, avx512) take R = 1 for it, the same code with the scales
    loaded instead of unpacked. */
 #define K4_BSZ(R) ((R) ? sizeof(block_q4_K_r) : sizeof(block_q4_K))
 /* superblock i of the row at x */
@@ -260,6 +236,21 @@ AI void x86_scale_axpy_f16(float *y, float scale, float a, const uint16_t *v, in
         y[i] = picolm_half_to_float(picolm_float_to_half(fmaf(a, picolm_half_to_float(v[i]), yy)));
     }
 }
+/* x86_hsum_ps of 8 vectors d[0..7] into lanes 0..7, with its adds and
+   operand order ((0+4) + (2+6)) + ((1+5) + (3+7)), so each lane has its
+   bits; in two steps, so that the 8 need not be live at once:
+   x86_hsum8_halves(d[j], d[j + 4]) for j = 0..3, then x86_hsum8_ps. */
+AI __m256 x86_hsum8_halves(__m256 a, __m256 b) { /* a's halves added, then b's */
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+AI __m256 x86_hsum8_ps(const __m256 u[4]) {
+    __m256 w[2]; /* per 128-bit lane: (0+2, 1+3) of u[2i], then of u[2i + 1] */
+    for (int i = 0; i < 2; i++) {
+        const __m256d a = _mm256_castps_pd(u[2 * i]), b = _mm256_castps_pd(u[2 * i + 1]);
+        w[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], 0x88), _mm256_shuffle_ps(w[0], w[1], 0xdd));
+}
 /* One online-softmax step (plugin.h, attn_f16): score s against the running
    max *m and sum *sum; *ws rescales the accumulator, *w weighs this V row. */
 AI void attn_softmax_step(float s, float *m, float *sum, float *ws, float *w) {
@@ -273,48 +264,4 @@ AI void attn_softmax_step(float s, float *m, float *sum, float *ws, float *w) {
     }
     *sum = *sum * *ws + *w;
 }
-/* ======================================================================== */
-/* vec_dot / gemm wrappers                                                    */
-/* ======================================================================== */
-/* gemm: rows in blocks of X86_GEMM_RB (about 36 KB of Q4_K at 2048 columns,
-   L1/L2-resident) with the activation columns, 4 at a time, swept over each
-   block: the 4 activation rows stay in L1 while the block's weight rows are
-   re-read from L1/L2, instead of every column being re-read from L2 for every
-   weight row (activation rows are ~8x the bytes of Q4_K weight rows). */
-#define X86_GEMM_RB 32
-#define X86_WRAP(pfx, name, NCFN)                                                           \
-    static void pfx##_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {  \
-        const void *ys[1] = { y };                                                         \
-        NCFN(n, x, ys, s, 1);                                                              \
-    }                                                                                      \
-    static void pfx##_gemm_##name(int64_t n, int64_t nr, int64_t nc, const void *w,         \
-                                  size_t ws, const void *a, size_t as, float *dst,         \
-                                  size_t ds) {                                             \
-        for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {                                 \
-            const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;              \
-            int64_t c = 0;                                                                 \
-            for (; c + 4 <= nc; c += 4) {                                                  \
-                const void *ys[4];                                                         \
-                for (int k = 0; k < 4; k++) ys[k] = (const char *)a + (c + k) * as;        \
-                for (int64_t r = r0; r < r1; r++) {                                        \
-                    float o[4];                                                            \
-                    NCFN(n, (const char *)w + r * ws, ys, o, 4);                           \
-                    for (int k = 0; k < 4; k++) dst[(c + k) * ds + r] = o[k];              \
-                }                                                                          \
-            }                                                                              \
-            const int64_t m = nc - c;                                                      \
-            if (!m) continue;                                                              \
-            const void *ys[3];                                                             \
-            for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c + k) * as;            \
-            for (int64_t r = r0; r < r1; r++) {                                            \
-                const void *x = (const char *)w + r * ws;                                  \
-                float o[3];                                                                \
-                if (m == 3) NCFN(n, x, ys, o, 3);                                          \
-                else if (m == 2) NCFN(n, x, ys, o, 2);                                     \
-                else NCFN(n, x, ys, o, 1);                                                 \
-                for (int k = 0; k < m; k++) dst[(c + k) * ds + r] = o[k];                  \
-            }                                                                              \
-        }                                                                                  \
-    }
-
 #endif

@@ -1,7 +1,7 @@
 /*
  * Gemm tiles of 1..8 activation columns for the K-quants (Q4_K, Q4_K_R,
  * Q5_K, Q6_K against Q8_K): batched decode (a few server streams) and
- * prefill.  Header-only like x86_avx2.h; the tile kernels themselves are in
+ * prefill.  Header-only, the avx2 level's own; the tile kernels themselves are in
  * kernels.c (one always-inline "weight row x NC columns" routine per format,
  * which is also its vec_dot at NC = 1).
  *
@@ -20,9 +20,9 @@
  * superblock order, reduced by the same horizontal sums; so every column is
  * bit-identical to vec_dot (test_kernels checks it for every tile shape).
  */
-#ifndef PICOLM_X86_AVX2_KTILE_H
-#define PICOLM_X86_AVX2_KTILE_H
-#include "x86_avx2.h"
+#ifndef PICOLM_AVX2_KTILE_H
+#define PICOLM_AVX2_KTILE_H
+#include "../x86/avx2.h"
 
 #define KQ_NC 8       /* activation columns per tile */
 #define KQ_MAXB 128   /* superblocks per row a panel holds (n <= 32768) */

@@ -2,11 +2,11 @@
  * 8-column gemm tiles for the 32-element formats (Q8_0, Q4_0, IQ4_NL, Q5_0
  * against Q8_0; Q4_1, Q5_1 against Q8_1): the prefill path of models whose
  * rows are not whole 256-blocks (Qwen2.5's 896), where llama.cpp's K-quant
- * mixes fall back to these formats.  Header-only like x86_avx2.h; the
+ * mixes fall back to these formats.  Header-only, the avx2 level's own; the
  * avx512 plugin gets these tiles through the avx2 level (its own Q8_0
  * kernel replaces that one).
  *
- * Same integers and float steps as the row kernels of x86_avx2.h
+ * Same integers and float steps as the row kernels of x86/avx2.h
  * (avx2_q5_0_nc etc.), so results are bit-identical to vec_dot: per weight
  * row and activation column one 8-lane float accumulator, fma'd per block
  * with the scale dx * dy, summed at the end by x86_hsum_ps; the Q8_1 mins
@@ -19,9 +19,9 @@
  * Tails (nc % 8 columns, rows too long for the panel) go through the
  * X86_WRAP gemm of the same format, which is bit-identical too.
  */
-#ifndef PICOLM_X86_AVX2_TILE8_H
-#define PICOLM_X86_AVX2_TILE8_H
-#include "x86_avx2.h"
+#ifndef PICOLM_AVX2_TILE8_H
+#define PICOLM_AVX2_TILE8_H
+#include "../x86/avx2.h"
 
 #define T8_NC 8       /* activation columns per tile */
 #define T8_MAXB 1024  /* blocks of 32 per row the panel holds (n <= 32768) */

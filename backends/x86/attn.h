@@ -4,8 +4,8 @@
  *   ATTN_FN        the function's name
  *   attn_vec, ATTN_W, attn_ld, attn_st, attn_set1, attn_ld16,
  *   attn_round16, attn_fma, attn_mul   the y update's vector type and ops
- *   ATTN_EXPF8     the level's vector expf (x86_expf.h: x86_expf8_avx2 or
- *                  x86_expf8_avx512; its _matches_libm the run-time check)
+ *   ATTN_EXPF8     the level's vector expf (avx2/expf.h, avx512/expf.h),
+ *                  taken where its tune hook found it equal to libm's
  * nq query heads sharing one KV head, through the model's loop arithmetic
  * bit for bit (same dot chains and horizontal sum as x86_dot_f32_f16, same
  * f16 roundings as x86_scale_axpy_f16, libm's expf values).  Each K and V row is
@@ -14,38 +14,18 @@
  * per position.  The y update is elementwise, so any width gives the same
  * values.  Up to 8 queries' scores, maxima and sums are lanes of one vector:
  * their horizontal sums are done together (x86_hsum8_ps) and their softmax
- * steps with one vector expf, where it is libm's bit for bit (ATTN_G);
+ * steps with one vector expf, where it is libm's bit for bit (ATTN_G: the
+ * tuning record's attn_expf, set by the level's tune hook at init);
  * elsewhere libm's expf per query, one position at a time (ATTN_GL).
  */
 #ifndef ATTN_FN
-#error "define ATTN_FN and the attn_* vector ops before including x86_attn.h"
+#error "define ATTN_FN and the attn_* vector ops before including x86/attn.h"
 #endif
-#include <stdatomic.h>
-#include "x86_expf.h"
 #define ATTN_CAT2(a, b) a##b
 #define ATTN_CAT(a, b) ATTN_CAT2(a, b)
 #define ATTN_G ATTN_CAT(ATTN_FN, _g)
 #define ATTN_GL ATTN_CAT(ATTN_FN, _gl)
-#define ATTN_VEXP ATTN_CAT(ATTN_FN, _vexp)
 #define ATTN_Y ATTN_CAT(ATTN_FN, _y)
-#ifndef PICOLM_X86_HSUM8_PS
-#define PICOLM_X86_HSUM8_PS
-/* x86_hsum_ps of 8 vectors d[0..7] into lanes 0..7, with its adds and
-   operand order ((0+4) + (2+6)) + ((1+5) + (3+7)), so each lane has its
-   bits; in two steps, so that the 8 need not be live at once:
-   x86_hsum8_halves(d[j], d[j + 4]) for j = 0..3, then x86_hsum8_ps. */
-AI __m256 x86_hsum8_halves(__m256 a, __m256 b) { /* a's halves added, then b's */
-    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-AI __m256 x86_hsum8_ps(const __m256 u[4]) {
-    __m256 w[2]; /* per 128-bit lane: (0+2, 1+3) of u[2i], then of u[2i + 1] */
-    for (int i = 0; i < 2; i++) {
-        const __m256d a = _mm256_castps_pd(u[2 * i]), b = _mm256_castps_pd(u[2 * i + 1]);
-        w[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-    }
-    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], 0x88), _mm256_shuffle_ps(w[0], w[1], 0xdd));
-}
-#endif
 /* query j's dot vector against the converted K row (x86_dot_f32_f16's
    chains; 0 past the nq queries) */
 AI __m256 ATTN_CAT(ATTN_FN, _dot)(const float *q, size_t q_stride, int j, int nq, const __m256 *kf, const int hd) {
@@ -68,12 +48,6 @@ AI void ATTN_CAT(ATTN_FN, _softmax8)(__m256 sc, __m256 *m, __m256 *sum, float *w
     _mm256_storeu_ps(ws, vws);
     _mm256_storeu_ps(w, vw);
 }
-/* 1 once ATTN_EXPF8 matched libm's expf on the check's sample, 0 once it
-   did not (another libm: musl, an older glibc, one without the FMA
-   variant rounds some values otherwise), -1 before the check.  Checked on
-   first use rather than at load: a constructor would run this level's
-   instructions on any CPU. */
-static _Atomic int ATTN_VEXP = -1;
 /* y rows of nqg queries (j0.. of the block's weights), nv vectors each, in
    registers over the block's nb positions: the axpy steps of
    x86_scale_axpy_f16 in position order, V rows from vb (converted) */
@@ -178,8 +152,8 @@ AI void ATTN_GL(const float *q, size_t q_stride, int nq, const uint16_t *k, cons
 static void ATTN_FN(const float *q, size_t q_stride, int nq, const uint16_t *k, const uint16_t *v,
                                                   size_t kv_stride, int n, int hd, float scale, float *y, size_t y_stride, float *mx,
                                                   float *sum) {
-    int vexp = atomic_load_explicit(&ATTN_VEXP, memory_order_relaxed);
-    if (vexp < 0) atomic_store_explicit(&ATTN_VEXP, vexp = ATTN_CAT(ATTN_EXPF8, _matches_libm)(), memory_order_relaxed);
+    /* (another libm, musl or an older glibc, rounds some values otherwise) */
+    const int vexp = pk_tuning.attn_expf == PK_EXPF_VECTOR;
     for (int j0 = 0; j0 < nq; j0 += 8) {
         const int c = nq - j0 < 8 ? nq - j0 : 8;
         const float *qc = q + (size_t)j0 * q_stride;
@@ -200,6 +174,5 @@ static void ATTN_FN(const float *q, size_t q_stride, int nq, const uint16_t *k, 
 }
 #undef ATTN_G
 #undef ATTN_GL
-#undef ATTN_VEXP
 #undef ATTN_Y
 #undef ATTN_B

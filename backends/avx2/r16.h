@@ -1,31 +1,25 @@
 /*
- * AVX2 kernels for the 16-row interleaved layouts Q4_K_R16 / Q6_K_R16
- * (blocks.h), header-only like x86_avx2.h (include it after that header, from
- * a translation unit built with AVX2/FMA/F16C flags).
+ * The avx2 level's kernels for the 16-row interleaved layouts (x86/r16.h):
+ * Q4_K_R16, Q6_K_R16, Q4_K_R16N, and Q5_0_R16 (with x86/q5r16.h).  A ymm is
+ * one half of a 64-byte vector of the layout: 8 rows.
  *
- * A 64-byte vector of the layout holds the same 4 columns of 16 rows, a
- * 32-bit lane per row; a ymm is one half of it: 8 rows.  The activations'
- * 4 bytes of those columns are broadcast to the 8 lanes, so maddubs + madd
- * gives each row's dot product of the 4 columns in its own lane.
- *
- * Same integers, same float steps as the row kernels (avx2_q4_K_t,
- * avx2_q6_K_t): those keep 8 int32 partial sums per row and superblock,
- * lane p = columns 4p..4p+3 of every 32-column chunk, each converted and
- * fma'd into its own float lane, summed at the end by x86_hsum_ps.  Here
- * the vectors are "p-major" (one ymm = lane p of 8 rows), so every row goes
- * through exactly those operations and the final horizontal sums become
- * vertical adds in the same order.  Results are bit-identical to the row
- * kernels on the base rows, so a Q4_K_M model and its R16 twin give the
- * same logits with this backend.
+ * Q4_K_R16 / Q6_K_R16: same integers, same float steps as the row kernels
+ * (avx2_q4_K_t, avx2_q6_K_t): those keep 8 int32 partial sums per row and
+ * superblock, lane p = columns 4p..4p+3 of every 32-column chunk, each
+ * converted and fma'd into its own float lane, summed at the end by
+ * x86_hsum_ps.  Here the vectors are "p-major" (one ymm = lane p of 8 rows),
+ * so every row goes through exactly those operations and the final
+ * horizontal sums become vertical adds in the same order.  Results are
+ * bit-identical to the row kernels on the base rows, so a Q4_K_M model and
+ * its R16 twin give the same logits with this backend.
  *
  * NC (1..R16_NC activation columns) is a compile-time constant at each call
  * site: each weight vector is loaded and unpacked once per NC columns.
  */
-#ifndef PICOLM_X86_AVX2_R16_H
-#define PICOLM_X86_AVX2_R16_H
-#include "x86_avx2.h"
-
-#define R16_NC 4 /* widest gemm tile (activation columns) */
+#ifndef PICOLM_AVX2_R16_H
+#define PICOLM_AVX2_R16_H
+#include "../x86/q5r16.h"
+#include "../x86/r16.h"
 
 /* pshufb controls (on a 16-byte vector broadcast to both 128-bit lanes):
    byte b of rows 8h..8h+7 -> the int16 pair (b, b) in row's 32-bit lane.
@@ -64,9 +58,6 @@ AI __m256i r16_bcast4(const int8_t *p) {
 #ifndef R16_PF
 #define R16_PF 2
 #endif
-AI void r16_prefetch(const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
-}
 /* (a0+a4 + a2+a6) + (a1+a5 + a3+a7): x86_hsum_ps's order, lane-wise */
 AI __m256 r16_sum8(const __m256 a[8]) {
     const __m256 t0 = _mm256_add_ps(a[0], a[4]), t1 = _mm256_add_ps(a[1], a[5]);
@@ -81,31 +72,6 @@ AI __m256 r16_sum4(const __m256 a[4]) {
 /* ======================================================================== */
 /* Q4_K_R16 x Q8_K                                                            */
 /* ======================================================================== */
-/* 6-bit field of sub-block s of the 16 rows: low 4 bits in lo[s/2] (nibble
-   s&1), high 2 bits in hi[s/4] bits 2(s%4).. */
-AI __m128i r16_k4_get6(const uint8_t lo[][16], const uint8_t hi[][16], int s) {
-    __m128i l = _mm_loadu_si128((const __m128i *)lo[s / 2]);
-    if (s & 1) l = _mm_srli_epi16(l, 4);
-    __m128i h = _mm_loadu_si128((const __m128i *)hi[s / 4]);
-    switch (s % 4) { /* bits 2k..2k+1 -> bits 4..5 */
-    case 0: h = _mm_slli_epi16(h, 4); break;
-    case 1: h = _mm_slli_epi16(h, 2); break;
-    case 2: break;
-    default: h = _mm_srli_epi16(h, 2); break;
-    }
-    return _mm_or_si128(_mm_and_si128(l, _mm_set1_epi8(0x0F)), _mm_and_si128(h, _mm_set1_epi8(0x30)));
-}
-
-/* superblock i of the NC activation columns vy[c]: y[c], and q8s[c][t] =
-   (bsum of sub-block 2t, of 2t + 1) as an int16 pair */
-AI void r16_k8_cols(const void *const *vy, int64_t i, const int NC, const block_q8_K **y, int32_t (*q8s)[4]) {
-    for (int c = 0; c < NC; c++) {
-        y[c] = (const block_q8_K *)vy[c] + i;
-        const __m128i q = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[c]->bsums), _mm_loadu_si128((const __m128i *)(y[c]->bsums + 8)));
-        _mm_storeu_si128((__m128i *)q8s[c], q);
-    }
-}
-
 /* out[c * os + r] = dot(row r of the group at vx, column c), r < 16, c < NC */
 AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float *out, size_t os, const int NC) {
     const block_q4_K_r16 *x = vx;
@@ -120,7 +86,7 @@ AI void avx2_q4_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
         }
     for (int64_t i = 0; i < nb; i++) {
         const block_q4_K_r16 *b = x + i;
-        r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
+        r16_prefetch(b + R16_PF, sizeof *b);
         __m128i sc6[8], mn6[8];
         for (int s = 0; s < 8; s++) {
             sc6[s] = r16_k4_get6(b->scales_l, b->scales_h, s);
@@ -191,7 +157,7 @@ AI void avx2_q4_K_r16n_t(int64_t n, const void *vx, const void *const *vy, float
     for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const block_q4_K_r16 *b = x + i;
-        r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
+        r16_prefetch(b + R16_PF, sizeof *b);
         const block_q8_K *y[R16_NC];
         int32_t q8s[R16_NC][4];
         r16_k8_cols(vy, i, NC, y, q8s);
@@ -247,7 +213,7 @@ AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
             for (int p = 0; p < 8; p++) acc[c][h][p] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const block_q6_K_r16 *b = x + i;
-        r16_prefetch(b + R16_PF, sizeof *b); /* a hint: never faults, past the end included */
+        r16_prefetch(b + R16_PF, sizeof *b);
         const block_q8_K *y[R16_NC];
         for (int c = 0; c < NC; c++) y[c] = (const block_q8_K *)vy[c] + i;
         for (int h = 0; h < 2; h++) {
@@ -297,33 +263,73 @@ AI void avx2_q6_K_r16_t(int64_t n, const void *vx, const void *const *vy, float 
 }
 
 /* ======================================================================== */
-/* vec_dot / gemm wrappers for row groups of 16                               */
+/* Q5_0_R16 x Q8_0 (x86/q5r16.h)                                              */
 /* ======================================================================== */
-/* vec_dot: s[0..16) for the group at x.  gemm: nr a multiple of 16, w at a
-   group start, row r at w + r * ws (a group is 16 rows); the group (36 KB of
-   Q4_K_R16 at 4096 columns) stays in L1/L2 while the activation columns
-   stream past it, R16_NC at a time. */
-#define R16_WRAP(pfx, name, TFN)                                                             \
-    static void pfx##_vec_dot_##name(int64_t n, float *s, const void *x, const void *y) {   \
-        const void *ys[1] = { y };                                                          \
-        TFN(n, x, ys, s, 16, 1);                                                            \
-    }                                                                                       \
-    static void pfx##_gemm_##name(int64_t n, int64_t nr, int64_t nc, const void *w,          \
-                                  size_t ws, const void *a, size_t as, float *dst,          \
-                                  size_t ds) {                                              \
-        for (int64_t g = 0; g + 16 <= nr; g += 16) {                                        \
-            const void *x = (const char *)w + g * ws;                                       \
-            int64_t c = 0;                                                                  \
-            const void *ys[R16_NC];                                                         \
-            for (; c + R16_NC <= nc; c += R16_NC) {                                         \
-                for (int k = 0; k < R16_NC; k++) ys[k] = (const char *)a + (c + k) * as;    \
-                TFN(n, x, ys, dst + c * ds + g, ds, R16_NC);                                \
-            }                                                                               \
-            const int m = (int)(nc - c);                                                    \
-            for (int k = 0; k < m; k++) ys[k] = (const char *)a + (c + k) * as;             \
-            if (m == 3) TFN(n, x, ys, dst + c * ds + g, ds, 3);                             \
-            else if (m == 2) TFN(n, x, ys, dst + c * ds + g, ds, 2);                        \
-            else if (m == 1) TFN(n, x, ys, dst + c * ds + g, ds, 1);                        \
-        }                                                                                   \
+/* Rows 8h..8h+7 (lanes) of block b against NC activation blocks: q8[c] the
+   32 quants, dy[c] the scale, ys16[c] = 16 * sum of the quants. */
+AI void q5r_half(const block_q5_0_r16 *b, const int h, const int8_t *const *q8, const float *dy, const int32_t *ys16,
+                 __m256 *acc, const int NC) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    /* bit k of every byte to bit 4: a 16-bit shift by at most 4 brings
+       nothing across the byte boundary into bit 4 */
+    const __m256i hb[8] = {_mm256_slli_epi16(qh, 4), _mm256_slli_epi16(qh, 3), _mm256_slli_epi16(qh, 2), _mm256_slli_epi16(qh, 1),
+                           qh, _mm256_srli_epi16(qh, 1), _mm256_srli_epi16(qh, 2), _mm256_srli_epi16(qh, 3)};
+    __m256i u[8];
+    X86_UNROLL for (int j = 0; j < 4; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs[j] + 32 * h));
+        u[j] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hb[j], m10));
+        u[j + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(hb[j + 4], m10));
     }
+    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b->d + 8 * h)));
+    X86_UNROLL for (int c = 0; c < NC; c++) {
+        /* int16 sums of 4 maddubs: each lane |u0 y0 + u1 y1| <= 2 * 31 * 128
+           = 7936, so 4 of them <= 31744 < 32768 (even at y = -128) */
+        __m256i lo = _mm256_maddubs_epi16(u[0], r16_bcast4(q8[c]));
+        __m256i hi = _mm256_maddubs_epi16(u[4], r16_bcast4(q8[c] + 16));
+        X86_UNROLL for (int g = 1; g < 4; g++) {
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(u[g], r16_bcast4(q8[c] + 4 * g)));
+            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(u[g + 4], r16_bcast4(q8[c] + 16 + 4 * g)));
+        }
+        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+        const __m256i isum = _mm256_sub_epi32(s, _mm256_set1_epi32(ys16[c]));
+        acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(dy[c])), _mm256_cvtepi32_ps(isum), acc[c]);
+    }
+}
+
+/* vec_dot: s[0..16) = the group at vx against one Q8_0 row */
+static void avx2_vec_dot_q5_0_r16(int64_t n, float *s, const void *vx, const void *vy) {
+    const block_q5_0_r16 *x = vx;
+    const block_q8_0 *y = vy;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        r16_prefetch(x + i + 4, sizeof *x); /* a hint: never faults, past the end included */
+        const int8_t *q8 = y[i].qs;
+        const float dy = x86_h2f(y[i].d);
+        const int32_t ys = q5r_ysum16(&y[i]);
+        q5r_half(x + i, 0, &q8, &dy, &ys, &acc[0], 1);
+        q5r_half(x + i, 1, &q8, &dy, &ys, &acc[1], 1);
+    }
+    _mm256_storeu_ps(s, acc[0]);
+    _mm256_storeu_ps(s + 8, acc[1]);
+}
+
+/* out[c * os + r] for the group at vx, r < 16, against NC panel columns */
+AI void q5r_tile(int64_t nb, const void *vx, const void *a, size_t as, const float *dy, const int32_t *ys, float *out, size_t os,
+                 const int NC) {
+    const block_q5_0_r16 *x = vx;
+    for (int h = 0; h < 2; h++) {
+        __m256 acc[Q5R_NC];
+        X86_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) {
+            const int8_t *q8[Q5R_NC];
+            X86_UNROLL for (int c = 0; c < NC; c++) q8[c] = ((const block_q8_0 *)((const char *)a + c * as))[i].qs;
+            q5r_half(x + i, h, q8, dy + i * Q5R_NC, ys + i * Q5R_NC, acc, NC);
+        }
+        X86_UNROLL for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + c * os + 8 * h, acc[c]);
+    }
+}
+
+Q5R_GEMM(avx2_gemm_q5_0_r16, avx2_vec_dot_q5_0_r16, q5r_tile)
+
 #endif

@@ -15,10 +15,11 @@
  * some results otherwise: x86_expf8_<isa>_matches_libm() tells, at run
  * time, on a sample.  tests/test_expf.c compares all x <= 0 and [0, 1].
  *
- * x86_expf8_avx2 (two 4-double halves, a gather for the table) needs AVX2
- * and FMA; x86_expf8_avx512 (one 8-double vector, the table in registers)
- * AVX-512F and VL.  Each is defined where its ISA is enabled (the level's
- * flags).
+ * This header holds what the variants share (glibc's table and constants,
+ * the run-time check); each level has its variant next to its kernels:
+ * x86_expf8_avx2 (avx2/expf.h: two 4-double halves, a gather for the
+ * table) and x86_expf8_avx512 (avx512/expf.h: one 8-double vector, the
+ * table in registers).
  */
 #ifndef PICOLM_X86_EXPF_H
 #define PICOLM_X86_EXPF_H
@@ -86,55 +87,4 @@ static inline float x86_expf_probe(uint32_t i) {
         return 1;                                                                      \
     }
 
-#endif
-
-#if defined(__AVX2__) && defined(__FMA__) && !defined(PICOLM_X86_EXPF_AVX2)
-#define PICOLM_X86_EXPF_AVX2
-/* glibc's special cases, over the main path's y (x its input) */
-X86_EXPF_AI __m256 x86_expf_special(__m256 x, __m256 y) {
-    y = _mm256_blendv_ps(y, _mm256_set1_ps(0x1p-149f), _mm256_cmp_ps(x, _mm256_set1_ps(X86_EXPF_MAYUFLOW), _CMP_LT_OQ));
-    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(X86_EXPF_UFLOW), _CMP_LT_OQ));
-    return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-X86_EXPF_AI __m128 x86_expf4_main(__m128 xf) {
-    const __m256d x = _mm256_cvtps_pd(xf), inv = _mm256_set1_pd(X86_EXPF_INVLN2N), shift = _mm256_set1_pd(X86_EXPF_SHIFT);
-    const __m256d kds = _mm256_fmadd_pd(inv, x, shift);
-    const __m256d r = _mm256_fmsub_pd(inv, x, _mm256_sub_pd(kds, shift));
-    const __m256i ki = _mm256_castpd_si256(kds);
-    const __m256i t = _mm256_i64gather_epi64((const long long *)x86_expf_tab, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
-    const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
-    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(X86_EXPF_C0), r, _mm256_set1_pd(X86_EXPF_C1));
-    const __m256d y = _mm256_fmadd_pd(_mm256_set1_pd(X86_EXPF_C2), r, _mm256_set1_pd(1.0));
-    return _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_fmadd_pd(z, _mm256_mul_pd(r, r), y), s));
-}
-X86_EXPF_AI __m256 x86_expf8_avx2(__m256 x) {
-    const __m256 y = _mm256_set_m128(x86_expf4_main(_mm256_extractf128_ps(x, 1)), x86_expf4_main(_mm256_castps256_ps128(x)));
-    return x86_expf_special(x, y);
-}
-X86_EXPF_MATCHES_LIBM(x86_expf8_avx2)
-#endif
-
-#if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(PICOLM_X86_EXPF_AVX512)
-#define PICOLM_X86_EXPF_AVX512
-X86_EXPF_AI __m256 x86_expf8_avx512(__m256 xf) {
-    const __m512d x = _mm512_cvtps_pd(xf), inv = _mm512_set1_pd(X86_EXPF_INVLN2N), shift = _mm512_set1_pd(X86_EXPF_SHIFT);
-    const __m512d kds = _mm512_fmadd_pd(inv, x, shift);
-    const __m512d r = _mm512_fmsub_pd(inv, x, _mm512_sub_pd(kds, shift));
-    const __m512i ki = _mm512_castpd_si512(kds);
-    /* entry k % 32: k's low 4 bits pick one of 16 in each half, bit 4 the half */
-    const __m512i *tab = (const __m512i *)x86_expf_tab;
-    const __m512i lo = _mm512_permutex2var_epi64(_mm512_load_si512(tab), ki, _mm512_load_si512(tab + 1));
-    const __m512i hi = _mm512_permutex2var_epi64(_mm512_load_si512(tab + 2), ki, _mm512_load_si512(tab + 3));
-    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
-    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
-    const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(X86_EXPF_C0), r, _mm512_set1_pd(X86_EXPF_C1));
-    const __m512d y = _mm512_fmadd_pd(_mm512_set1_pd(X86_EXPF_C2), r, _mm512_set1_pd(1.0));
-    const __m256 yf = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, _mm512_mul_pd(r, r), y), s));
-    /* the special cases on masks (AVX-512VL) */
-    __m256 o = _mm256_mask_blend_ps(_mm256_cmp_ps_mask(xf, _mm256_set1_ps(X86_EXPF_MAYUFLOW), _CMP_LT_OQ), yf,
-                                    _mm256_set1_ps(0x1p-149f));
-    o = _mm256_maskz_mov_ps(_mm256_cmp_ps_mask(xf, _mm256_set1_ps(X86_EXPF_UFLOW), _CMP_NLT_UQ), o);
-    return _mm256_mask_add_ps(o, _mm256_cmp_ps_mask(xf, xf, _CMP_UNORD_Q), xf, xf);
-}
-X86_EXPF_MATCHES_LIBM(x86_expf8_avx512)
 #endif
