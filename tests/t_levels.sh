@@ -1,5 +1,5 @@
 #!/bin/sh
-# Kernel levels (backends/level.h, docs/backends.md "Kernel levels"):
+# Kernel levels (backends/level.h, docs/backends.md "How a stock backend chooses its kernels"):
 #  - a plugin's kernel table contains every kernel type of the plugins
 #    below it in its chain (scalar < sse4 < avx2 < avx512, scalar < neon,
 #    scalar < rvv): each level only overlays, it never loses a kernel;

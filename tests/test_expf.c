@@ -1,5 +1,5 @@
 /*
- * The vector expf of attn_f16 (backends/x86/expf.h, each level's expf.h)
+ * The vector expf the attention kernels use (backends/x86/expf.h, each level's expf.h)
  * against libm's expf, bit for bit, exhaustively: every float with the sign
  * set (2^31 bit patterns: -0, subnormals, -inf, NaNs; attention's arguments
  * are all <= 0) and every float in [0, 1].  Each x86 level's variant as its

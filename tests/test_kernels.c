@@ -446,7 +446,7 @@ static void test_q5_0_rownum(const char *bname, const picolm_kernel *k) {
 
 /* ---- K-quant extremes: the int16 sums of the avx2 tiles --------------------
    The avx2 K-quant tiles add two vpmaddubsw results of a sub-block pair in
-   int16 before scaling (x86_avx2_ktile.h): 4 products of up to 63 * 128
+   int16 before scaling (backends/avx2/ktile.h): 4 products of up to 63 * 128
    (Q6_K) in one lane.  Every quant at its largest (all bits set) against
    activations of all +127 or all -128 puts the most into those lanes; the
    sums must equal the exact dot (computed in double from the dequantized
