@@ -493,11 +493,7 @@ char *picolm_chat_render(const picolm_model *m, const char *tmpl, const picolm_c
     int kind;
     char note[256];
     if (chat_kind_resolve(tmpl ? tmpl : "auto", m ? m->gguf : NULL, &kind, note, sizeof note, err, errlen)) return NULL;
-    chat_msg *cm = malloc((size_t)(n > 0 ? n : 1) * sizeof *cm);
-    if (!cm) { pl_fail(err, errlen, "out of memory"); return NULL; }
-    for (int i = 0; i < n; i++) cm[i] = (chat_msg){msgs[i].role, msgs[i].content, msgs[i].len};
-    char *out = chat_render(kind, cm, n, add_assistant, len);
-    free(cm);
+    char *out = chat_render(kind, msgs, n, add_assistant, len);
     if (!out) pl_fail(err, errlen, "out of memory");
     return out;
 }
@@ -509,3 +505,25 @@ const char *picolm_chat_template(const picolm_model *m, const char *tmpl, char *
 }
 
 const char *picolm_chat_templates(void) { return CHAT_KIND_NAMES; }
+
+/* The template kind and tool family tmpl resolves to for m. */
+static int tool_family(const picolm_model *m, const char *tmpl, int *kind, char *err, size_t errlen) {
+    char note[256];
+    if (chat_kind_resolve(tmpl ? tmpl : "auto", m ? m->gguf : NULL, kind, note, sizeof note, err, errlen)) return -1;
+    return chat_tools_resolve(*kind, m ? m->gguf : NULL);
+}
+
+const picolm_tool_format *picolm_tool_format_of(const picolm_model *m, const char *tmpl, char *err, size_t errlen) {
+    int kind;
+    const int family = tool_family(m, tmpl, &kind, err, errlen);
+    return family < 0 ? NULL : chat_tools_format(family);
+}
+
+char *picolm_chat_render_tools(const picolm_model *m, const char *tmpl, const picolm_chat_msg *msgs, int n,
+                               const picolm_chat_tools *t, int add_assistant, size_t *len, char *err, size_t errlen) {
+    int kind;
+    const int family = tool_family(m, tmpl, &kind, err, errlen);
+    if (family < 0) return NULL;
+    const chat_tools_opts o = {t ? t->tools : NULL, t ? t->n_tools : 0, add_assistant, t && t->forced, t ? t->date : NULL};
+    return chat_render_tools(kind, family, msgs, n, &o, len, err, errlen);
+}

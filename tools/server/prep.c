@@ -84,7 +84,7 @@ static int prompt_tokens(const prep_env *env, const api_request *q, int32_t **to
     if (q->chat) {
         chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
         if (!m) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
-        for (int i = 0; i < q->n_msgs; i++) m[i] = (chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
+        for (int i = 0; i < q->n_msgs; i++) m[i] = (chat_msg){.role = q->msgs[i].role, .content = q->msgs[i].content, .len = strlen(q->msgs[i].content)};
         text = chat_render(env->chat_kind, m, q->n_msgs, 1, &len);
         free(m);
         if (!text) return api_fail(ae, 400, "invalid_request_error", "messages", NULL,
