@@ -139,10 +139,9 @@ const char *cli_grammar(const picolm_config *c) { return c->json_schema[0] ? "js
    --json-schema (or --json) puts its grammar first unless the chain names
    it.  The stages the settings switch off are left out by the core
    (picolm_sampler_vtable.neutral). */
-static void chain_from_config(const picolm_config *c, char *chain, size_t n) {
+static void chain_from_config(const picolm_config *c, const char *grammar, char *chain, size_t n) {
     char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN] = "";
     snprintf(buf, sizeof buf, "%s", c->sampler_chain);
-    const char *grammar = cli_grammar(c);
     int named = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*tok)) tok++;
@@ -198,6 +197,11 @@ char *cli_schema_text(const picolm_config *c, char *err, size_t errlen) {
 
 int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *c, const picolm_vocab *vocab,
                        char *err, size_t errlen) {
+    return cli_sampling_build_with(out, reg, c, vocab, NULL, 0, err, errlen);
+}
+
+int cli_sampling_build_with(sampling **out, const pl_registry *reg, const picolm_config *c, const picolm_vocab *vocab,
+                            const picolm_param *extra, int n_extra, char *err, size_t errlen) {
     /* The typed keys go last with their parsed values (so a flag and an INI
        line that spell one number differently give the samplers the same
        bits); the other [sampler] keys as written. */
@@ -213,7 +217,8 @@ int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_conf
     snprintf(typed[5], 32, "%.9g", (double)c->freq_penalty);
     snprintf(typed[6], 32, "%.9g", (double)c->presence_penalty);
     snprintf(typed[7], 32, "%d", c->penalty_last_n);
-    sampling_param p[PICOLM_MAX_PARAMS + N_TYPED + 1];
+    sampling_param *p = malloc((PICOLM_MAX_PARAMS + N_TYPED + 1 + (size_t)n_extra) * sizeof *p);
+    if (!p) return pl_fail(err, errlen, "out of memory");
     int np = 0;
     for (int i = 0; i < c->n_params && i < PICOLM_MAX_PARAMS; i++) {
         int dup = !strcmp(c->params[i].key, "chain"); /* the chain itself, not a sampler's */
@@ -229,15 +234,21 @@ int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_conf
         p[np++] = (sampling_param){typed_keys[k], typed[k], twhere[k]};
     }
     char *schema = NULL, swhere[1200];
+    const char *grammar = cli_grammar(c);
     if (c->json_schema[0]) { /* the schema's text, last (it wins over a [sampler] json_schema) */
-        if (!(schema = cli_schema_text(c, err, errlen))) return -1;
+        if (!(schema = cli_schema_text(c, err, errlen))) { free(p); return -1; }
         config_where(c, "generate", "json_schema", swhere, sizeof swhere);
         p[np++] = (sampling_param){"json_schema", schema, swhere};
     }
-    chain_from_config(c, chain, sizeof chain);
+    for (int i = 0; i < n_extra; i++) { /* a request's, last of all; a schema among them puts its stage first */
+        p[np++] = (sampling_param){extra[i].key, extra[i].value, "request"};
+        if (!strcmp(extra[i].key, "json_schema")) grammar = "json_schema";
+    }
+    chain_from_config(c, grammar, chain, sizeof chain);
     const sampling_settings set = {.chain = chain, .params = p, .n_params = np, .seed = c->seed};
     const int rc = sampling_build(out, reg, &set, vocab, err, errlen);
     free(schema);
+    free(p);
     return rc;
 }
 

@@ -66,6 +66,11 @@ void cli_print_sampler_keys(const picolm_config *cfg, FILE *out, int as_ini);
 int cli_sampling_build(sampling **out, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *vocab,
                        char *err, size_t errlen);
 
+/* The same with more sampler keys after cfg's (a request's or --tools'
+   schema: json_schema among them puts that stage first). */
+int cli_sampling_build_with(sampling **out, const pl_registry *reg, const picolm_config *cfg, const picolm_vocab *vocab,
+                            const picolm_param *extra, int n_extra, char *err, size_t errlen);
+
 /* The name of the grammar stage cfg puts first: "json_schema" with
    --json-schema, "json" with --json, else NULL (the output is free text). */
 const char *cli_grammar(const picolm_config *cfg);

@@ -20,6 +20,7 @@ typedef struct prep_env {
     int n_ctx;
     int max_prompt_tokens;      /* 0: the context */
     int kv_positions;           /* what the KV pool holds */
+    int tools_family;           /* how the template writes tool calls (chat_template.h) */
 } prep_env;
 
 typedef struct prepared {

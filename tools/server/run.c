@@ -167,7 +167,8 @@ runner *runner_new(engine *e, const runner_opts *o, char *err, size_t errlen) {
         runner_free(r);
         return NULL;
     }
-    r->env = (prep_env){e, o->cfg, r->chat_kind, o->n_ctx, o->max_prompt_tokens, n_blocks * bs};
+    r->env = (prep_env){e, o->cfg, r->chat_kind, o->n_ctx, o->max_prompt_tokens, n_blocks * bs,
+                        chat_tools_resolve(r->chat_kind, &e->model.gguf)};
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
     fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB (%.1f full contexts of %d)\n", n_blocks, bs,
             (double)block * n_blocks / (1 << 20), (double)n_blocks * bs / o->n_ctx, o->n_ctx);
