@@ -269,6 +269,18 @@ const jd_value *jd_get(const jd_value *obj, const char *key) {
 
 /* ---- writing, as llama.cpp's Jinja tojson ---- */
 
+void jd_write_text(pl_sbuf *b, const char *s, size_t n) {
+    pl_sbuf t = {0};
+    for (size_t i = 0; i < n;) {
+        const size_t k = utf8_char((const unsigned char *)s + i, n - i);
+        if (k) pl_sbuf_add(&t, s + i, k), i += k;
+        else pl_sbuf_add(&t, "\xEF\xBF\xBD", 3), i++;
+    }
+    if (t.oom) b->oom = 1;
+    jd_write_string(b, t.p ? t.p : "", t.n);
+    free(t.p);
+}
+
 void jd_write_string(pl_sbuf *b, const char *s, size_t n) {
     pl_sbuf_add(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {

@@ -40,4 +40,7 @@ const jd_value *jd_get(const jd_value *obj, const char *key);
 void jd_write(pl_sbuf *b, const jd_value *v, int indent, int compact);
 /* A JSON string literal of s[0..n), escaped as jd_write escapes. */
 void jd_write_string(pl_sbuf *b, const char *s, size_t n);
+/* The same for text that may not be valid UTF-8 (a model's): each invalid
+   byte becomes U+FFFD. */
+void jd_write_text(pl_sbuf *b, const char *s, size_t n);
 #endif

@@ -417,6 +417,11 @@ char *picolm_chat_render_tools(const picolm_model *m, const char *tmpl, const pi
 char *picolm_tool_schema(const picolm_tool_format *f, const picolm_tool *tools, int n, const char *only, char *err,
                          size_t errlen);
 
+/* A message of the json_schema sampler about the schema of picolm_tool_schema
+   (tools[0..n), only) rewritten to name the tool: "tools[1] (add):
+   parameters: #/properties/x: unsupported keyword 'format'" (else msg). */
+void picolm_tool_error(const picolm_tool *tools, int n, const char *only, const char *msg, char *out, size_t outlen);
+
 /* The sampler key beside json_schema that makes a call optional in format
    f: {"json_schema_trigger", f->trigger}, or {"json_schema_optional", "1"};
    none when forced.  Returns the count (0 or 1). */
@@ -440,6 +445,20 @@ void picolm_tool_reply_init(picolm_tool_reply *r, const picolm_tool_format *f, i
 /* final: the reply is complete (free text held back as a possible start of
    the trigger is then text). */
 void picolm_tool_reply_scan(picolm_tool_reply *r, const char *text, size_t len, int final);
+/* The reply as one line of JSON: {"name": ..., "arguments": {...}} for a
+   call (with "content" first when text came before it), else
+   {"content": "..."} (invalid UTF-8 as U+FFFD).  The arguments compact,
+   numbers as written.  malloc'd; NULL when out of memory. */
+char *picolm_tool_reply_json(const picolm_tool_reply *r, const char *text, size_t len);
+
+/* OpenAI JSON for front ends that take it from files: a "tools" array
+   ([{"type": "function", "function": {"name", "description",
+   "parameters"}}, ...]) and a "messages" array (roles system, developer,
+   user, assistant, tool; text content; assistant tool_calls with their
+   arguments; tool_call_id).  *out gets the entries and their strings in
+   one allocation (free(*out)); returns the count, or -1 with a message. */
+int picolm_tools_from_json(const char *json, size_t len, picolm_tool **out, char *err, size_t errlen);
+int picolm_chat_from_json(const char *json, size_t len, picolm_chat_msg **out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -237,27 +237,17 @@ int api_tool_views(const api_request *r, picolm_tool **tools, picolm_chat_msg **
 void api_schema_error(const api_request *r, const char *msg, char *out, size_t n) {
     /* the call's schema is {"anyOf": [per tool]} (or one tool's): its
        paths start #/anyOf/K/properties/arguments (or #/properties/...) */
-    const char *at = strstr(msg, "#/"), *rest = NULL;
-    int k = -1;
     if (r->json_schema) { /* the client's own schema: its paths as they are */
         const char *plugin = strstr(msg, "json_schema: ");
         snprintf(out, n, "response_format.json_schema.schema: %s", plugin ? plugin + 13 : msg);
         return;
     }
-    if (at && !strncmp(at, "#/anyOf/", 8)) k = atoi(at + 8), rest = strchr(at + 8, '/');
-    else if (at) {
-        rest = at + 1;
-        for (int t = 0; t < r->n_tools && k < 0; t++)
-            if (r->n_tools == 1 || (r->tool_name && !strcmp(r->tools[t].name, r->tool_name))) k = t;
-    }
-    static const char *const keys[] = {"/properties/arguments", "/properties/parameters"};
-    for (int i = 0; i < 2 && rest; i++)
-        if (!strncmp(rest, keys[i], strlen(keys[i]))) {
-            if (k >= 0 && k < r->n_tools) snprintf(out, n, "tools[%d] (%s): parameters: #%s", k, r->tools[k].name, rest + strlen(keys[i]));
-            else break;
-            return;
-        }
-    snprintf(out, n, "%s", msg);
+    picolm_tool *tools;
+    picolm_chat_msg *msgs;
+    picolm_tool_call *calls;
+    if (!api_tool_views(r, &tools, &msgs, &calls)) picolm_tool_error(tools, r->n_tools, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL, msg, out, n);
+    else snprintf(out, n, "%s", msg);
+    free(tools), free(msgs), free(calls);
 }
 
 /* ---- the reply ---- */
