@@ -101,6 +101,115 @@ static void reader_tests(void) {
     CHECK(r.call && r.error && !r.done, "a call in another shape is an error, not a call");
 }
 
+/* The OpenAI JSON readers: the requests of tests/data/tools through
+   picolm_tools_from_json and picolm_chat_from_json, rendered through the
+   public call, give llama-server's bytes (Hermes-style = Qwen3's layout
+   where no reasoning is involved; Llama 3 with the oracle's date). */
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(1 << 20);
+    *n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (buf) buf[*n] = 0;
+    return buf;
+}
+
+static char *member_text(const jd_value *req, const char *key) {
+    pl_sbuf b = {0};
+    const jd_value *v = jd_get(req, key);
+    if (v) jd_write(&b, v, -1, 1); /* numbers as written */
+    pl_sbuf_add(&b, "", 0);
+    return b.p;
+}
+
+static void json_reader_tests(void) {
+    static const char *const REQS[] = {"first", "nosys", "round", "long", "parallel", "odd", "notools"};
+    int same = 0, total = 0;
+    for (size_t i = 0; i < sizeof REQS / sizeof *REQS; i++)
+        for (int fam = 0; fam < 2; fam++) {
+            char path[256], err[256];
+            size_t n, rn;
+            snprintf(path, sizeof path, "tests/data/tools/%s.json", REQS[i]);
+            char *text = slurp(path, &n);
+            jd_value *req = text ? jd_parse(text, n, err, sizeof err) : NULL;
+            char *mt = member_text(req, "messages"), *tt = member_text(req, "tools");
+            picolm_chat_msg *msgs = NULL;
+            picolm_tool *tools = NULL;
+            const int nm = picolm_chat_from_json(mt, strlen(mt), &msgs, err, sizeof err);
+            const int nt = tt[0] ? picolm_tools_from_json(tt, strlen(tt), &tools, err, sizeof err) : 0;
+            const picolm_chat_tools ct = {tools, nt, 0, "26 Jul 2024"};
+            size_t len = 0;
+            char *got = nm > 0 && nt >= 0 ? picolm_chat_render_tools(NULL, fam ? "llama3" : "chatml", msgs, nm, &ct, 1, &len, err, sizeof err) : NULL;
+            snprintf(path, sizeof path, "tests/data/tools/%s.%s.txt", fam ? "llama3.1" : "qwen3", REQS[i]);
+            char *want = slurp(path, &rn);
+            total++;
+            if (!want) same += !got; /* refused by both */
+            else if (got && len == rn && !memcmp(got, want, rn)) same++;
+            else printf("# %s %s: %s\n", REQS[i], fam ? "llama3" : "hermes", got ? "differs" : err);
+            free(got), free(want), free(msgs), free(tools), free(mt), free(tt), free(text);
+            jd_free(req);
+        }
+    CHECK(same == total, "%d of %d requests read by picolm_chat_from_json and picolm_tools_from_json render as llama-server does", same, total);
+    char err[256];
+    picolm_chat_msg *m = NULL;
+    const char *parts = "[{\"role\": \"developer\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]},"
+                        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1.50}}}]}]";
+    const int n = picolm_chat_from_json(parts, strlen(parts), &m, err, sizeof err);
+    CHECK(n == 2 && !strcmp(m[0].role, "system") && m[0].len == 2 && !strcmp(m[0].content, "ab") && m[1].len == 0 && m[1].n_tool_calls == 1 &&
+          !strcmp(m[1].tool_calls[0].arguments, "{\"x\":1.50}"),
+          "messages: developer is system, text parts joined, null content empty, object arguments as compact JSON (numbers as written)");
+    free(m);
+    static const struct { const char *json, *why; } BAD[] = {
+        {"{\"role\": \"user\"}", "not a JSON array"}, {"[{\"role\": \"wizard\", \"content\": \"\"}]", "unsupported role 'wizard'"},
+        {"[{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]", "only text content parts"},
+        {"[{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]", "only assistant messages have tool_calls"},
+        {"[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {}}]}]", "no function name"},
+        {"[{\"role\": \"user\", \"content\": \"\\ud800\"}]", "lone high surrogate"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        m = NULL;
+        const int r = picolm_chat_from_json(BAD[i].json, strlen(BAD[i].json), &m, err, sizeof err);
+        CHECK(r < 0 && !m && strstr(err, BAD[i].why), "messages refused: %s", err);
+    }
+    picolm_tool *t = NULL;
+    const char *tl = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}},"
+                     " {\"type\": \"function\", \"function\": {\"name\": \"g\"}}]";
+    CHECK(picolm_tools_from_json(tl, strlen(tl), &t, err, sizeof err) == 2 && !strcmp(t[0].description, "d") &&
+          !strcmp(t[0].parameters, "{\"type\":\"object\",\"properties\":{}}") && !t[1].description && !t[1].parameters,
+          "tools: name, description, parameters as compact JSON; absent ones NULL");
+    free(t);
+    static const char *const BADT[] = {"[{\"type\": \"code\"}]", "[{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]",
+                                       "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": 3}}]",
+                                       "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"};
+    for (size_t i = 0; i < sizeof BADT / sizeof *BADT; i++) {
+        t = NULL;
+        CHECK(picolm_tools_from_json(BADT[i], strlen(BADT[i]), &t, err, sizeof err) < 0 && !t, "tools refused: %s", err);
+    }
+}
+
+static void reply_json_tests(void) {
+    picolm_tool_reply r;
+    const char *h = "Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\" : 1.50,\n \"b\": \"x\\ty\"}}";
+    picolm_tool_reply_init(&r, &HERMES, 0);
+    picolm_tool_reply_scan(&r, h, strlen(h), 1);
+    char *j = picolm_tool_reply_json(&r, h, strlen(h));
+    CHECK(j && !strcmp(j, "{\"content\":\"Sure.\\n\",\"name\":\"add\",\"arguments\":{\"a\":1.50,\"b\":\"x\\ty\"}}"), "a call after text: %s", j);
+    free(j);
+    const char *t = "caf\xc3\xa9 \xff \"q\"";
+    picolm_tool_reply_init(&r, &HERMES, 0);
+    picolm_tool_reply_scan(&r, t, strlen(t), 1);
+    j = picolm_tool_reply_json(&r, t, strlen(t));
+    CHECK(j && !strcmp(j, "{\"content\":\"caf\xc3\xa9 \xef\xbf\xbd \\\"q\\\"\"}"), "text: escaped, an invalid byte as U+FFFD: %s", j);
+    free(j);
+    const char *cut = "{\"name\": \"add\", \"parameters\": {\"a\": ";
+    picolm_tool_reply_init(&r, &LLAMA3, 1);
+    picolm_tool_reply_scan(&r, cut, strlen(cut), 1);
+    j = picolm_tool_reply_json(&r, cut, strlen(cut));
+    CHECK(j && !strncmp(j, "{\"content\":\"{\\\"name\\\"", 20), "a call cut short is text: %s", j);
+    free(j);
+}
+
 /* Calls generated by the sampler from random logits over the model's vocabulary. */
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float urand(void) { return (float)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 40) / (float)(1 << 24); }
@@ -184,6 +293,8 @@ static void generation_tests(const char *shared) {
 int main(void) {
     schema_tests();
     reader_tests();
+    json_reader_tests();
+    reply_json_tests();
     const char *shared = shared_dir("test_tools: calls generated over a real vocabulary");
     if (shared) generation_tests(shared);
     return CHECK_DONE();
