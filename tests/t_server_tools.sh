@@ -5,6 +5,7 @@
 # every one's arguments valid against the declared schema by ajv (pinned
 # in tests/schema), tool-message round trips (the SDK's runTools among
 # them), streamed deltas that assemble to the same call, and the refusals.
+. "${0%/*}/lib.sh"
 BUILD=${PICOLM_BUILD:-build}
 SHARED=${PICOLM_SHARED:-../shared}
 BIN=$BUILD/bin/picolm-server
@@ -24,22 +25,7 @@ pids=
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT INT TERM
 
-# start_server LOG MODEL ARGS... -> URL; tries ports until one binds
-start_server() {
-    log=$1; shift
-    for try in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + ($$ * 11 + try * 137 + $(date +%N | cut -c1-4 | sed 's/^0*//;s/^$/0/')) % 30000))
-        "$BIN" "$@" --port "$port" -j 1 -c 1024 --slots 4 --queue 64 >"$log" 2>&1 &
-        pid=$!
-        for i in $(seq 1 100); do
-            if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then pids="$pids $pid"; URL="http://127.0.0.1:$port"; return 0; fi
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-    done
-    return 1
-}
+start_server() { log=$1; shift; serve "$log" "$BIN" "$@" -j 1 -c 1024 --slots 4 --queue 64; }
 start_server "$tmp/qwen.log" "$QWEN" || { echo "FAIL: t_server_tools: the Qwen2 server did not start: $(tail -3 "$tmp/qwen.log")"; exit 1; }
 QWEN_URL=$URL
 # the Llama 3 file has no template: its family's is named
