@@ -346,7 +346,7 @@ char *picolm_tool_reply_json(const picolm_tool_reply *r, const char *text, size_
     }
     if (call) {
         add(&b, r->content_len ? ",\"name\":" : "\"name\":");
-        jd_write_string(&b, text + r->name_off, r->name_len);
+        jd_write_text(&b, text + r->name_off, r->name_len);
         add(&b, ",\"arguments\":");
         jd_write(&b, args, -1, 1);
     }

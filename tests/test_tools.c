@@ -202,6 +202,16 @@ static void reply_json_tests(void) {
     j = picolm_tool_reply_json(&r, t, strlen(t));
     CHECK(j && !strcmp(j, "{\"content\":\"caf\xc3\xa9 \xef\xbf\xbd \\\"q\\\"\"}"), "text: escaped, an invalid byte as U+FFFD: %s", j);
     free(j);
+    /* a name that is not UTF-8 (only outside the sampler): still a valid line (found by fuzz/toolcall.c) */
+    const char *odd = "{\"name\": \"get\xf8weather\", \"parameters\": {}}";
+    picolm_tool_reply_init(&r, &LLAMA3, 0);
+    picolm_tool_reply_scan(&r, odd, strlen(odd), 1);
+    j = picolm_tool_reply_json(&r, odd, strlen(odd));
+    char why[100];
+    jd_value *v = j ? jd_parse(j, strlen(j), why, sizeof why) : NULL;
+    CHECK(v && strstr(j, "get\xef\xbf\xbdweather"), "a name with an invalid byte: valid JSON with U+FFFD (%s)", j);
+    jd_free(v);
+    free(j);
     const char *cut = "{\"name\": \"add\", \"parameters\": {\"a\": ";
     picolm_tool_reply_init(&r, &LLAMA3, 1);
     picolm_tool_reply_scan(&r, cut, strlen(cut), 1);
