@@ -364,8 +364,8 @@ const char *picolm_chat_templates(void);
      prompt = picolm_chat_render_tools(m, tmpl, msgs, n, &(picolm_chat_tools){tools, n_tools, forced}, 1, ...);
      schema = picolm_tool_schema(fmt, tools, n_tools, only, ...);
      sampler keys: json_schema = schema, plus picolm_tool_sampler_key(fmt, forced, ...),
-     with json_schema first in the chain; a budget below picolm_sampler's
-     minimum cannot hold a call;
+     with json_schema first in the chain; a budget below the chain's
+     minimum (the json_schema stage's min_budget) cannot hold a call;
      generate, feeding the reply's text to picolm_tool_reply_scan.
 
    A reply holds at most one call.  forced (tool_choice "required" or a
