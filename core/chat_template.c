@@ -1,11 +1,13 @@
 /* Chat templates: see chat_template.h. */
 #include "chat_template.h"
+#include "jsondoc.h"
 #include "util.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static const char *const kind_names[CHAT_N_KINDS] = {
     [CHAT_CHATML] = "chatml",       [CHAT_LLAMA2] = "llama2",
@@ -352,6 +354,298 @@ char *chat_render(int kind, const chat_msg *m, int n, int add_ass, size_t *len) 
     return b.p;
 }
 
+/* ---------------- tool calls (the families' Jinja templates) ---------------- */
+
+static const picolm_tool_format tool_formats[CHAT_N_TOOLS] = {
+    [CHAT_TOOLS_HERMES] = {"hermes", "<tool_call>", "<tool_call>\n", "arguments"},
+    [CHAT_TOOLS_QWEN25] = {"qwen2.5", "<tool_call>", "<tool_call>\n", "arguments"},
+    [CHAT_TOOLS_QWEN3] = {"qwen3", "<tool_call>", "<tool_call>\n", "arguments"},
+    [CHAT_TOOLS_LLAMA3] = {"llama3", "", "", "parameters"},
+};
+
+const picolm_tool_format *chat_tools_format(int family) {
+    return family >= 0 && family < CHAT_N_TOOLS ? &tool_formats[family] : &tool_formats[CHAT_TOOLS_HERMES];
+}
+
+int chat_tools_resolve(int kind, const gguf_file *f) {
+    if (kind == CHAT_LLAMA3) return CHAT_TOOLS_LLAMA3;
+    gguf_str s;
+    if (kind != CHAT_CHATML || !f || gguf_get_str(f, "tokenizer.chat_template", &s)) return CHAT_TOOLS_HERMES;
+    const tmpl_text t = {s.ptr, (size_t)s.len};
+    if (!has(t, "<tool_call>")) return CHAT_TOOLS_HERMES;
+    if (has(t, "You are Qwen, created by Alibaba Cloud")) return CHAT_TOOLS_QWEN25;
+    if (has(t, "last_query_index") && has(t, "</think>")) return CHAT_TOOLS_QWEN3;
+    return CHAT_TOOLS_HERMES;
+}
+
+/* The strings a rendering makes, freed together. */
+typedef struct keep {
+    char **p;
+    int n, cap, oom;
+} keep;
+
+static const char *kept(keep *k, pl_sbuf *b) {
+    if (b->oom || (k->n == k->cap && !(k->cap = k->cap ? 2 * k->cap : 16,
+                                          k->p = realloc(k->p, (size_t)k->cap * sizeof *k->p)))) {
+        k->oom = 1;
+        free(b->p);
+        return "";
+    }
+    pl_sbuf_add(b, "", 0);
+    return k->p[k->n++] = b->p;
+}
+
+static void keep_free(keep *k) {
+    for (int i = 0; i < k->n; i++) free(k->p[i]);
+    free(k->p);
+}
+
+/* JSON text re-written as the templates' tojson writes it. */
+static int put_tojson(pl_sbuf *b, const char *json, int indent, const char *what, char *err, size_t errlen) {
+    char why[200];
+    jd_value *v = jd_parse(json, strlen(json), why, sizeof why);
+    if (!v) return pl_fail(err, errlen, "%s: not valid JSON: %s", what, why);
+    jd_write(b, v, indent, 0);
+    jd_free(v);
+    return 0;
+}
+
+int chat_tool_name_ok(const char *s) {
+    size_t n = 0;
+    for (; s && s[n]; n++)
+        if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '-') return 0;
+    return n >= 1 && n <= 64;
+}
+
+/* {"type": "function", "function": {"name", "description", "parameters"}}
+   as llama-server hands a tool to the template (a missing description is
+   "", missing parameters {}). */
+static int put_tool(pl_sbuf *b, const picolm_tool *t, int indent, char *err, size_t errlen) {
+    if (!chat_tool_name_ok(t->name))
+        return pl_fail(err, errlen, "tool name '%.80s' is not 1 to 64 of [A-Za-z0-9_-]", t->name ? t->name : "");
+    pl_sbuf j = {0};
+    sb_str(&j, "{\"type\":\"function\",\"function\":{\"name\":\"");
+    sb_str(&j, t->name);
+    sb_str(&j, "\",\"description\":");
+    jd_write_string(&j, t->description ? t->description : "", t->description ? strlen(t->description) : 0);
+    sb_str(&j, ",\"parameters\":");
+    sb_str(&j, t->parameters && *t->parameters ? t->parameters : "{}");
+    sb_str(&j, "}}");
+    pl_sbuf_add(&j, "", 0);
+    char what[120];
+    snprintf(what, sizeof what, "the parameters of tool '%s'", t->name);
+    const int rc = j.oom ? pl_fail(err, errlen, "out of memory") : put_tojson(b, j.p, indent, what, err, errlen);
+    free(j.p);
+    return rc;
+}
+
+/* {"name": "NAME", "KEY": ARGS} as the templates write a past call. */
+static int put_call(pl_sbuf *b, const picolm_tool_call *c, const char *key, int i, char *err, size_t errlen) {
+    char what[120];
+    if (!c->name || !*c->name) return pl_fail(err, errlen, "messages[%d]: a tool call without a name", i);
+    snprintf(what, sizeof what, "messages[%d]: the arguments of the call to '%.40s'", i, c->name);
+    sb_str(b, "{\"name\": \"");
+    sb_str(b, c->name);
+    sb_str(b, "\", \"");
+    sb_str(b, key);
+    sb_str(b, "\": ");
+    if (put_tojson(b, c->arguments && *c->arguments ? c->arguments : "{}", -1, what, err, errlen)) return -1;
+    sb_str(b, "}");
+    return 0;
+}
+
+static int starts(const char *s, size_t n, const char *p) { return n >= strlen(p) && !memcmp(s, p, strlen(p)); }
+static int ends(const char *s, size_t n, const char *p) { return n >= strlen(p) && !memcmp(s + n - strlen(p), p, strlen(p)); }
+
+/* The last occurrence of needle in s[0..n) (or NULL). */
+static const char *last_of(const char *s, size_t n, const char *needle) {
+    const size_t l = strlen(needle);
+    for (size_t i = n >= l ? n - l + 1 : 0; i-- > 0;)
+        if (!memcmp(s + i, needle, l)) return s + i;
+    return NULL;
+}
+
+static const char *first_of(const char *s, size_t n, const char *needle) {
+    const size_t l = strlen(needle);
+    for (size_t i = 0; i + l <= n; i++)
+        if (!memcmp(s + i, needle, l)) return s + i;
+    return NULL;
+}
+
+/* Qwen3's assistant content: a </think> in it splits off the reasoning,
+   which is shown (in a fresh <think> block) only after the last user
+   query, and always in the last message. */
+static void qwen3_content(pl_sbuf *b, const chat_msg *m, int shown, int last, size_t *content_len) {
+    const char *c = m->content, *end = c + m->len;
+    const char *close = first_of(c, m->len, "</think>");
+    if (!close) { /* no reasoning */
+        if (shown && last) sb_str(b, "<think>\n\n</think>\n\n");
+        pl_sbuf_add(b, c, m->len);
+        *content_len = m->len;
+        return;
+    }
+    const char *rest = last_of(c, m->len, "</think>") + 8;
+    while (rest < end && *rest == '\n') rest++;                       /* .split('</think>')[-1].lstrip('\n') */
+    const char *r0 = c, *r1 = close;
+    while (r1 > r0 && r1[-1] == '\n') r1--;                          /* .split('</think>')[0].rstrip('\n') */
+    const char *open = last_of(r0, (size_t)(r1 - r0), "<think>");
+    if (open) r0 = open + 7;                                         /* .split('<think>')[-1] */
+    while (r0 < r1 && *r0 == '\n') r0++;                             /* .lstrip('\n') (then .strip('\n') is a no-op) */
+    *content_len = (size_t)(end - rest);
+    if (shown && (last || r1 > r0)) {
+        sb_str(b, "<think>\n");
+        pl_sbuf_add(b, r0, (size_t)(r1 - r0));
+        sb_str(b, "\n</think>\n\n");
+    }
+    pl_sbuf_add(b, rest, (size_t)(end - rest));
+}
+
+static int is_tool_result(const chat_msg *m) { return !strcmp(m->role, "tool") || !strcmp(m->role, "ipython"); }
+
+static const char QWEN_SYSTEM[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+static const char HERMES_TOOLS_HEAD[] =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+static const char HERMES_TOOLS_TAIL[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+
+/* Hermes-style: the messages rewritten (tools into the system message,
+   calls into the assistant's text, results into user turns), then the
+   template kind's own renderer. */
+static int render_hermes(pl_sbuf *out, int kind, int family, const chat_msg *m, int n, const chat_tools_opts *o,
+                         char *err, size_t errlen) {
+    chat_msg *w = calloc((size_t)n + 1, sizeof *w);
+    keep k = {0};
+    int nw = 0, i = 0, rc = 0;
+    if (!w) return pl_fail(err, errlen, "out of memory");
+    const int has_sys = n > 0 && !strcmp(m[0].role, "system");
+    if (o->n_tools) {
+        pl_sbuf b = {0};
+        if (has_sys) pl_sbuf_add(&b, m[0].content, m[0].len), sb_str(&b, "\n\n");
+        else if (family == CHAT_TOOLS_QWEN25) sb_str(&b, QWEN_SYSTEM), sb_str(&b, "\n\n");
+        sb_str(&b, HERMES_TOOLS_HEAD);
+        for (int t = 0; t < o->n_tools && !rc; t++) sb_str(&b, "\n"), rc = put_tool(&b, &o->tools[t], -1, err, errlen);
+        sb_str(&b, HERMES_TOOLS_TAIL);
+        const char *s = kept(&k, &b);
+        w[nw++] = (chat_msg){"system", s, strlen(s), NULL, 0, NULL};
+        i = has_sys;
+    } else if (family == CHAT_TOOLS_QWEN25 && !has_sys) {
+        w[nw++] = (chat_msg){"system", QWEN_SYSTEM, sizeof QWEN_SYSTEM - 1, NULL, 0, NULL};
+    }
+    /* Qwen3: the last user message that is not a tool result */
+    int last_query = n - 1;
+    for (int j = n - 1; j >= 0; j--)
+        if (!strcmp(m[j].role, "user") && !(starts(m[j].content, m[j].len, "<tool_response>") && ends(m[j].content, m[j].len, "</tool_response>"))) {
+            last_query = j;
+            break;
+        }
+    for (; i < n && !rc; i++) {
+        pl_sbuf b = {0};
+        if (is_tool_result(&m[i])) { /* a run of results: one user turn */
+            for (int first = 1; i < n && is_tool_result(&m[i]); i++, first = 0) {
+                sb_str(&b, first ? "<tool_response>\n" : "\n<tool_response>\n");
+                pl_sbuf_add(&b, m[i].content, m[i].len);
+                sb_str(&b, "\n</tool_response>");
+            }
+            i--;
+            const char *s = kept(&k, &b);
+            w[nw++] = (chat_msg){"user", s, strlen(s), NULL, 0, NULL};
+        } else if (!strcmp(m[i].role, "assistant") && (m[i].n_tool_calls || family == CHAT_TOOLS_QWEN3)) {
+            size_t content_len = m[i].len;
+            if (family == CHAT_TOOLS_QWEN3) qwen3_content(&b, &m[i], i > last_query, i == n - 1, &content_len);
+            else pl_sbuf_add(&b, m[i].content, m[i].len);
+            for (int c = 0; c < m[i].n_tool_calls && !rc; c++) {
+                if (c || content_len) sb_str(&b, "\n");
+                sb_str(&b, "<tool_call>\n");
+                rc = put_call(&b, &m[i].tool_calls[c], "arguments", i, err, errlen);
+                sb_str(&b, "\n</tool_call>");
+            }
+            const char *s = kept(&k, &b);
+            w[nw++] = (chat_msg){"assistant", s, strlen(s), NULL, 0, NULL};
+        } else {
+            w[nw++] = m[i];
+        }
+    }
+    if (!rc && k.oom) rc = pl_fail(err, errlen, "out of memory");
+    if (!rc) renderers[kind](out, w, nw, o->add_ass, kind);
+    keep_free(&k);
+    free(w);
+    return rc;
+}
+
+static void today(char *buf, size_t n) {
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || !strftime(buf, n, "%d %b %Y", &tm)) snprintf(buf, n, "26 Jul 2024");
+}
+
+/* Llama 3.1-3.3's template (llama-server strips its leading BOS text). */
+static int render_llama3_tools(pl_sbuf *b, const chat_msg *m, int n, const chat_tools_opts *o, char *err, size_t errlen) {
+    char date[64];
+    if (o->date) snprintf(date, sizeof date, "%s", o->date);
+    else today(date, sizeof date);
+    int i = 0;
+    sb_str(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (o->n_tools) sb_str(b, "Environment: ipython\n");
+    sb_str(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+    sb_str(b, date);
+    sb_str(b, "\n\n");
+    if (n && !strcmp(m[0].role, "system")) sb_trimmed(b, m[0].content, m[0].len), i = 1;
+    sb_str(b, "<|eot_id|>");
+    if (o->n_tools) { /* the tools go into the first user message */
+        if (i >= n) return pl_fail(err, errlen, "the llama3 tool format puts the tools into the first user message, and there is none");
+        sb_str(b, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a "
+                  "function call with its proper arguments that best answers the given prompt.\n\nRespond in the format "
+                  "{\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n");
+        for (int t = 0; t < o->n_tools; t++) {
+            if (put_tool(b, &o->tools[t], 4, err, errlen)) return -1;
+            sb_str(b, "\n\n");
+        }
+        sb_trimmed(b, m[i].content, m[i].len);
+        sb_str(b, "<|eot_id|>");
+        i++;
+    }
+    for (; i < n; i++) {
+        if (is_tool_result(&m[i])) { /* a string result is written as a JSON string */
+            sb_str(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            jd_write_string(b, m[i].content, m[i].len);
+        } else if (m[i].n_tool_calls) {
+            if (m[i].n_tool_calls != 1) return pl_fail(err, errlen, "messages[%d]: the llama3 tool format takes one tool call per message (%d given)", i, m[i].n_tool_calls);
+            sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+            if (put_call(b, &m[i].tool_calls[0], "parameters", i, err, errlen)) return -1;
+        } else {
+            sb_str(b, "<|start_header_id|>");
+            sb_str(b, m[i].role);
+            sb_str(b, "<|end_header_id|>\n\n");
+            sb_trimmed(b, m[i].content, m[i].len);
+        }
+        sb_str(b, "<|eot_id|>");
+    }
+    if (o->add_ass) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return 0;
+}
+
+char *chat_render_tools(int kind, int family, const chat_msg *m, int n, const chat_tools_opts *o, size_t *len,
+                        char *err, size_t errlen) {
+    if (kind < 0 || kind >= CHAT_N_KINDS || family < 0 || family >= CHAT_N_TOOLS) {
+        pl_fail(err, errlen, "unknown chat template or tool format");
+        return NULL;
+    }
+    pl_sbuf b = {0};
+    pl_sbuf_add(&b, "", 0);
+    const int rc = family == CHAT_TOOLS_LLAMA3 ? render_llama3_tools(&b, m, n, o, err, errlen)
+                                               : render_hermes(&b, kind, family, m, n, o, err, errlen);
+    if (!rc && o->add_ass && o->open_call) sb_str(&b, tool_formats[family].call_open);
+    if (!rc && b.oom) pl_fail(err, errlen, "out of memory");
+    if (rc || b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    if (len) *len = b.n;
+    return b.p;
+}
+
 int chat_parse_conversation(char *text, size_t len, chat_msg *m, int cap, char *err, size_t errlen) {
     static const char SEP[] = "\n---\n";
     const size_t sl = sizeof SEP - 1;
@@ -367,6 +661,7 @@ int chat_parse_conversation(char *text, size_t len, chat_msg *m, int cap, char *
         if (n == cap) return pl_fail(err, errlen, "more than %d messages", cap);
         const int last = end == len;
         text[nl] = '\0'; /* the role's line end, or the separator's first byte */
+        memset(&m[n], 0, sizeof m[n]);
         m[n].role = text + pos;
         m[n].content = nl < end ? text + nl + 1 : text + nl;
         m[n].len = nl < end ? end - nl - 1 : 0;

@@ -633,3 +633,25 @@ const char *picolm_arch_name(int i) {
 int picolm_chat_parse(char *text, size_t len, picolm_chat_msg *m, int cap, char *err, size_t errlen) {
     return chat_parse_conversation(text, len, m, cap, err, errlen);
 }
+
+/* The template kind and tool family tmpl resolves to for m. */
+static int tool_family(const picolm_model *m, const char *tmpl, int *kind, char *err, size_t errlen) {
+    char note[256];
+    if (chat_kind_resolve(tmpl ? tmpl : "auto", m ? m->gguf : NULL, kind, note, sizeof note, err, errlen)) return -1;
+    return chat_tools_resolve(*kind, m ? m->gguf : NULL);
+}
+
+const picolm_tool_format *picolm_tool_format_of(const picolm_model *m, const char *tmpl, char *err, size_t errlen) {
+    int kind;
+    const int family = tool_family(m, tmpl, &kind, err, errlen);
+    return family < 0 ? NULL : chat_tools_format(family);
+}
+
+char *picolm_chat_render_tools(const picolm_model *m, const char *tmpl, const picolm_chat_msg *msgs, int n,
+                               const picolm_chat_tools *t, int add_assistant, size_t *len, char *err, size_t errlen) {
+    int kind;
+    const int family = tool_family(m, tmpl, &kind, err, errlen);
+    if (family < 0) return NULL;
+    const chat_tools_opts o = {t ? t->tools : NULL, t ? t->n_tools : 0, add_assistant, t && t->forced, t ? t->date : NULL};
+    return chat_render_tools(kind, family, msgs, n, &o, len, err, errlen);
+}

@@ -9,7 +9,10 @@
    is complete when the budget runs out or EOS is chosen, the output is
    valid JSON by an independent validator (grammar.h), and it satisfies the
    schema by the plugin's own schema checker (satisfies(): the code that
-   filters enum values, not the automaton). */
+   filters enum values, not the automaton).  Flag bit 2: a lazy document
+   after the trigger "<T>" (json_schema_trigger), bit 3: an optional one
+   (json_schema_optional): the text before it is free, and once it has
+   begun the same checks hold for it. */
 #include "common.h"
 #include "grammar.h"
 
@@ -34,11 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pos += slen + (nul != NULL);
 
     const picolm_vocab voc = fv.v;
-    const picolm_param prm = {"json_schema", schema};
-    const picolm_sampler_init init = {.struct_size = sizeof init, .vocab = &voc, .params = &prm, .n_params = 1};
+    const int lazy = (flags >> 2) & 3; /* 1 trigger, 2 optional, 3 both: refused */
+    const picolm_param prm[2] = {{"json_schema", schema}, lazy & 1 ? (picolm_param){"json_schema_trigger", "<T>"} : (picolm_param){"json_schema_optional", "1"}};
+    const picolm_sampler_init init = {.struct_size = sizeof init, .vocab = &voc, .params = prm, .n_params = lazy ? 2 : 1};
+    const picolm_sampler_init both = {.struct_size = sizeof init, .vocab = &voc,
+                                      .params = (const picolm_param[3]){prm[0], {"json_schema_trigger", "<T>"}, {"json_schema_optional", "1"}}, .n_params = 3};
     void *st = NULL;
     char err[512] = "";
-    if (sj_vtable.create(&init, &st, err, sizeof err)) {
+    if (sj_vtable.create(lazy == 3 ? &both : &init, &st, err, sizeof err)) {
         FUZZ_ASSERT(!strncmp(err, "json_schema: ", 13), "a refusal without a message: '%s'", err);
         free(schema);
         return 0;
@@ -47,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(budget0 > extra_budget, "min_budget %d", budget0 - extra_budget);
     picolm_token_data cand[NV_MAX];
     static unsigned char out[64 * 16 + 1];
-    size_t out_len = 0;
+    size_t out_len = 0, doc_at = 0; /* where the document starts in out */
     int budget = budget0, done = 0;
     if (flags & 2) sj_vtable.accept(st, 'x'); /* a prompt token: restarts, harmless */
     for (; budget > 0 && !done && out_len + 16 < sizeof out; budget--) {
@@ -56,12 +62,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(!sj_vtable.apply(st, &c, err, sizeof err), "apply failed with %d of %d tokens left: %s", budget, budget0, err);
         const int32_t id = c.data[pos < size ? data[pos++] % c.size : 0].id;
         FUZZ_ASSERT(id >= 0 && id < nv, "survivor id %d", id);
+        const int was_free = ((const sj_state *)st)->free_text;
         sj_vtable.accept(st, id);
         if (id == 256) done = 1;
         else memcpy(out + out_len, piece[id], plen[id]), out_len += plen[id];
-        done |= all_done(st);
+        const sj_state *s = st;
+        if (was_free && !s->free_text) { /* the document began in this token */
+            const unsigned char *t = lazy == 1 ? memmem(out, out_len, "<T>", 3) : NULL;
+            FUZZ_ASSERT(lazy != 1 || t, "a document without its trigger: %.*s", (int)out_len, out);
+            doc_at = t ? (size_t)(t - out) + 3 : out_len - plen[id];
+        }
+        done |= !s->free_text && all_done(st);
     }
     if (!done && budget > 0) goto end; /* out of room in out[]: nothing to judge */
+    if (((const sj_state *)st)->free_text) goto end; /* free text only: nothing to judge */
+    memmove(out, out + doc_at, out_len - doc_at);
+    out_len -= doc_at;
     const sj_state *s = st;
     for (int i = 0; i < s->n_cur; i++) done |= thread_cost(&s->g, &s->cur[i]) == 0; /* a number that may end here */
     FUZZ_ASSERT(done, "budget of %d tokens ran out before the document closed: %.*s", budget0, (int)out_len, out);

@@ -35,6 +35,16 @@
  * at EOS without accepting it, so after a document that could end (a
  * top-level number may also go on), a token that cannot continue it is the
  * next prompt's; one that can is read as a continuation.
+ *
+ * Lazy documents (tool calls a model may or may not make): with
+ * json_schema_trigger the output is free text until it contains that text
+ * (a Hermes "<tool_call>"), and the document follows it; a token that
+ * completes the trigger is kept only when a document still fits in the
+ * tokens left after it (and the bytes it carries past the trigger start
+ * one).  With json_schema_optional the first token decides: one whose
+ * first byte starts a document (not a blank) begins it, any other makes
+ * the whole output free text (Llama 3's bare JSON calls).  min_budget()
+ * is then a call's: the trigger's fewest tokens plus the document's.
  */
 #include <limits.h>
 #include <math.h>
@@ -1635,7 +1645,22 @@ typedef struct sj_state {
     int could_end;       /* that apply() allowed EOS */
     int fresh;           /* no token of this document yet */
     int error;
+    /* lazy modes: free text until the document opens */
+    int mode;            /* SJ_FIRST, SJ_TRIGGER or SJ_OPTIONAL */
+    int free_text;       /* the output so far is free text */
+    int decided;         /* SJ_OPTIONAL: the first token chose text or the document */
+    int32_t doc_min;     /* the document's own fewest tokens */
+    char *trig;          /* SJ_TRIGGER: the text after which the document follows */
+    uint32_t trig_len, trig_at; /* its length; how much of it the text ends with */
+    uint32_t *trig_fail; /* its KMP failure function */
+    int32_t *trig_tok;   /* the tokens that can complete it ... */
+    uint64_t *trig_from; /* ... and from which trig_at (bit k) */
+    int32_t n_trig;
+    uint64_t *text_ok;   /* SJ_OPTIONAL: tokens the first one may be as free text */
+    uint8_t doc_first[32]; /* SJ_OPTIONAL: the bytes (not blanks) a document may start with */
 } sj_state;
+
+enum { SJ_FIRST, SJ_TRIGGER, SJ_OPTIONAL };
 
 typedef struct ev {
     sj_state *s;
@@ -1753,15 +1778,78 @@ static void evaluate(sj_state *s, int32_t budget, ev *e) {
     }
 }
 
-static void reset_doc(sj_state *s) {
-    s->could_end = 0;
+static void start_doc(sj_state *s) {
     s->n_cur = 1;
     s->cur[0].depth = 1;
     s->cur[0].ws = s->cur[0].pad = 0;
     s->cur[0].f[0] = start_frame(s->g.root);
     s->fresh = 1;
+}
+
+static void reset_doc(sj_state *s) {
+    start_doc(s);
+    s->could_end = 0;
     s->error = 0;
     s->pending = 0;
+    s->free_text = s->mode != SJ_FIRST;
+    s->decided = 0;
+    s->trig_at = 0;
+}
+
+/* ---- free text before the document (json_schema_trigger, json_schema_optional) ---- */
+
+static int usable_piece(const sj_state *s, int32_t tok) { return tok >= 0 && tok < s->n_vocab && s->usable[tok]; }
+
+static uint32_t trig_step(const sj_state *s, uint32_t k, unsigned char c) {
+    while (k && (unsigned char)s->trig[k] != c) k = s->trig_fail[k - 1];
+    return (unsigned char)s->trig[k] == c ? k + 1 : 0;
+}
+
+/* Token tok's bytes after free text that ends with k bytes of the trigger:
+   the offset just past the trigger when the token completes it (0: it does
+   not), and in *k the trigger bytes the text then ends with. */
+static uint32_t trig_scan(const sj_state *s, int32_t tok, uint32_t *k) {
+    const char *p = s->vocab->piece[tok];
+    for (uint32_t i = 0; i < s->vocab->piece_len[tok]; i++)
+        if ((*k = trig_step(s, *k, (unsigned char)p[i])) == s->trig_len) return i + 1;
+    return 0;
+}
+
+/* The closing cost of a document that starts with bytes p[i..n) (SJ_INF: none). */
+static int32_t doc_cost(sj_state *s, const uint8_t *p, size_t i, size_t n) {
+    thread u;
+    u.depth = 1, u.ws = u.pad = 0, u.f[0] = start_frame(s->g.root);
+    sink k = {NULL, 0, 0, SJ_INF};
+    drive(&s->g, &u, p, i, n, &k);
+    return k.best;
+}
+
+/* Free text: every token, except one that would open the document where it
+   could not close within the budget (or with bytes it cannot start with). */
+static void free_allowed(sj_state *s, int32_t budget, ev *e) {
+    const size_t words = ((size_t)s->n_vocab + 63) / 64;
+    *e = (ev){s, budget, SJ_INF, s->eos >= 0, 0};
+    if (s->mode == SJ_OPTIONAL && !s->decided) { /* the first token: the document's, or text */
+        evaluate(s, budget, e);
+        for (size_t w = 0; w < words; w++) s->allowed[w] |= s->text_ok[w];
+        return;
+    }
+    memset(s->allowed, 0xff, words * sizeof *s->allowed);
+    for (int32_t i = 0; s->mode == SJ_TRIGGER && i < s->n_trig; i++) {
+        const int32_t tok = s->trig_tok[i];
+        if (!(s->trig_from[i] >> s->trig_at & 1)) continue;
+        uint32_t k = s->trig_at;
+        const uint32_t end = trig_scan(s, tok, &k);
+        const int32_t cost = end == s->vocab->piece_len[tok] ? s->doc_min
+                           : doc_cost(s, (const uint8_t *)s->vocab->piece[tok], end, s->vocab->piece_len[tok]);
+        if (cost > budget) s->allowed[tok >> 6] &= ~(1ull << (tok & 63));
+    }
+}
+
+/* The tokens kept now, in s->allowed. */
+static void compute_allowed(sj_state *s, int32_t budget, ev *e) {
+    if (s->free_text) free_allowed(s, budget, e);
+    else evaluate(s, budget, e);
 }
 
 static int32_t budget_of(const picolm_candidates *c) { return c->n_remaining < 0 ? SJ_INF - 1 : c->n_remaining - 1; }
@@ -1780,7 +1868,7 @@ static int sj_apply(void *state, picolm_candidates *c, char *err, size_t errlen)
     sj_state *s = state;
     if (s->error) return no_candidate(s, c, err, errlen);
     size_t n = 0;
-    if (all_done(s)) { /* complete: EOS only, selectable whatever its logit */
+    if (!s->free_text && all_done(s)) { /* complete: EOS only, selectable whatever its logit */
         for (size_t i = 0; i < c->size && s->eos >= 0; i++)
             if (c->data[i].id == s->eos) c->data[n++] = c->data[i];
         if (!n) { snprintf(err, errlen, "json_schema: the document is complete but EOS is not available"); return 1; }
@@ -1789,7 +1877,7 @@ static int sj_apply(void *state, picolm_candidates *c, char *err, size_t errlen)
         c->sorted = 1;
     } else {
         ev e;
-        evaluate(s, budget_of(c), &e);
+        compute_allowed(s, budget_of(c), &e);
         for (size_t i = 0; i < c->size; i++) {
             const int32_t id = c->data[i].id;
             if (id >= 0 && id < s->n_vocab && (s->allowed[id >> 6] >> (id & 63) & 1)) c->data[n++] = c->data[i];
@@ -1808,13 +1896,13 @@ static int sj_apply_logits(void *state, const float *logits, float scale, picolm
     sj_state *s = state;
     if (s->error) return no_candidate(s, c, err, errlen);
     size_t n = 0;
-    if (all_done(s)) {
+    if (!s->free_text && all_done(s)) {
         if (s->eos < 0 || s->eos >= (int32_t)c->size) { snprintf(err, errlen, "json_schema: the document is complete but EOS is not available"); return 1; }
         c->data[n++] = (picolm_token_data){s->eos, 0.0f, 0.0f};
         c->sorted = 1;
     } else {
         ev e;
-        evaluate(s, budget_of(c), &e);
+        compute_allowed(s, budget_of(c), &e);
         const size_t words = (c->size + 63) / 64;
         for (size_t w = 0; w < words; w++)
             for (uint64_t m = s->allowed[w]; m; m &= m - 1) {
@@ -1831,11 +1919,30 @@ static int sj_apply_logits(void *state, const float *logits, float scale, picolm
     return 0;
 }
 
+/* A generated token of free text: does it open the document (and where
+   in it does the document start)?  Returns 1 and sets *from when it does. */
+static int opens_doc(sj_state *s, int32_t tok, uint32_t *from) {
+    if (!usable_piece(s, tok)) return 0; /* EOS, control tokens: no text */
+    if (s->mode == SJ_OPTIONAL) {
+        if (s->decided) return 0;
+        s->decided = 1;
+        *from = 0;
+        return bit(s->doc_first, (unsigned char)s->vocab->piece[tok][0]);
+    }
+    return (*from = trig_scan(s, tok, &s->trig_at)) != 0;
+}
+
 static void sj_accept(void *state, int32_t tok) {
     sj_state *s = state;
     if (!s->pending) { reset_doc(s); return; } /* a prompt token: a new document follows */
     s->pending = 0;
-    if (all_done(s)) { /* only EOS was allowed: anything else starts the next prompt */
+    uint32_t from = 0;
+    if (s->free_text) {
+        if (!opens_doc(s, tok, &from)) return;
+        s->free_text = 0;
+        start_doc(s);
+        if (from == s->vocab->piece_len[tok]) return; /* the trigger ends the token */
+    } else if (all_done(s)) { /* only EOS was allowed: anything else starts the next prompt */
         if (tok != s->eos) reset_doc(s);
         return;
     }
@@ -1850,7 +1957,7 @@ static void sj_accept(void *state, int32_t tok) {
     thread u;
     for (int i = 0; i < s->n_cur; i++) {
         thread_copy(&u, &s->cur[i]);
-        drive(&s->g, &u, (const uint8_t *)s->vocab->piece[tok], 0, s->vocab->piece_len[tok], &k);
+        drive(&s->g, &u, (const uint8_t *)s->vocab->piece[tok], from, s->vocab->piece_len[tok], &k);
     }
     if (!k.n && s->could_end) { /* the document ended at a chosen EOS the front end kept: a prompt token */
         reset_doc(s);
@@ -1884,6 +1991,11 @@ static void sj_destroy(void *state) {
     free(s->s0);
     free(s->s1);
     free(s->allowed);
+    free(s->trig);
+    free(s->trig_fail);
+    free(s->trig_tok);
+    free(s->trig_from);
+    free(s->text_ok);
     free(s);
 }
 
@@ -1980,6 +2092,76 @@ static int vocab_tables(sj_state *s, char *err, size_t errlen) {
     return rc ? -1 : 0;
 }
 
+/* json_schema_trigger: its KMP table, the tokens that complete it, and
+   the fewest tokens that write it (added to the minimum budget). */
+static int trigger_tables(sj_state *s, const char *trig, char *err, size_t errlen) {
+    const picolm_vocab *v = s->vocab;
+    const uint32_t L = (uint32_t)strlen(trig);
+    if (L > 64) { snprintf(err, errlen, "json_schema: json_schema_trigger is %u bytes; at most 64 are supported", L); return -1; }
+    s->trig = strdup(trig);
+    s->trig_len = L;
+    s->trig_fail = calloc(L, sizeof *s->trig_fail);
+    s->trig_tok = malloc((size_t)s->n_vocab * sizeof *s->trig_tok);
+    s->trig_from = malloc((size_t)s->n_vocab * sizeof *s->trig_from);
+    int32_t *dist = malloc((L + 1) * sizeof *dist);
+    if (!s->trig || !s->trig_fail || !s->trig_tok || !s->trig_from || !dist) { free(dist); snprintf(err, errlen, "json_schema: out of memory"); return -1; }
+    for (uint32_t i = 1, k = 0; i < L; i++) {
+        while (k && trig[i] != trig[k]) k = s->trig_fail[k - 1];
+        if (trig[i] == trig[k]) k++;
+        s->trig_fail[i] = k;
+    }
+    for (int32_t t = 0; t < s->n_vocab; t++) {
+        if (!s->usable[t] || !memchr(v->piece[t], trig[L - 1], v->piece_len[t])) continue;
+        uint64_t from = 0;
+        for (uint32_t k = 0; k < L; k++) {
+            uint32_t at = k;
+            if (trig_scan(s, t, &at)) from |= 1ull << k;
+        }
+        if (from) s->trig_tok[s->n_trig] = t, s->trig_from[s->n_trig++] = from;
+    }
+    dist[0] = 0;
+    for (uint32_t i = 1; i <= L; i++) dist[i] = SJ_INF;
+    for (uint32_t i = 0; i < L; i++) {
+        if (dist[i] >= SJ_INF) continue;
+        for (int32_t t = 0; t < s->n_vocab; t++) {
+            const uint32_t n = v->piece_len[t];
+            if (s->usable[t] && n && n <= L - i && !memcmp(trig + i, v->piece[t], n) && dist[i] + 1 < dist[i + n]) dist[i + n] = dist[i] + 1;
+        }
+    }
+    const int32_t need = dist[L];
+    free(dist);
+    if (need >= SJ_INF) { snprintf(err, errlen, "json_schema: the vocabulary cannot write json_schema_trigger '%s'", trig); return -1; }
+    s->min_budget = need + s->doc_min;
+    return 0;
+}
+
+/* json_schema_optional: the bytes a document starts with, and the tokens
+   that are text at the first step. */
+static int optional_tables(sj_state *s, char *err, size_t errlen) {
+    const picolm_vocab *v = s->vocab;
+    for (unsigned c = 0; c < 256; c++) {
+        const uint8_t b = (uint8_t)c;
+        if (!jg_is_ws(c) && doc_cost(s, &b, 0, 1) < SJ_INF) set_bit(s->doc_first, c);
+    }
+    s->text_ok = calloc(((size_t)s->n_vocab + 63) / 64, sizeof *s->text_ok);
+    if (!s->text_ok) { snprintf(err, errlen, "json_schema: out of memory"); return -1; }
+    for (int32_t t = 0; t < s->n_vocab; t++)
+        if (!s->usable[t] || !bit(s->doc_first, (unsigned char)v->piece[t][0])) s->text_ok[t >> 6] |= 1ull << (t & 63);
+    return 0;
+}
+
+static int lazy_tables(sj_state *s, const picolm_sampler_init *init, char *err, size_t errlen) {
+    const char *trig = find_param(init, "json_schema_trigger");
+    long optional = 0;
+    if (param_int(init, "json_schema_optional", 0, 1, &optional, err, errlen)) return -1;
+    if (trig && *trig && optional) {
+        snprintf(err, errlen, "json_schema: json_schema_trigger and json_schema_optional exclude each other");
+        return -1;
+    }
+    s->mode = trig && *trig ? SJ_TRIGGER : optional ? SJ_OPTIONAL : SJ_FIRST;
+    return s->mode == SJ_TRIGGER ? trigger_tables(s, trig, err, errlen) : s->mode == SJ_OPTIONAL ? optional_tables(s, err, errlen) : 0;
+}
+
 static int sj_create(const picolm_sampler_init *init, void **state, char *err, size_t errlen) {
     const picolm_vocab *v = init->vocab;
     if (!v || v->n_vocab <= 0 || !v->piece || !v->piece_len) { snprintf(err, errlen, "json_schema: no vocabulary"); return 1; }
@@ -2012,16 +2194,20 @@ static int sj_create(const picolm_sampler_init *init, void **state, char *err, s
         ev e;
         reset_doc(s);
         evaluate(s, SJ_INF - 1, &e);
-        s->min_budget = e.min_cost < SJ_INF ? e.min_cost + 1 : 0;
+        s->min_budget = s->doc_min = e.min_cost < SJ_INF ? e.min_cost + 1 : 0;
         if (!s->min_budget) rc = -1, snprintf(err, errlen, "json_schema: no token of the vocabulary can start a document of this schema");
     }
+    if (!rc) rc = lazy_tables(s, init, err, errlen);
     if (rc) { sj_destroy(s); return 1; }
+    reset_doc(s);
     *state = s;
     return 0;
 }
 
 static const picolm_param_desc sj_params[] = {
     {"json_schema", PICOLM_PARAM_STRING, "", 0, 0, "schema", "the JSON Schema the output must satisfy (its text; picolm: --json-schema)"},
+    {"json_schema_trigger", PICOLM_PARAM_STRING, "", 0, 0, "after", "free text until this text, then the document (a tool call's opening tag)"},
+    {"json_schema_optional", PICOLM_PARAM_INT, "0", 0, 1, "optional", "1: the document only if the first token starts one, else free text"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 

@@ -31,3 +31,21 @@ need_built() {
 # format.
 CROSS_MODELS=${PICOLM_CROSS_MODELS:-f16 q8_0 q4_0 q5_0 q5_1 iq4_xs q4_k_m}
 [ "$CROSS_MODELS" = all ] && CROSS_MODELS="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m"
+# serve LOG PROGRAM ARGS...: start a server (PROGRAM ARGS --port P) on a free
+# port, its output to LOG; sets URL and PID and adds PID to $pids (for the
+# caller's cleanup).  Tries ports until one binds and /health answers.
+serve() {
+    log=$1; shift
+    for try in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + ($$ * 7 + try * 131 + $(date +%N | cut -c1-4 | sed 's/^0*//;s/^$/0/')) % 30000))
+        "$@" --port "$port" >"$log" 2>&1 &
+        pid=$!
+        for i in $(seq 1 100); do
+            if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then pids="$pids $pid"; URL="http://127.0.0.1:$port"; PID=$pid; return 0; fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    done
+    return 1
+}

@@ -5,6 +5,7 @@
 # Node SDK and the chat page in headless chromium.  Needs node and the npm
 # packages of tests/server (installed here with `npm ci` when missing), and
 # the shared Qwen2-vocabulary model (a chat template, real special tokens).
+. "${0%/*}/lib.sh"
 BUILD=${PICOLM_BUILD:-build}
 SHARED=${PICOLM_SHARED:-../shared}
 BIN=$BUILD/bin/picolm-server
@@ -26,22 +27,8 @@ trap cleanup EXIT INT TERM
 KEY=test-key-$$
 printf '[sampler]\ntemperature = 0\n' >"$tmp/srv.ini"
 
-# start_server LOG ARGS... -> URL (its base URL) and PID; tries ports until one binds
-start_server() {
-    log=$1; shift
-    for try in 1 2 3 4 5 6 7 8; do
-        port=$((20000 + ($$ * 7 + try * 131 + $(date +%N | cut -c1-4 | sed 's/^0*//;s/^$/0/')) % 30000))
-        "$BIN" "$MODEL" --port "$port" --api-key "$KEY" -j 1 -c 512 --config "${INI:-$tmp/srv.ini}" "$@" >"$log" 2>&1 &
-        pid=$!
-        for i in $(seq 1 100); do
-            if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then pids="$pids $pid"; URL="http://127.0.0.1:$port"; PID=$pid; return 0; fi
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-    done
-    return 1
-}
+# start_server LOG ARGS... -> URL (its base URL) and PID
+start_server() { log=$1; shift; serve "$log" "$BIN" "$MODEL" --api-key "$KEY" -j 1 -c 512 --config "${INI:-$tmp/srv.ini}" "$@"; }
 start_server "$tmp/main.log" || { echo "FAIL: t_server: the server did not start: $(tail -3 "$tmp/main.log")"; exit 1; }
 BASE=$URL MAIN_PID=$PID
 # the limited server takes its limits from the INI's [server] section

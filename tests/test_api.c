@@ -111,7 +111,7 @@ done:
     for (int k = 0; k < 2; k++) picolm_context_free(c[k]);
 
     /* chat: tiny-shakespeare has no template, so auto renders chatml */
-    const picolm_chat_msg msgs[2] = {{"system", "You are terse.", 14}, {"user", "Hello", 5}};
+    const picolm_chat_msg msgs[2] = {{.role = "system", .content = "You are terse.", .len = 14}, {.role = "user", .content = "Hello", .len = 5}};
     size_t len = 0;
     char *got = picolm_chat_render(m, NULL, msgs, 2, 1, &len, err, sizeof err);
     const char *expect = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n";

@@ -15,6 +15,7 @@
 #include "ctx.h"
 #include "engine.h"
 #include "gguf_write.h"
+#include "jsondoc.h"
 #include "testlib.h"
 
 /* Templates as they appear in real models' tokenizer_config.json (from
@@ -53,9 +54,10 @@ static const named_tmpl DETECT[] = {
 };
 
 /* llama.cpp's test conversation and its expected renders (test-chat-template.cpp) */
+#define MSG(r, c) {.role = r, .content = c, .len = sizeof c - 1}
 static const chat_msg LCPP_CONV[] = {
-    {"system", "You are a helpful assistant", 27}, {"user", "Hello", 5},          {"assistant", "Hi there", 8},
-    {"user", "Who are you", 11},                   {"assistant", "   I am an assistant   ", 23}, {"user", "Another question", 16},
+    MSG("system", "You are a helpful assistant"), MSG("user", "Hello"),           MSG("assistant", "Hi there"),
+    MSG("user", "Who are you"),                   MSG("assistant", "   I am an assistant   "), MSG("user", "Another question"),
 };
 static const struct {
     int kind;
@@ -409,8 +411,154 @@ static void session_tests(const char *shared) {
     free_engine(e);
 }
 
+/* ---- tools: renders byte for byte llama-server's (tests/data/tools) ---- */
+
+#define TOOLS_DIR "tests/data/tools"
+
+/* An OpenAI request (messages, tools) as picolm's structures; the strings
+   point into req.  Returns the message count (-1: not such a request). */
+typedef struct tool_req {
+    jd_value *req;
+    chat_msg m[16];
+    picolm_tool_call calls[16][4];
+    picolm_tool tools[8];
+    int n, n_tools;
+    char *params[8]; /* the parameters as JSON text */
+} tool_req;
+
+static const char *str_of(const jd_value *v) { return v && v->type == JD_STR ? v->s : NULL; }
+
+static int load_req(tool_req *r, const char *path) {
+    size_t n;
+    char *text = tl_slurp(path, &n), err[200];
+    memset(r, 0, sizeof *r);
+    r->req = text ? jd_parse(text, n, err, sizeof err) : NULL;
+    free(text);
+    const jd_value *msgs = jd_get(r->req, "messages"), *tools = jd_get(r->req, "tools");
+    if (!msgs || msgs->type != JD_ARR || msgs->n > 16) return -1;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const jd_value *mv = &msgs->items[i], *c = jd_get(mv, "content"), *tc = jd_get(mv, "tool_calls");
+        chat_msg *m = &r->m[r->n++];
+        m->role = str_of(jd_get(mv, "role"));
+        m->content = str_of(c) ? c->s : "";
+        m->len = str_of(c) ? c->len : 0;
+        m->tool_call_id = str_of(jd_get(mv, "tool_call_id"));
+        for (size_t k = 0; tc && k < tc->n && k < 4; k++) {
+            const jd_value *fn = jd_get(&tc->items[k], "function");
+            r->calls[i][k] = (picolm_tool_call){str_of(jd_get(&tc->items[k], "id")), str_of(jd_get(fn, "name")), str_of(jd_get(fn, "arguments"))};
+            m->tool_calls = r->calls[i];
+            m->n_tool_calls = (int)k + 1;
+        }
+    }
+    for (size_t t = 0; tools && t < tools->n && t < 8; t++) {
+        const jd_value *fn = jd_get(&tools->items[t], "function"), *pv = jd_get(fn, "parameters");
+        pl_sbuf b = {0};
+        if (pv) jd_write(&b, pv, -1, 1), pl_sbuf_add(&b, "", 0);
+        r->params[t] = b.p;
+        r->tools[r->n_tools++] = (picolm_tool){str_of(jd_get(fn, "name")), str_of(jd_get(fn, "description")), b.p};
+    }
+    return r->n;
+}
+
+static void free_req(tool_req *r) {
+    for (int t = 0; t < r->n_tools; t++) free(r->params[t]);
+    jd_free(r->req);
+}
+
+/* Render req for (kind, family) and compare with the oracle's file. */
+static void compare_render(const char *req, const char *fam, int kind, int family, const char *date, const char *ref_fam) {
+    char path[512], err[256];
+    tool_req r;
+    snprintf(path, sizeof path, TOOLS_DIR "/%s.json", req);
+    if (load_req(&r, path) < 0) { CHECK(0, "%s: cannot read the request", path); free_req(&r); return; }
+    const chat_tools_opts o = {r.tools, r.n_tools, 1, 0, date};
+    size_t len = 0, rn = 0;
+    char *got = chat_render_tools(kind, family, r.m, r.n, &o, &len, err, sizeof err);
+    snprintf(path, sizeof path, TOOLS_DIR "/%s.%s.refused", ref_fam, req);
+    FILE *refused = fopen(path, "r");
+    if (refused) {
+        fclose(refused);
+        CHECK(!got && err[0], "%s %s: refused as llama.cpp refuses it (%s)", fam, req, err);
+    } else {
+        snprintf(path, sizeof path, TOOLS_DIR "/%s.%s.txt", ref_fam, req);
+        char *want = tl_slurp(path, &rn);
+        size_t at = 0;
+        while (got && want && at < len && at < rn && got[at] == want[at]) at++;
+        CHECK(got && want && len == rn && at == len, "%s %s: byte for byte llama-server's render with the %s template (%zu bytes; first difference at %zu%s%s)",
+              fam, req, ref_fam, rn, at, got ? "" : ": ", got ? "" : err);
+        if (got && want && at < len) printf("#   picolm: ...%.60s\n#   oracle: ...%.60s\n", got + at, want + at);
+        free(want);
+    }
+    free(got);
+    free_req(&r);
+}
+
+static void tool_render_tests(void) {
+    static const char *const REQS[] = {"first", "nosys", "round", "long", "parallel", "think1", "think2", "think3", "midsys", "odd", "notools"};
+    for (size_t i = 0; i < sizeof REQS / sizeof *REQS; i++) {
+        compare_render(REQS[i], "qwen2.5", CHAT_CHATML, CHAT_TOOLS_QWEN25, NULL, "qwen2.5");
+        compare_render(REQS[i], "qwen3", CHAT_CHATML, CHAT_TOOLS_QWEN3, NULL, "qwen3");
+        compare_render(REQS[i], "llama3", CHAT_LLAMA3, CHAT_TOOLS_LLAMA3, "26 Jul 2024", "llama3.1");
+        compare_render(REQS[i], "llama3", CHAT_LLAMA3, CHAT_TOOLS_LLAMA3, "03 Feb 2025", "llama3.2");
+        /* Hermes-style on chatml is Qwen3's layout where no reasoning is involved */
+        if (strncmp(REQS[i], "think", 5) && strcmp(REQS[i], "midsys")) compare_render(REQS[i], "hermes", CHAT_CHATML, CHAT_TOOLS_HERMES, NULL, "qwen3");
+    }
+    /* the family from the model's own template */
+    static const struct { const char *file; int kind, want; } FAM[] = {
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", CHAT_CHATML, CHAT_TOOLS_QWEN25},
+        {"Qwen-Qwen3-0.6B.jinja", CHAT_CHATML, CHAT_TOOLS_QWEN3},
+        {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", CHAT_CHATML, CHAT_TOOLS_HERMES},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", CHAT_LLAMA3, CHAT_TOOLS_LLAMA3},
+        {"meta-llama-Llama-3.2-3B-Instruct.jinja", CHAT_LLAMA3, CHAT_TOOLS_LLAMA3},
+    };
+    for (size_t i = 0; i < sizeof FAM / sizeof *FAM; i++) {
+        char path[512], err[256], *buf = NULL;
+        size_t n;
+        snprintf(path, sizeof path, TOOLS_DIR "/templates/%s", FAM[i].file);
+        char *t = tl_slurp(path, &n), *z = t ? realloc(t, n + 1) : NULL;
+        gguf_file g;
+        if (z) z[n] = 0;
+        int kind = -1, fam = -1;
+        if (z && !header_only_gguf(&g, &buf, z, err, sizeof err)) {
+            chat_kind_resolve("auto", &g, &kind, NULL, 0, err, sizeof err);
+            fam = chat_tools_resolve(kind, &g);
+        }
+        CHECK(kind == FAM[i].kind && fam == FAM[i].want, "%s: template %s, tool format %s", FAM[i].file, chat_kind_name(kind),
+              fam >= 0 ? chat_tools_format(fam)->name : "?");
+        free(buf);
+        free(z ? z : t);
+    }
+    CHECK(chat_tools_resolve(CHAT_CHATML, NULL) == CHAT_TOOLS_HERMES && chat_tools_resolve(CHAT_GEMMA, NULL) == CHAT_TOOLS_HERMES,
+          "no model template (or another kind): Hermes-style");
+    /* bad input */
+    const picolm_tool bad_name = {"get weather", NULL, NULL}, bad_params = {"f", NULL, "{\"type\": \"object\","};
+    const picolm_tool_call bad_args = {NULL, "f", "{\"a\": 1"};
+    const chat_msg conv[2] = {{.role = "user", .content = "hi", .len = 2}, {.role = "assistant", .content = "", .tool_calls = &bad_args, .n_tool_calls = 1}};
+    char err[256];
+    for (int fam = 0; fam < CHAT_N_TOOLS; fam++) {
+        const int kind = fam == CHAT_TOOLS_LLAMA3 ? CHAT_LLAMA3 : CHAT_CHATML;
+        const chat_tools_opts on = {&bad_name, 1, 1, 0, NULL}, op = {&bad_params, 1, 1, 0, NULL}, none = {NULL, 0, 1, 0, NULL};
+        char *a = chat_render_tools(kind, fam, conv, 1, &on, NULL, err, sizeof err);
+        const int name_refused = !a && strstr(err, "get weather");
+        char *b = chat_render_tools(kind, fam, conv, 1, &op, NULL, err, sizeof err);
+        const int params_refused = !b && strstr(err, "parameters of tool 'f': not valid JSON");
+        char *c = chat_render_tools(kind, fam, conv, 2, &none, NULL, err, sizeof err);
+        CHECK(name_refused && params_refused && !c && strstr(err, "messages[1]"), "%s: a bad tool name, parameters or call arguments are refused (%s)",
+              chat_tools_format(fam)->name, err);
+        free(a), free(b), free(c);
+    }
+    /* a forced call: the prompt opens it */
+    const chat_tools_opts forced = {&bad_params, 0, 1, 1, NULL};
+    size_t len;
+    char *f = chat_render_tools(CHAT_CHATML, CHAT_TOOLS_QWEN25, conv, 1, &forced, &len, err, sizeof err);
+    const char *tail = "<|im_start|>assistant\n<tool_call>\n";
+    CHECK(f && len > strlen(tail) && !strcmp(f + len - strlen(tail), tail), "a forced call: the prompt ends with <tool_call>\\n (%s)", f ? f + (len > 40 ? len - 40 : 0) : err);
+    free(f);
+}
+
 int main(void) {
     template_tests();
+    tool_render_tests();
     stop_tests();
     const char *shared = shared_dir("chat sessions");
     if (shared) reference_tests(shared);

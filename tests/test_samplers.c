@@ -15,7 +15,7 @@
 
 #define PINNED_HASH 0x71e197565a576e28ull /* test_chain_large on 82ad4c7 */
 
-static const char *NAMES[] = {"greedy", "dist", "temperature", "top_k", "top_p", "min_p", "penalties", "json"};
+static const char *NAMES[] = {"greedy", "dist", "temperature", "top_k", "top_p", "min_p", "penalties", "json", "json_schema"};
 #define N_NAMES (int)(sizeof NAMES / sizeof NAMES[0])
 
 static pl_registry reg;
@@ -527,7 +527,7 @@ static int cli_sampling_build(sampling **s, const pl_registry *r, const picolm_c
     static cli_sampler_spec spec;
     sampling_param sp[CLI_SAMPLER_PARAMS];
     *s = NULL;
-    int rc = cli_sampler_spec_of(c, &spec, err, errlen);
+    int rc = cli_sampler_spec_of(c, NULL, 0, &spec, err, errlen);
     for (int i = 0; !rc && i < spec.p.n_params; i++) sp[i] = (sampling_param){spec.kv[i].key, spec.kv[i].value, spec.where[i]};
     const sampling_settings set = {.chain = spec.p.chain, .params = sp, .n_params = spec.p.n_params, .seed = spec.p.seed};
     rc = rc ? rc : sampling_build(s, r, &set, v, err, errlen);
@@ -859,6 +859,40 @@ static int32_t ref_sample(ref_chain *r, picolm_token_data *d, size_t n) {
 static void pin_logits(float *l, int n, float lead) {
     for (int i = 0; i < n; i++) l[i] = 2.0f * nrand();
     for (int k = 0; k < 8; k++) l[100 + xr() % 64] = lead + 2 * nrand();
+}
+
+/* A request's keys (a tool call's schema, response_format) go after the
+   configuration's, and a json_schema among them puts that stage first in
+   place of --json's grammar; the chain is built from them as given. */
+static void test_chain_extra(void) {
+    picolm_config c;
+    char err[512] = "";
+    static cli_sampler_spec spec;
+    base_cfg(&c);
+    c.json_mode = 1;
+    const picolm_param extra[2] = {{"json_schema", "{\"type\": \"object\"}"}, {"json_schema_optional", "1"}};
+    int rc = cli_sampler_spec_of(&c, extra, 2, &spec, err, sizeof err);
+    const int np = spec.p.n_params;
+    CHECK(!rc && !strcmp(spec.p.chain, "json_schema," PICOLM_DEFAULT_CHAIN) && np >= 2 &&
+              !strcmp(spec.kv[np - 2].key, "json_schema") && !strcmp(spec.kv[np - 1].key, "json_schema_optional") &&
+              !strcmp(spec.where[np - 1], "request"),
+          "a request's json_schema goes last and puts its stage first instead of json: '%s' %s", spec.p.chain, err);
+    sampling *s = NULL;
+    sampling_param sp[CLI_SAMPLER_PARAMS];
+    for (int i = 0; !rc && i < np; i++) sp[i] = (sampling_param){spec.kv[i].key, spec.kv[i].value, spec.where[i]};
+    const sampling_settings set = {.chain = spec.p.chain, .params = sp, .n_params = np, .seed = spec.p.seed};
+    CHECK(!rc && !sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && !strcmp(sampling_stage_name(s, 0), "json_schema"),
+          "that chain builds with json_schema as its first stage: %s", err);
+    sampling_free(s);
+    cli_sampler_spec_free(&spec);
+    snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_k,json_schema,greedy");
+    rc = cli_sampler_spec_of(&c, extra, 1, &spec, err, sizeof err);
+    CHECK(!rc && !strcmp(spec.p.chain, "top_k,json_schema,greedy"), "a chain that names json_schema keeps its order: '%s'", spec.p.chain);
+    cli_sampler_spec_free(&spec);
+    const picolm_param many[CLI_EXTRA_KEYS + 1] = {{"a", "1"}, {"b", "1"}, {"c", "1"}, {"d", "1"}, {"e", "1"}};
+    rc = cli_sampler_spec_of(&c, many, CLI_EXTRA_KEYS + 1, &spec, err, sizeof err);
+    CHECK(rc && strstr(err, "extra sampler keys"), "more extra keys than the spec holds are refused: %s", err);
+    cli_sampler_spec_free(&spec);
 }
 
 static void test_chain_large(void) {
@@ -1316,6 +1350,7 @@ int main(void) {
     test_dist();
     test_dist_reset();
     test_chain();
+    test_chain_extra();
     test_declared_params();
     test_chain_large();
     test_direct();

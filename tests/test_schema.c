@@ -21,13 +21,16 @@ static pl_registry reg;
 static const picolm_sampler_vtable *vt;
 static picolm_token_data cand[1024];
 
-static void *create(const tvocab *t, const char *schema, char *err, size_t errlen) {
-    const picolm_param prm = {"json_schema", schema};
-    const picolm_sampler_init in = {sizeof in, &reg.host, &t->v, &prm, 1, 0};
+/* An instance for schema, with another key = value when key is not NULL. */
+static void *create_with(const tvocab *t, const char *schema, const char *key, const char *value, char *err, size_t errlen) {
+    const picolm_param prm[2] = {{"json_schema", schema}, {key, value}};
+    const picolm_sampler_init in = {sizeof in, &reg.host, &t->v, prm, key ? 2 : 1, 0};
     void *st = NULL;
     err[0] = 0;
     return vt->create(&in, &st, err, errlen) ? NULL : st;
 }
+
+static void *create(const tvocab *t, const char *schema, char *err, size_t errlen) { return create_with(t, schema, NULL, NULL, err, errlen); }
 
 /* apply over every token (logit 0): the allowed count, ok[] marked; -1 on error */
 static int allowed(void *st, const tvocab *t, int32_t n_remaining, uint8_t *ok, char *err, size_t errlen) {
@@ -490,6 +493,132 @@ static void test_turns(void) {
     tv_free(&bv);
 }
 
+/* Lazy documents: free text, then the document after a trigger
+   (json_schema_trigger: a Hermes tool call's "<tool_call>"), or the whole
+   output only when its first token starts one (json_schema_optional). */
+static int tok_of(const tvocab *t, const char *s) {
+    for (int i = 3; i < t->n; i++)
+        if (t->len[i] == strlen(s) && !memcmp(t->piece[i], s, t->len[i])) return i;
+    return -1;
+}
+
+static void test_lazy(void) {
+    tvocab fv, bv;
+    byte_vocab(&bv, 300);
+    byte_vocab(&fv, 700);
+    for (size_t i = 0; i < sizeof FRAGS / sizeof *FRAGS; i++) tv_add(&fv, FRAGS[i], (uint32_t)strlen(FRAGS[i]), 1);
+    static const char *const TRIG_TOKS[] = {"<tool_call>", "<tool", "_call>", "_call>\n", "_call>{\"", "_call>x", "Hello", " world", "<", "{\"a\":"};
+    for (size_t i = 0; i < sizeof TRIG_TOKS / sizeof *TRIG_TOKS; i++) tv_add(&fv, TRIG_TOKS[i], (uint32_t)strlen(TRIG_TOKS[i]), 1);
+    const int T_FULL = tok_of(&fv, "<tool_call>"), T_OPEN = tok_of(&fv, "<tool"), T_CLOSE = tok_of(&fv, "_call>"),
+              T_NL = tok_of(&fv, "_call>\n"), T_DOC = tok_of(&fv, "_call>{\""), T_BAD = tok_of(&fv, "_call>x"), T_HELLO = tok_of(&fv, "Hello");
+    static uint8_t ok[700];
+    char err[512];
+    void *st = create_with(&fv, TOOLS, "json_schema_trigger", "<tool_call>", err, sizeof err);
+    void *doc = create(&fv, TOOLS, err, sizeof err);
+    if (!st || !doc) { CHECK(0, "create with a trigger: %s", err); return; }
+    const int dmin = vt->min_budget(doc), tmin = vt->min_budget(st);
+    CHECK(tmin == dmin + 1, "min budget with the trigger '<tool_call>' (one token): %d = 1 + the document's %d", tmin, dmin);
+    vt->accept(st, 3 + 'P'); /* prompt */
+    int n = allowed(st, &fv, 5, ok, err, sizeof err);
+    CHECK(n == fv.v.n_vocab - 1 && ok[2] && ok[T_HELLO] && !ok[T_FULL] && ok[T_OPEN],
+          "free text under a budget too small for a call: every token but the trigger (%d of %d; trigger %d, EOS %d)", n, fv.v.n_vocab, ok[T_FULL], ok[2]);
+    allowed(st, &fv, dmin, ok, err, sizeof err);
+    const int at_min_minus = ok[T_FULL];
+    allowed(st, &fv, dmin + 1, ok, err, sizeof err);
+    CHECK(!at_min_minus && ok[T_FULL], "the trigger token is allowed with %d tokens left (a document after it), not with %d", dmin + 1, dmin);
+    vt->accept(st, T_HELLO);
+    allowed(st, &fv, -1, ok, err, sizeof err);
+    vt->accept(st, T_OPEN); /* "<tool": part of the trigger */
+    allowed(st, &fv, -1, ok, err, sizeof err);
+    CHECK(ok[T_CLOSE] && ok[T_NL] && ok[T_DOC] && !ok[T_BAD] && ok[3 + 'z'],
+          "after \"Hello<tool\": \"_call>\", \"_call>\\n\" and \"_call>{\\\"\" complete the trigger, \"_call>x\" (not a document) may not, other text may");
+    vt->accept(st, T_DOC);
+    n = allowed(st, &fv, -1, ok, err, sizeof err);
+    CHECK(n > 0 && ok[tok_of(&fv, "name")] && !ok[T_HELLO] && !ok[2], "the document goes on from the token's rest ({\"): \"name\" next, no text, no EOS (%d allowed)", n);
+    /* random generations: text, then after the first trigger a complete document */
+    int runs = 0, calls = 0, bad = 0, errors = 0, early = 0;
+    for (int N = 1; N < 90; N += 1 + N / 8)
+        for (int seed = 0; seed < 30; seed++) {
+            char out[8192];
+            size_t len = 0;
+            vt->reset(st);
+            vt->accept(st, 3 + 'P');
+            for (int k = 0; k < N; k++) {
+                const int cnt = allowed(st, &fv, N - k, ok, err, sizeof err);
+                if (cnt <= 0) { if (errors++ < 3) printf("# lazy budget %d step %d: %s\n", N, k, err); break; }
+                int tok = -1;
+                const uint64_t r = rnd() % 10;
+                if (r < 2 && ok[T_FULL]) tok = T_FULL;
+                else if (r < 3 && ok[T_OPEN]) tok = T_OPEN;
+                else if (r < 5 && ok[T_CLOSE]) tok = T_CLOSE;
+                for (int pick = (int)(rnd() % (uint64_t)cnt), t = 0; tok < 0 && t < fv.v.n_vocab; t++)
+                    if (ok[t] && pick-- == 0) tok = t;
+                vt->accept(st, tok);
+                if (tok == 2) break;
+                memcpy(out + len, fv.piece[tok], fv.len[tok]), len += fv.len[tok];
+            }
+            out[len] = 0;
+            runs++;
+            const char *at = strstr(out, "<tool_call>");
+            if (!at) continue;
+            calls++;
+            early += N < tmin;
+            if (!accepts(doc, &bv, at + 11) && bad++ < 3) printf("# lazy budget %d: not a complete document after the trigger: %s\n", N, esc(out));
+        }
+    void *chk = create(&bv, TOOLS, err, sizeof err);
+    vt->destroy(doc);
+    doc = chk;
+    CHECK(runs && calls > runs / 4 && !bad && !errors && !early,
+          "%d random generations with the trigger, budgets 1..89: %d made a call, each a complete document, none under the minimum %d (%d bad, %d errors, %d early)",
+          runs, calls, tmin, bad, errors, early);
+    /* apply_logits == apply in free text and in the document */
+    void *b = create_with(&fv, TOOLS, "json_schema_trigger", "<tool_call>", err, sizeof err);
+    static float logits[700];
+    static picolm_token_data other[700];
+    int same = 1;
+    const int path[] = {T_HELLO, T_OPEN, T_CLOSE, tok_of(&fv, "{\""), tok_of(&fv, "name")};
+    vt->reset(st), vt->reset(b);
+    for (size_t k = 0; k <= sizeof path / sizeof *path && same; k++) {
+        for (int i = 0; i < fv.v.n_vocab; i++) logits[i] = (float)(rnd() % 1000) / 100.0f, cand[i] = (picolm_token_data){i, logits[i], 0};
+        picolm_candidates ca = {cand, (size_t)fv.v.n_vocab, 0, 0, -1, dmin + 2}, cb = {other, (size_t)fv.v.n_vocab, 0, 0, -1, dmin + 2};
+        same &= !vt->apply(st, &ca, err, sizeof err) && !vt->apply_logits(b, logits, 1.0f, &cb, err, sizeof err) && ca.size == cb.size &&
+                !memcmp(cand, other, ca.size * sizeof *cand);
+        if (k < sizeof path / sizeof *path) vt->accept(st, path[k]), vt->accept(b, path[k]);
+    }
+    CHECK(same, "apply_logits == apply through free text, the trigger in two tokens and the document (%s)", err);
+    vt->destroy(b);
+    vt->destroy(st);
+
+    /* json_schema_optional: the first token decides */
+    st = create_with(&fv, TOOLS, "json_schema_optional", "1", err, sizeof err);
+    if (!st) { CHECK(0, "create optional: %s", err); return; }
+    vt->accept(st, 3 + 'P');
+    allowed(st, &fv, -1, ok, err, sizeof err);
+    CHECK(vt->min_budget(st) == dmin && ok[tok_of(&fv, "{\"")] && ok[3 + '{'] && !ok[tok_of(&fv, "{\"a\":")] && ok[T_HELLO] && ok[3 + '\n'] && ok[2],
+          "optional: the first token may start the document ({\", not {\"a\":) or be text (Hello, a newline, EOS); min budget %d", vt->min_budget(st));
+    allowed(st, &fv, dmin - 1, ok, err, sizeof err);
+    CHECK(!ok[tok_of(&fv, "{\"")] && !ok[3 + '{'] && ok[T_HELLO], "optional, too few tokens for a document: text only");
+    vt->accept(st, T_HELLO);
+    n = allowed(st, &fv, -1, ok, err, sizeof err);
+    CHECK(n == fv.v.n_vocab && ok[tok_of(&fv, "{\"a\":")], "optional, after text: every token (%d)", n);
+    vt->reset(st);
+    allowed(st, &fv, -1, ok, err, sizeof err);
+    vt->accept(st, tok_of(&fv, "{\""));
+    allowed(st, &fv, -1, ok, err, sizeof err);
+    CHECK(ok[tok_of(&fv, "name")] && !ok[T_HELLO] && !ok[2], "optional, after {\": the document");
+    vt->destroy(st);
+
+    st = create_with(&fv, TOOLS, "json_schema_trigger", "0123456789012345678901234567890123456789012345678901234567890123456789", err, sizeof err);
+    CHECK(!st && strstr(err, "at most 64"), "a trigger over 64 bytes is refused: %s", err);
+    const picolm_param both[3] = {{"json_schema", TOOLS}, {"json_schema_trigger", "<tool_call>"}, {"json_schema_optional", "1"}};
+    const picolm_sampler_init in = {sizeof in, &reg.host, &fv.v, both, 3, 0};
+    st = NULL;
+    CHECK(vt->create(&in, &st, err, sizeof err) && strstr(err, "exclude"), "trigger and optional together are refused: %s", err);
+    vt->destroy(doc);
+    tv_free(&fv);
+    tv_free(&bv);
+}
+
 int main(void) {
     registry_init(&reg);
     char path[1024];
@@ -504,6 +633,7 @@ int main(void) {
     test_budget();
     test_apply_logits();
     test_turns();
+    test_lazy();
     test_large();
     const char *shared = shared_dir("test_schema: real vocabularies");
     if (shared) {

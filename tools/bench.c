@@ -1267,7 +1267,7 @@ static int run_sampling(const opts *o, picolm_runtime *rt, const picolm_config *
     int rc = -1;
     cli_sampler_spec *spec = calloc(1, sizeof *spec);
     if (!l || !pc || !pl || !spec) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (cli_sampler_spec_of(cfg, spec, err, errlen)) goto done;
+    if (cli_sampler_spec_of(cfg, NULL, 0, spec, err, errlen)) goto done;
     if (draws <= 0) { snprintf(err, errlen, "--sampling: -n and -r must give at least one draw"); goto done; }
     if (o->format == OUT_CSV) fprintf(f, "vocab,shape,draws,ms_mean,ms_min,stage,stage_ms,ms_mean_direct_off\n");
     if (o->format == OUT_JSON) fprintf(f, "[\n");

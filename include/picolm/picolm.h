@@ -429,10 +429,21 @@ picolm_batch *picolm_context_batch(picolm_context *c);
 
 /* ---- chat ---- */
 
+/* A call an assistant message made (OpenAI's tool_calls[i]). */
+typedef struct picolm_tool_call {
+    const char *id;          /* NULL: none (the supported templates do not print it) */
+    const char *name;        /* the function */
+    const char *arguments;   /* its arguments: JSON text (an object) */
+} picolm_tool_call;
+
 typedef struct picolm_chat_msg {
-    const char *role;    /* "system", "user", "assistant" */
+    const char *role;    /* "system", "user", "assistant", "tool" (a call's result) */
     const char *content;
     size_t len;
+    /* appended for tool calls (zero them otherwise) */
+    const picolm_tool_call *tool_calls; /* assistant: the calls it made */
+    int n_tool_calls;
+    const char *tool_call_id;           /* tool: the call this result answers (NULL: none) */
 } picolm_chat_msg;
 
 /* msgs[0..n) rendered with a chat template as llama.cpp's
@@ -578,6 +589,112 @@ const char *picolm_outfile_tmp_name(const picolm_outfile *o);
 int picolm_outfile_commit(picolm_outfile *o, char *err, size_t errlen);
 /* Free; an outfile not committed is removed. */
 void picolm_outfile_free(picolm_outfile *o);
+
+/* ---- tool calls (function calling) ----
+   A request with tools is rendered the way the model family's own Jinja
+   template renders it through llama-server, and the model's reply is
+   constrained by the json_schema sampler to one call whose arguments are
+   valid against the function's parameters schema:
+
+     fmt = picolm_tool_format_of(m, tmpl, ...);
+     prompt = picolm_chat_render_tools(m, tmpl, msgs, n, &(picolm_chat_tools){tools, n_tools, forced}, 1, ...);
+     schema = picolm_tool_schema(fmt, tools, n_tools, only, ...);
+     sampler keys: json_schema = schema, plus picolm_tool_sampler_key(fmt, forced, ...),
+     with json_schema first in the chain; a budget below the chain's
+     minimum (picolm_sampler_min_budget) cannot hold a call;
+     generate, feeding the reply's text to picolm_tool_reply_scan.
+
+   A reply holds at most one call.  forced (tool_choice "required" or a
+   named function): the reply is the call.  Otherwise the model writes text
+   or a call (Hermes-style: text, then <tool_call>; Llama 3: a reply that
+   starts with '{'), and a call is only begun where it still fits in the
+   budget, so it is always complete. */
+
+/* A function the model may call (OpenAI's tools[i].function). */
+typedef struct picolm_tool {
+    const char *name;         /* [A-Za-z0-9_-], 1 to 64 of them */
+    const char *description;  /* NULL: none */
+    const char *parameters;   /* the JSON Schema of its arguments (an object), as JSON text;
+                                 NULL: it takes none (rendered as {}; its arguments are {}) */
+} picolm_tool;
+
+/* How a template family writes a call. */
+typedef struct picolm_tool_format {
+    const char *name;         /* "hermes", "qwen2.5", "qwen3", "llama3" */
+    const char *trigger;      /* what opens a call after free text ("<tool_call>"); "": a call
+                                 is a whole reply that starts with '{' */
+    const char *call_open;    /* what a forced reply starts with (ends the prompt): "<tool_call>\n" or "" */
+    const char *args_key;     /* the call object's key of the arguments: "arguments" or "parameters" */
+} picolm_tool_format;
+
+/* The format of the template tmpl resolves to for m (NULL with a message,
+   as picolm_chat_template). */
+const picolm_tool_format *picolm_tool_format_of(const picolm_model *m, const char *tmpl, char *err, size_t errlen);
+
+typedef struct picolm_chat_tools {
+    const picolm_tool *tools;
+    int n_tools;
+    int forced;               /* the reply must be a call: the prompt ends with call_open */
+    const char *date;         /* the date Llama 3.x templates print (strftime's "%d %b %Y"); NULL: today's */
+} picolm_chat_tools;
+
+/* msgs[0..n) (assistant tool_calls and "tool" results among them) with the
+   tools, as the family's template renders them (picolm_chat_render for
+   the rest).  NULL with a message: a call's arguments that are not JSON, a
+   bad tool, a shape the template refuses (Llama 3: two calls in one
+   message, tools without a user message). */
+char *picolm_chat_render_tools(const picolm_model *m, const char *tmpl, const picolm_chat_msg *msgs, int n,
+                               const picolm_chat_tools *t, int add_assistant, size_t *len, char *err, size_t errlen);
+
+/* The JSON Schema of one call in format f: an object with "name" (a const)
+   and f->args_key (the tool's parameters), for each tool (anyOf), or for
+   the one named only (NULL: any).  A malloc'd string, or NULL with a
+   message (a bad name or parameters, only not among the tools). */
+char *picolm_tool_schema(const picolm_tool_format *f, const picolm_tool *tools, int n, const char *only, char *err,
+                         size_t errlen);
+
+/* A message of the json_schema sampler about the schema of picolm_tool_schema
+   (tools[0..n), only) rewritten to name the tool: "tools[1] (add):
+   parameters: #/properties/x: unsupported keyword 'format'" (else msg). */
+void picolm_tool_error(const picolm_tool *tools, int n, const char *only, const char *msg, char *out, size_t outlen);
+
+/* The sampler key beside json_schema that makes a call optional in format
+   f: {"json_schema_trigger", f->trigger}, or {"json_schema_optional", "1"};
+   none when forced.  Returns the count (0 or 1). */
+int picolm_tool_sampler_key(const picolm_tool_format *f, int forced, picolm_param *out);
+
+/* A reply read as it grows (pass the whole text so far each time): its
+   free text, then the call.  Offsets into that text. */
+typedef struct picolm_tool_reply {
+    size_t content_len;       /* text[0, content_len) is free text for sure */
+    int call;                 /* a call has begun */
+    size_t name_off, name_len; /* the function's name (name_len 0 until complete) */
+    size_t args_off, args_len; /* its arguments (JSON text) so far */
+    int done;                 /* the arguments are complete */
+    int error;                /* the call is not in the format's shape (never, under the sampler) */
+    /* private */
+    const picolm_tool_format *f;
+    size_t pos;
+    int forced, state, k, depth, in_str, esc;
+} picolm_tool_reply;
+void picolm_tool_reply_init(picolm_tool_reply *r, const picolm_tool_format *f, int forced);
+/* final: the reply is complete (free text held back as a possible start of
+   the trigger is then text). */
+void picolm_tool_reply_scan(picolm_tool_reply *r, const char *text, size_t len, int final);
+/* The reply as one line of JSON: {"name": ..., "arguments": {...}} for a
+   call (with "content" first when text came before it), else
+   {"content": "..."} (invalid UTF-8 as U+FFFD).  The arguments compact,
+   numbers as written.  malloc'd; NULL when out of memory. */
+char *picolm_tool_reply_json(const picolm_tool_reply *r, const char *text, size_t len);
+
+/* OpenAI JSON for front ends that take it from files: a "tools" array
+   ([{"type": "function", "function": {"name", "description",
+   "parameters"}}, ...]) and a "messages" array (roles system, developer,
+   user, assistant, tool; text content; assistant tool_calls with their
+   arguments; tool_call_id).  *out gets the entries and their strings in
+   one allocation (free(*out)); returns the count, or -1 with a message. */
+int picolm_tools_from_json(const char *json, size_t len, picolm_tool **out, char *err, size_t errlen);
+int picolm_chat_from_json(const char *json, size_t len, picolm_chat_msg **out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -246,7 +246,7 @@ const bad = [
   ["unknown field", { prompt: "x", frobnicate: true }, "/v1/completions"],
   ["missing prompt", {}, "/v1/completions"],
   ["unknown role", { messages: [{ role: "wizard", content: "x" }] }, "/v1/chat/completions"],
-  ["tool role", { messages: [{ role: "tool", content: "x" }] }, "/v1/chat/completions"],
+  ["tool calls on a user message", { messages: [{ role: "user", content: "x", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }] }, "/v1/chat/completions"],
   ["empty messages", { messages: [] }, "/v1/chat/completions"],
   ["image content", { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, "/v1/chat/completions"],
   ["json_schema", { messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema" } }, "/v1/chat/completions"],

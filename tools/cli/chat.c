@@ -69,7 +69,7 @@ static int push_msg(chat_session *s, const char *role, const char *text, size_t 
     if (!c) return -1;
     memcpy(c, text, len);
     c[len] = '\0';
-    s->msgs[s->n_msgs++] = (picolm_chat_msg){role, c, len};
+    s->msgs[s->n_msgs++] = (picolm_chat_msg){.role = role, .content = c, .len = len};
     return 0;
 }
 

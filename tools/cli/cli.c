@@ -1,5 +1,6 @@
 /* Shared front-end behaviour of picolm and the tools; see cli.h. */
 #include "cli.h"
+#include "tool.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -148,10 +149,9 @@ const char *cli_grammar(const picolm_config *c) { return c->json_schema[0] ? "js
    --json-schema (or --json) puts its grammar first unless the chain names
    it.  The stages the settings switch off are left out by the core
    (picolm_sampler_vtable.neutral). */
-static void chain_from_config(const picolm_config *c, char *chain, size_t n) {
+static void chain_from_config(const picolm_config *c, const char *grammar, char *chain, size_t n) {
     char buf[sizeof c->sampler_chain], names[sizeof c->sampler_chain + sizeof PICOLM_DEFAULT_CHAIN] = "";
     snprintf(buf, sizeof buf, "%s", c->sampler_chain);
-    const char *grammar = cli_grammar(c);
     int named = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*tok)) tok++;
@@ -205,7 +205,8 @@ char *cli_schema_text(const picolm_config *c, char *err, size_t errlen) {
     return text;
 }
 
-int cli_sampler_spec_of(const picolm_config *c, cli_sampler_spec *s, char *err, size_t errlen) {
+int cli_sampler_spec_of(const picolm_config *c, const picolm_param *extra, int n_extra, cli_sampler_spec *s, char *err,
+                        size_t errlen) {
     /* The typed keys go last with their parsed values (so a flag and an INI
        line that spell one number differently give the samplers the same
        bits); the other [sampler] keys as written. */
@@ -232,13 +233,20 @@ int cli_sampler_spec_of(const picolm_config *c, cli_sampler_spec *s, char *err, 
         s->kv[np++] = (picolm_param){typed_keys[k], s->typed[k]};
     }
     s->schema = NULL;
+    const char *grammar = cli_grammar(c);
     if (c->json_schema[0]) { /* the schema's text, last (it wins over a [sampler] json_schema) */
         if (!(s->schema = cli_schema_text(c, err, errlen))) return -1;
         config_where(c, "generate", "json_schema", s->places[np], sizeof s->places[np]);
         s->kv[np++] = (picolm_param){"json_schema", s->schema};
     }
+    if (n_extra > CLI_EXTRA_KEYS) return tool_fail(err, errlen, "internal: %d extra sampler keys (at most %d)", n_extra, CLI_EXTRA_KEYS);
+    for (int i = 0; i < n_extra; i++) { /* a request's, last of all; a schema among them puts its stage first */
+        snprintf(s->places[np], sizeof s->places[np], "request");
+        s->kv[np++] = extra[i];
+        if (!strcmp(extra[i].key, "json_schema")) grammar = "json_schema";
+    }
     for (int i = 0; i < np; i++) s->where[i] = s->places[i];
-    chain_from_config(c, s->chain, sizeof s->chain);
+    chain_from_config(c, grammar, s->chain, sizeof s->chain);
     s->p = (picolm_sampler_params){.chain = s->chain, .params = s->kv, .n_params = np, .seed = c->seed, .where = s->where};
     return 0;
 }
@@ -249,12 +257,15 @@ void cli_sampler_spec_free(cli_sampler_spec *s) {
 }
 
 int cli_sampler_new(picolm_sampler **out, picolm_model *m, const picolm_config *c, char *err, size_t errlen) {
+    return cli_sampler_new_with(out, m, c, NULL, 0, err, errlen);
+}
+
+int cli_sampler_new_with(picolm_sampler **out, picolm_model *m, const picolm_config *c, const picolm_param *extra, int n_extra,
+                         char *err, size_t errlen) {
     cli_sampler_spec *s = malloc(sizeof *s);
-    if (!s) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    *out = cli_sampler_spec_of(c, s, err, errlen) ? NULL : picolm_sampler_new(m, &s->p, err, errlen);
+    *out = NULL;
+    if (!s) return tool_fail(err, errlen, "out of memory");
+    if (!cli_sampler_spec_of(c, extra, n_extra, s, err, errlen)) *out = picolm_sampler_new(m, &s->p, err, errlen);
     cli_sampler_spec_free(s);
     free(s);
     return *out ? 0 : -1;

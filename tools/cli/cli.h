@@ -66,9 +66,11 @@ void cli_print_sampler_keys(const picolm_config *cfg, FILE *out, int as_ini);
    chain, "auto" expanded (greedy for temperature 0, else the stages whose
    parameters are not neutral; json_schema first with --json-schema, else
    json first with --json), the [sampler] keys with where each was set
-   (json_schema: the schema's text, read from its file), and the seed.  p
-   points into the rest.  0, or -1 with a message (free it either way). */
-enum { CLI_TYPED_KEYS = 8, CLI_SAMPLER_PARAMS = PICOLM_MAX_PARAMS + CLI_TYPED_KEYS + 1 };
+   (json_schema: the schema's text, read from its file), extra[0..n_extra)
+   last of all (a request's or --tools' keys, at most CLI_EXTRA_KEYS; a
+   json_schema among them puts that stage first), and the seed.  p points
+   into the rest.  0, or -1 with a message (free it either way). */
+enum { CLI_TYPED_KEYS = 8, CLI_EXTRA_KEYS = 4, CLI_SAMPLER_PARAMS = PICOLM_MAX_PARAMS + CLI_TYPED_KEYS + 1 + CLI_EXTRA_KEYS };
 typedef struct cli_sampler_spec {
     picolm_sampler_params p;
     picolm_param kv[CLI_SAMPLER_PARAMS];
@@ -78,10 +80,13 @@ typedef struct cli_sampler_spec {
     char chain[320];
     char *schema;            /* --json-schema's text (malloc'd), or NULL */
 } cli_sampler_spec;
-int cli_sampler_spec_of(const picolm_config *cfg, cli_sampler_spec *s, char *err, size_t errlen);
+int cli_sampler_spec_of(const picolm_config *cfg, const picolm_param *extra, int n_extra, cli_sampler_spec *s, char *err,
+                        size_t errlen);
 void cli_sampler_spec_free(cli_sampler_spec *s);
 /* That chain over m's vocabulary: 0, or -1 with a message. */
 int cli_sampler_new(picolm_sampler **out, picolm_model *m, const picolm_config *cfg, char *err, size_t errlen);
+int cli_sampler_new_with(picolm_sampler **out, picolm_model *m, const picolm_config *cfg, const picolm_param *extra, int n_extra,
+                         char *err, size_t errlen);
 
 /* The name of the grammar stage cfg puts first: "json_schema" with
    --json-schema, "json" with --json, else NULL (the output is free text). */

@@ -74,6 +74,16 @@ typedef struct picolm_config_param {
     X("generate", "json_schema", K_STR, char, json_schema, [8192], 0, 0, NULL, NULL, \
       "constrain the output to JSON valid against the JSON Schema in FILE (or given inline: {...}); replaces --json", \
       OPT("json-schema", 0, "FILE", A_KEY)) \
+    X("generate", "tools", K_STR, char, tools_path, [1024], 0, 0, NULL, NULL, \
+      "tool calling: the functions the model may call, an OpenAI tools array in FILE (or inline: [...]); the reply is " \
+      "one line of JSON on stdout, {\"name\", \"arguments\"} for a call, {\"content\"} for text (docs/agents.md)", \
+      OPT("tools", 0, "FILE", A_KEY)) \
+    X("generate", "tool_choice", K_STR, char, tool_choice, [80], 0, 0, NULL, "auto", \
+      "with --tools: auto (text or a call), required (a call), none (text), or a function's name (a call to it)", \
+      OPT("tool-choice", 0, "CHOICE", A_KEY)) \
+    X("generate", "messages", K_STR, char, messages_path, [1024], 0, 0, NULL, NULL, \
+      "the conversation so far, an OpenAI messages array in FILE (- for stdin), tool calls and results included; " \
+      "-p adds a user message; the reply is printed as with --tools", OPT("messages", 0, "FILE", A_KEY)) \
     X("generate", "cache", K_STR, char, cache_path, [1024], 0, 0, NULL, NULL, \
       "KV cache file to reuse a saved prompt prefix; empty = none", OPT("cache", 0, "FILE", A_KEY)) \
     /* -1 = auto (on in chat mode) */ \

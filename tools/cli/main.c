@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "picolm/picolm.h"
+#include "calls.h"
 #include "chat.h"
 #include "cli.h"
 #include "config.h"
@@ -132,7 +133,7 @@ int main(int argc, char **argv) {
     char *read_prompt = NULL;
     const char *prompt = cfg.prompt;
     /* --chat on a terminal without -p or -f: an interactive conversation */
-    const int interactive = cfg.chat && !prompt && !cfg.prompt_file && isatty(0);
+    const int interactive = cfg.chat && !calls_mode(&cfg) && !prompt && !cfg.prompt_file && isatty(0);
     if (prompt) {
         plen = strlen(prompt);
     } else if (cfg.prompt_file) {
@@ -142,13 +143,15 @@ int main(int argc, char **argv) {
         if (f) fclose(f);
         if (!read_prompt) { cli_free_model(m); return CLI_FAIL; }
         prompt = read_prompt;
-    } else if (!interactive) {
+    } else if (!interactive && !cfg.messages_path[0]) { /* --messages: a user message only with -p or -f */
         if (isatty(0)) fprintf(stderr, "picolm: reading the prompt from stdin (end with Ctrl-D)\n");
         read_prompt = cli_read_all(stdin, &plen);
         if (!read_prompt) { fprintf(stderr, "picolm: cannot read the prompt from stdin: %s\n", strerror(errno)); cli_free_model(m); return CLI_FAIL; }
         prompt = read_prompt;
     }
-    if (cfg.chat) {
+    if (calls_mode(&cfg)) {
+        rc = calls_run(m, &cfg, prompt, plen, tool_now() - t0);
+    } else if (cfg.chat) {
         rc = run_chat(m, &cfg, interactive, prompt, plen, tool_now() - t0);
     } else {
         gen_stats st = {0};

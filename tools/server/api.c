@@ -1,5 +1,6 @@
 /* The OpenAI wire format: see api.h. */
 #include "api.h"
+#include "toolcall.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -178,24 +179,27 @@ static int parse_messages(json_object *v, api_request *r, api_error *e) {
     if (!r->msgs) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_object *m = json_object_array_get_idx(v, i), *role = NULL, *content = NULL;
+        api_msg *msg = &r->msgs[r->n_msgs++];
         if (!json_object_is_type(m, json_type_object)) return BAD("messages", "messages[%zu] must be an object", i);
         json_object_object_foreach(m, key, val) {
+            int rc;
             if (!strcmp(key, "role")) role = val;
             else if (!strcmp(key, "content")) content = val;
-            else return BAD("messages", "messages[%zu]: unsupported field '%s' (picolm takes role and content)", i, key);
+            else if ((rc = api_parse_message_field(key, val, msg, i, e)) < 0) return -1;
+            else if (rc) return BAD("messages", "messages[%zu]: unsupported field '%s' (picolm takes role, content, tool_calls, tool_call_id, name and, ignored, parsed, refusal and annotations)", i, key);
         }
         if (!role || !json_object_is_type(role, json_type_string))
             return BAD("messages", "messages[%zu] needs a string 'role'", i);
         const char *rs = json_object_get_string(role);
         /* "developer" is OpenAI's newer name for the system role */
         const char *canon = !strcmp(rs, "developer") ? "system" : rs;
-        if (strcmp(canon, "system") && strcmp(canon, "user") && strcmp(canon, "assistant"))
-            return BAD("messages", "messages[%zu]: unsupported role '%.40s' (supported: system, developer, user, assistant)", i, rs);
-        if (!content) return BAD("messages", "messages[%zu] needs 'content'", i);
-        r->msgs[r->n_msgs].role = strdup(canon);
-        if (!r->msgs[r->n_msgs].role) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-        r->n_msgs++;
-        if (parse_content(content, &r->msgs[r->n_msgs - 1].content, e)) return -1;
+        if (strcmp(canon, "system") && strcmp(canon, "user") && strcmp(canon, "assistant") && strcmp(canon, "tool"))
+            return BAD("messages", "messages[%zu]: unsupported role '%.40s' (supported: system, developer, user, assistant, tool)", i, rs);
+        /* an assistant message that made calls may have no content */
+        if (!content && !msg->n_calls) return BAD("messages", "messages[%zu] needs 'content'", i);
+        if (!(msg->role = strdup(canon))) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (content ? parse_content(content, &msg->content, e) : !(msg->content = strdup("")))
+            return e->status ? -1 : api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     }
     return 0;
 }
@@ -219,8 +223,10 @@ static int parse_response_format(json_object *v, api_request *r, api_error *e) {
         return BAD("response_format", "'response_format' must be an object with a string 'type'");
     const char *s = json_object_get_string(t);
     if (!strcmp(s, "json_object")) r->json_object = 1;
+    else if (r->chat && !strcmp(s, "json_schema")) return api_parse_schema_format(v, r, e);
     else if (strcmp(s, "text"))
-        return BAD("response_format", "response_format type '%.40s' is not supported (supported: text, json_object)", s);
+        return BAD("response_format", "response_format type '%.40s' is not supported (supported: text, json_object%s)", s,
+                   r->chat ? ", json_schema" : "");
     return 0;
 }
 
@@ -277,6 +283,9 @@ static int parse_field(const char *key, json_object *v, api_request *r, api_erro
         return 0;
     }
     if (r->chat && !strcmp(key, "logprobs")) return get_bool(v, key, &r->logprobs, e) < 0 ? -1 : 0;
+    if (r->chat && !strcmp(key, "tools")) return api_parse_tools(v, r, e);
+    if (r->chat && !strcmp(key, "tool_choice")) return api_parse_tool_choice(v, r, e);
+    if (r->chat && !strcmp(key, "parallel_tool_calls")) return get_bool(v, key, &flag, e) < 0 ? -1 : 0; /* a reply holds at most one call */
     if (r->chat && !strcmp(key, "top_logprobs"))
         return get_int(v, key, 0, API_MAX_TOP_LOGPROBS, &r->top_logprobs, e) < 0 ? -1 : 0;
     if (!r->chat && !strcmp(key, "logprobs")) {
@@ -365,6 +374,7 @@ int api_parse_request(const char *body, size_t len, int chat, api_request *r, ap
     if (!rc && !chat && !r->prompt) rc = BAD("prompt", "'prompt' is required");
     if (!rc && r->top_logprobs && chat && !r->logprobs) rc = BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     if (!rc && r->include_usage && !r->stream) rc = BAD("stream_options", "'stream_options' is only allowed with 'stream': true");
+    if (!rc) rc = api_check_tools(r, e);
     if (!rc && r->json_object && (r->set & API_SET_MAX_TOKENS) && r->max_tokens < 2)
         rc = BAD("max_tokens", "response_format json_object needs 'max_tokens' of at least 2: no JSON object fits in fewer tokens");
     json_object_put(root);
@@ -373,6 +383,7 @@ int api_parse_request(const char *body, size_t len, int chat, api_request *r, ap
 }
 
 void api_free_request(api_request *r) {
+    api_free_tools(r);
     for (int i = 0; i < r->n_msgs; i++) {
         free(r->msgs[i].role);
         free(r->msgs[i].content);
@@ -556,8 +567,24 @@ static json_object *head_json(const api_meta *m, const char *object, int seed) {
     return o;
 }
 
+/* [{"id", "type": "function", "function": {"name", "arguments"}}] with the
+   parts of c that are set (a stream's delta also has "index"). */
+static json_object *calls_json(const api_call_out *c, int delta) {
+    json_object *call = json_object_new_object(), *fn = json_object_new_object(), *a = json_object_new_array();
+    if (delta) json_object_object_add(call, "index", json_object_new_int(0));
+    if (c->id) {
+        json_object_object_add(call, "id", json_object_new_string(c->id));
+        json_object_object_add(call, "type", json_object_new_string("function"));
+    }
+    if (c->name) json_object_object_add(fn, "name", text_json(c->name, c->name_len));
+    json_object_object_add(fn, "arguments", text_json(c->args ? c->args : "", c->args ? c->args_len : 0));
+    json_object_object_add(call, "function", fn);
+    json_object_array_add(a, call);
+    return a;
+}
+
 void api_response_body(const api_request *r, const api_meta *m, const char *text, size_t len, const api_token *toks,
-                       int n_toks, const char *finish, const api_usage *u, api_buf *out) {
+                       int n_toks, const char *finish, const api_usage *u, const api_call_out *call, api_buf *out) {
     json_object *root = head_json(m, r->chat ? "chat.completion" : "text_completion", 1);
     json_object *choice = json_object_new_object(), *choices = json_object_new_array();
     size_t offset = 0;
@@ -565,7 +592,8 @@ void api_response_body(const api_request *r, const api_meta *m, const char *text
     if (r->chat) {
         json_object *msg = json_object_new_object();
         json_object_object_add(msg, "role", json_object_new_string("assistant"));
-        json_object_object_add(msg, "content", text_json(text, len));
+        json_object_object_add(msg, "content", call && !len ? json_object_new_null() : text_json(text, len));
+        if (call) json_object_object_add(msg, "tool_calls", calls_json(call, 0));
         json_object_object_add(choice, "message", msg);
     } else {
         json_object_object_add(choice, "text", text_json(text, len));
@@ -600,6 +628,25 @@ void api_chunk_event(const api_request *r, const api_meta *m, int first, const c
     }
     json_object_object_add(root, "choices", choices);
     if (usage) json_object_object_add(root, "usage", usage_json(usage));
+    api_buf_add(out, "data: ", 6);
+    put_json(out, root);
+    api_buf_add(out, "\n\n", 2);
+}
+
+void api_call_event(const api_meta *m, int first, const api_call_out *call, api_buf *out) {
+    json_object *root = head_json(m, "chat.completion.chunk", first), *choices = json_object_new_array();
+    json_object *choice = json_object_new_object(), *delta = json_object_new_object();
+    json_object_object_add(choice, "index", json_object_new_int(0));
+    if (first) {
+        json_object_object_add(delta, "role", json_object_new_string("assistant"));
+        json_object_object_add(delta, "content", json_object_new_null());
+    }
+    json_object_object_add(delta, "tool_calls", calls_json(call, 1));
+    json_object_object_add(choice, "delta", delta);
+    json_object_object_add(choice, "logprobs", json_object_new_null());
+    json_object_object_add(choice, "finish_reason", json_object_new_null());
+    json_object_array_add(choices, choice);
+    json_object_object_add(root, "choices", choices);
     api_buf_add(out, "data: ", 6);
     put_json(out, root);
     api_buf_add(out, "\n\n", 2);

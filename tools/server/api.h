@@ -24,10 +24,27 @@ typedef struct api_error {
 int api_fail(api_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* A call an assistant message made (sent back in a later request). */
+typedef struct api_call {
+    char *id, *name;
+    char *arguments;   /* JSON text */
+} api_call;
+
 typedef struct api_msg {
-    char *role;     /* system, user, assistant */
+    char *role;     /* system, user, assistant, tool */
     char *content;  /* UTF-8, NUL-terminated */
+    api_call *calls; /* assistant: its tool_calls */
+    int n_calls;
+    char *tool_call_id; /* tool: the call it answers */
 } api_msg;
+
+/* A function of "tools" (toolcall.h). */
+typedef struct api_tool {
+    char *name, *description; /* description: NULL when absent */
+    char *parameters;         /* JSON text, NULL when absent */
+} api_tool;
+
+enum api_tool_choice { API_TOOL_AUTO = 0, API_TOOL_NONE, API_TOOL_REQUIRED, API_TOOL_NAMED };
 
 /* Which optional values the request set (the others come from the config). */
 enum {
@@ -56,6 +73,11 @@ typedef struct api_request {
     char *stop[API_MAX_STOP];
     int n_stop;
     int json_object;        /* response_format {"type": "json_object"} */
+    char *json_schema;      /* response_format {"type": "json_schema"}: the schema's text */
+    api_tool *tools;        /* "tools" */
+    int n_tools;
+    int tool_choice;        /* enum api_tool_choice ("auto" when absent) */
+    char *tool_name;        /* API_TOOL_NAMED: the function */
     int logprobs;           /* return log-probabilities of the chosen tokens */
     int top_logprobs;       /* and of the N most likely alternatives */
 } api_request;
@@ -103,15 +125,30 @@ typedef struct api_meta {
     uint64_t seed;           /* the sampler's seed: in the body, and a stream's first chunk */
 } api_meta;
 
-/* Whole (non-streamed) response.  finish: "stop" or "length". */
+/* A tool call of a reply, or the part of it a streamed chunk carries
+   (NULL fields: not in it). */
+typedef struct api_call_out {
+    const char *id;
+    const char *name;
+    size_t name_len;
+    const char *args;
+    size_t args_len;
+} api_call_out;
+
+/* Whole (non-streamed) response.  finish: "stop", "length" or "tool_calls";
+   call (NULL: none): the message's tool call, text its content (null when
+   empty). */
 void api_response_body(const api_request *r, const api_meta *m, const char *text, size_t len, const api_token *toks,
-                       int n_toks, const char *finish, const api_usage *u, api_buf *out);
+                       int n_toks, const char *finish, const api_usage *u, const api_call_out *call, api_buf *out);
 
 /* One server-sent event ("data: {...}\n\n") of a stream.  The first chunk of
    a chat stream carries the role (first = 1); a chunk with finish != NULL
    ends the choice; usage != NULL makes the usage chunk (choices empty). */
 void api_chunk_event(const api_request *r, const api_meta *m, int first, const char *text, size_t len,
                      const api_token *toks, int n_toks, const char *finish, const api_usage *usage, api_buf *out);
+/* A chunk with a tool call's delta: its id and name (the first), or a
+   fragment of its arguments. */
+void api_call_event(const api_meta *m, int first, const api_call_out *call, api_buf *out);
 
 /* GET /v1/models (one = 0: the list), or /v1/models/{id} (one = 1: the model). */
 void api_models_body(const char *model_id, long long created, int one, api_buf *out);

@@ -72,6 +72,7 @@ void job_unref(job *j) {
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
     if (j->prep_free) j->prep_free(j->prep);
+    job_tools_free(j->tools);
     for (int s = 0; s < API_MAX_STOP; s++) free(j->stop_fail[s]);
     api_free_request(&j->req);
     api_buf_free(&j->out);
@@ -183,19 +184,25 @@ static size_t stop_scan(job *j, size_t from) {
 /* Send the sendable part of the unsent text (and the logprobs of the tokens
    so far) as one event. */
 static void stream_text(job *j, int final) {
-    size_t avail = j->text.n - j->streamed;
+    /* with tools, the text before a call (which goes out as its deltas) */
+    const size_t end = j->tools ? job_tools_scan(j->tools, j->text.s, j->text.n, final) : j->text.n;
+    size_t avail = end > j->streamed ? end - j->streamed : 0;
     if (!final) avail -= stop_holdback(j) < avail ? stop_holdback(j) : avail;
     size_t n = final ? avail : api_utf8_complete(j->text.s + j->streamed, avail);
     int nt = j->req.logprobs ? j->n_toks - j->toks_sent : 0;
-    if (!n && !nt) return;
     api_meta m = meta(j);
-    api_alt *alts = NULL;
-    api_token *views = nt ? token_views(j, j->toks_sent, j->n_toks, &alts) : NULL;
-    api_chunk_event(&j->req, &m, j->streamed == 0 && j->toks_sent == 0, j->text.s + j->streamed, n, views,
-                    views ? nt : 0, NULL, NULL, &j->out);
-    free(views), free(alts);
-    j->streamed += n;
-    j->toks_sent = j->n_toks;
+    int first = !j->stream_begun;
+    if (n || nt) {
+        api_alt *alts = NULL;
+        api_token *views = nt ? token_views(j, j->toks_sent, j->n_toks, &alts) : NULL;
+        api_chunk_event(&j->req, &m, first, j->text.s + j->streamed, n, views, views ? nt : 0, NULL, NULL, &j->out);
+        free(views), free(alts);
+        j->streamed += n;
+        j->toks_sent = j->n_toks;
+        first = 0;
+    }
+    if (j->tools) job_tools_stream(j->tools, &m, j->text.s, &first, &j->out);
+    j->stream_begun = !first;
 }
 
 int job_token(job *j, const char *piece, size_t len, float logprob, const api_alt *alts, int n_alts, double now) {
@@ -221,17 +228,19 @@ int job_token(job *j, const char *piece, size_t len, float logprob, const api_al
 void job_finish(job *j, const char *finish) {
     pthread_mutex_lock(&j->mu);
     api_meta m = meta(j);
+    size_t content = j->text.n;
+    const api_call_out *call = j->tools ? job_tools_result(j->tools, j->text.s ? j->text.s : "", j->text.n, &content, &finish) : NULL;
     j->finish = finish;
     if (j->req.stream) {
         stream_text(j, 1);
-        api_chunk_event(&j->req, &m, j->streamed == 0 && j->toks_sent == 0, "", 0, NULL, 0, finish, NULL, &j->out);
+        api_chunk_event(&j->req, &m, !j->stream_begun, "", 0, NULL, 0, finish, NULL, &j->out);
         if (j->req.include_usage) api_chunk_event(&j->req, &m, 0, "", 0, NULL, 0, finish, &j->usage, &j->out);
         api_buf_add(&j->out, "data: [DONE]\n\n", 14);
     } else {
         api_alt *alts = NULL;
         api_token *views = j->req.logprobs ? token_views(j, 0, j->n_toks, &alts) : NULL;
-        api_response_body(&j->req, &m, j->text.s ? j->text.s : "", j->text.n, views, views ? j->n_toks : 0, finish,
-                          &j->usage, &j->out);
+        api_response_body(&j->req, &m, j->text.s ? j->text.s : "", content, views, views ? j->n_toks : 0, finish,
+                          &j->usage, call, &j->out);
         free(views), free(alts);
     }
     j->state = JOB_DONE;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "toolcall.h"
 
 struct job_tok {
     size_t off, len;
@@ -36,6 +37,7 @@ typedef struct job {
     void *prep;
     void (*prep_free)(void *);
     uint64_t seed;            /* the sampler's seed, reported in the reply */
+    job_tools *tools;         /* the reply may be a tool call (NULL: text) */
     int *stop_fail[API_MAX_STOP]; /* stop strings' KMP failure tables ... */
     int stop_at[API_MAX_STOP];    /* ... and how much of each the text ends with */
     char id[48];
@@ -54,6 +56,7 @@ typedef struct job {
     /* the reply so far (non-streamed bodies, logprobs, usage) */
     api_buf text;             /* all generated text */
     size_t streamed;          /* bytes of text already sent as events */
+    int stream_begun;         /* an event went out (the first one carries the role) */
     struct job_tok *toks;     /* per generated token, for logprobs */
     int n_toks, cap_toks, toks_sent;
     struct job_alt *alts;     /* their alternatives */

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "generate.h"
+#include "toolcall.h"
 
 void prep_free(prepared *p) {
     if (!p) return;
@@ -72,6 +73,72 @@ static int settings(const prep_env *env, picolm_config *cfg, const api_request *
     return 0;
 }
 
+/* A chat with tools (or calls and results) as the family's template
+   renders it; a forced call is opened in the prompt. */
+static char *render_tools(const prep_env *env, const api_request *q, size_t *len, api_error *ae) {
+    char err[512];
+    picolm_tool *tools;
+    picolm_chat_msg *msgs;
+    picolm_tool_call *calls;
+    int forced;
+    const int constrained = api_calls_tools(q, &forced);
+    char *text = NULL;
+    if (!api_tool_views(q, &tools, &msgs, &calls)) {
+        const picolm_chat_tools t = {tools, q->n_tools, constrained && forced, NULL};
+        text = picolm_chat_render_tools(env->m, env->chat_tmpl, msgs, q->n_msgs, &t, 1, len, err, sizeof err);
+        if (!text) api_fail(ae, 400, "invalid_request_error", "messages", NULL, "%s", err);
+    } else {
+        api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    free(tools), free(msgs), free(calls);
+    return text;
+}
+
+/* The sampler keys of a call (json_schema and the key that makes it
+   optional) or of response_format json_schema; *schema is the text to free. */
+static int constraint_keys(const prep_env *env, job *j, picolm_param *p, int *n, char **schema, api_error *ae) {
+    const api_request *q = &j->req;
+    char err[512], msg[600];
+    int forced;
+    *n = 0;
+    *schema = NULL;
+    if (q->json_schema) {
+        p[(*n)++] = (picolm_param){"json_schema", q->json_schema};
+        return 0;
+    }
+    if (!api_calls_tools(q, &forced)) return 0;
+    const picolm_tool_format *f = env->tool_fmt;
+    picolm_tool *tools;
+    picolm_chat_msg *msgs;
+    picolm_tool_call *calls;
+    if (api_tool_views(q, &tools, &msgs, &calls)) *schema = NULL, snprintf(err, sizeof err, "out of memory");
+    else *schema = picolm_tool_schema(f, tools, q->n_tools, q->tool_choice == API_TOOL_NAMED ? q->tool_name : NULL, err, sizeof err);
+    free(tools), free(msgs), free(calls);
+    if (!*schema) {
+        api_schema_error(q, err, msg, sizeof msg);
+        return api_fail(ae, 400, "invalid_request_error", "tools", NULL, "%s", msg);
+    }
+    p[(*n)++] = (picolm_param){"json_schema", *schema};
+    *n += picolm_tool_sampler_key(f, forced, &p[*n]);
+    if (!(j->tools = job_tools_new(f, forced, j->id))) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
+    return 0;
+}
+
+/* A constrained reply needs a budget of its grammar's minimum: max_tokens
+   (or the server's default), and the context the prompt leaves. */
+static int check_budget(const prep_env *env, const prepared *p, const api_request *q, api_error *ae) {
+    const char *stage = NULL;
+    const int32_t need = picolm_sampler_min_budget(p->smp, &stage);
+    const int room = env->n_ctx - p->n + 1, budget = p->cfg->max_tokens >= 0 && p->cfg->max_tokens < room ? p->cfg->max_tokens : room;
+    if (!need || budget >= need) return 0;
+    const char *what = q->json_schema ? "the shortest document the schema allows" : q->n_tools ? "the shortest tool call" : "the shortest document";
+    if (budget == room)
+        return api_fail(ae, 400, "invalid_request_error", "messages", "context_length_exceeded",
+                        "the prompt leaves %d tokens of the context; %s takes %d", room, what, (int)need);
+    return api_fail(ae, 400, "invalid_request_error", "max_tokens", NULL, "max_tokens %d is too small: %s takes %d tokens (sampler %s); use %d or more",
+                    budget, what, (int)need, stage, (int)need);
+}
+
 /* The prompt's tokens: the chat rendered with the model's template, or
    the completion prompt; special tokens are parsed as llama.cpp's server
    does. */
@@ -79,10 +146,13 @@ static int prompt_tokens(const prep_env *env, const api_request *q, int32_t **to
     char err[512];
     char *text = NULL;
     size_t len;
-    if (q->chat) {
+    if (q->chat && api_has_tool_parts(q)) {
+        if (!(text = render_tools(env, q, &len, ae))) return -1;
+    } else if (q->chat) {
         picolm_chat_msg *m = calloc((size_t)q->n_msgs, sizeof *m);
         if (!m) return api_fail(ae, 500, "server_error", NULL, NULL, "out of memory");
-        for (int i = 0; i < q->n_msgs; i++) m[i] = (picolm_chat_msg){q->msgs[i].role, q->msgs[i].content, strlen(q->msgs[i].content)};
+        for (int i = 0; i < q->n_msgs; i++)
+            m[i] = (picolm_chat_msg){.role = q->msgs[i].role, .content = q->msgs[i].content, .len = strlen(q->msgs[i].content)};
         text = picolm_chat_render(env->m, env->chat_tmpl, m, q->n_msgs, 1, &len, err, sizeof err);
         free(m);
         if (!text) return api_fail(ae, 400, "invalid_request_error", "messages", NULL,
@@ -119,10 +189,19 @@ int prep_request(const prep_env *env, job *j, api_error *ae) {
     /* the tokenizer's buffer holds 4 tokens per prompt byte: keep what is used */
     int32_t *fit = realloc(p->toks, (size_t)p->n * sizeof *fit);
     if (fit) p->toks = fit;
-    if (cli_sampler_new(&p->smp, env->m, p->cfg, err, sizeof err)) {
-        api_fail(ae, 400, "invalid_request_error", NULL, NULL, "%s", err);
+    picolm_param keys[2];
+    int n_keys;
+    char *schema = NULL;
+    if (constraint_keys(env, j, keys, &n_keys, &schema, ae)) goto failed;
+    const int built = cli_sampler_new_with(&p->smp, env->m, p->cfg, keys, n_keys, err, sizeof err);
+    free(schema);
+    if (built) {
+        char msg[600];
+        api_schema_error(q, err, msg, sizeof msg);
+        api_fail(ae, 400, "invalid_request_error", q->json_schema ? "response_format" : q->n_tools ? "tools" : NULL, NULL, "%s", msg);
         goto failed;
     }
+    if (check_budget(env, p, q, ae)) goto failed;
     for (int i = 0; i < p->n; i++) picolm_sampler_accept(p->smp, p->toks[i]);
     j->seed = p->cfg->seed;
     j->prep = p;

@@ -19,6 +19,7 @@ typedef struct prep_env {
     int n_ctx;
     int max_prompt_tokens;      /* 0: the context */
     int kv_positions;           /* what the KV pool holds */
+    const picolm_tool_format *tool_fmt; /* how the template writes tool calls */
 } prep_env;
 
 typedef struct prepared {

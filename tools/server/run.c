@@ -104,7 +104,8 @@ runner *runner_new(picolm_model *m, const runner_opts *o, char *err, size_t errl
     }
     char note[256] = "";
     const char *tmpl = picolm_chat_template(m, o->cfg->chat_template, note, sizeof note, err, errlen);
-    if (!tmpl) {
+    const picolm_tool_format *fmt = tmpl ? picolm_tool_format_of(m, tmpl, err, errlen) : NULL;
+    if (!fmt) {
         runner_free(r);
         return NULL;
     }
@@ -164,7 +165,7 @@ runner *runner_new(picolm_model *m, const runner_opts *o, char *err, size_t errl
         runner_free(r);
         return NULL;
     }
-    r->env = (prep_env){m, o->cfg, tmpl, o->n_ctx, o->max_prompt_tokens, n_blocks * bs};
+    r->env = (prep_env){m, o->cfg, tmpl, o->n_ctx, o->max_prompt_tokens, n_blocks * bs, fmt};
     if (note[0]) fprintf(stderr, "picolm-server: %s\n", note);
     fprintf(stderr, "picolm-server: KV pool: %d blocks of %d positions, %.1f MB (%.1f full contexts of %d)\n", n_blocks, bs,
             (double)block * n_blocks / (1 << 20), (double)n_blocks * bs / o->n_ctx, o->n_ctx);
