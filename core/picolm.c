@@ -493,7 +493,7 @@ void picolm_sampler_timing(picolm_sampler *s, int on) { sampling_timing(s->smp, 
 double picolm_sampler_seconds(const picolm_sampler *s, int i) { return sampling_stage_seconds(s->smp, i); }
 void picolm_sampler_direct(picolm_sampler *s, int on) { sampling_direct(s->smp, on); }
 void picolm_sampler_fused(picolm_sampler *s, int on) { sampling_fused(s->smp, on); }
-int32_t picolm_sampler_min_budget(const picolm_sampler *s, const char **stage) { return sampling_min_budget(s->smp, stage); }
+int32_t picolm_sampler_min_budget(const picolm_sampler *s, char *stage, size_t n) { return sampling_min_budget(s->smp, stage, n); }
 
 /* ---- contexts: a sequence, its own pool, a batch and a sampler ---- */
 

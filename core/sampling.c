@@ -333,13 +333,14 @@ void sampling_timing(sampling *s, int on) {
 
 double sampling_stage_seconds(const sampling *s, int i) { return i >= -1 && i < s->n ? s->t[i + 1] : 0; }
 
-int32_t sampling_min_budget(const sampling *s, const char **stage) {
+int32_t sampling_min_budget(const sampling *s, char *stage, size_t n) {
     int32_t most = 0;
+    if (n) stage[0] = 0;
     for (int i = 0; i < s->n; i++) {
         const int32_t m = s->st[i].min_budget ? s->st[i].min_budget(s->st[i].state) : 0;
         if (m > most) {
             most = m;
-            if (stage) *stage = s->st[i].name;
+            if (n) snprintf(stage, n, "%s", s->st[i].name);
         }
     }
     return most;

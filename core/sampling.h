@@ -71,9 +71,10 @@ void sampling_direct(sampling *s, int on);
 void sampling_fused(sampling *s, int on);
 
 /* The fewest tokens a generation needs under this chain (the largest
-   picolm_sampler_vtable.min_budget of its stages; the stage's name in
-   *stage when non-NULL), or 0 when any budget will do. */
-int32_t sampling_min_budget(const sampling *s, const char **stage);
+   picolm_sampler_vtable.min_budget of its stages), or 0 when any budget
+   will do.  The stage's name is copied to stage[n] (when n > 0), so it
+   outlives the chain. */
+int32_t sampling_min_budget(const sampling *s, char *stage, size_t n);
 
 /* Tell the chain about a token entering the context: every prompt token and
    every generated token (after sampling_sample picked it). */

@@ -90,9 +90,12 @@ if "$B" --tune "$M" --ram 5M -c 256 >"$tmp/r.ini" 2>"$tmp/r.md"; then
     nofit=$(grep -c 'does not fit' "$tmp/r.md")
     [ "$over" -eq 0 ] && [ "$nofit" -gt 0 ] && echo "PASS: --ram 5M: $nofit settings refused by the --fit plan, none measured above it" ||
         echo "FAIL: --ram 5M: $over measured rows above the budget, $nofit refused"
+    # picolm --fit measures its runtime tables' RSS, which a sanitizer inflates
     "$P" --config "$tmp/r.ini" "$M" --fit >"$tmp/fit.txt" 2>&1
-    grep -q '^verdict: fits' "$tmp/fit.txt" && echo "PASS: picolm --fit with the INI: $(grep '^verdict' "$tmp/fit.txt")" ||
-        echo "FAIL: picolm --fit with the --ram INI: $(tail -1 "$tmp/fit.txt")"
+    if grep -q '^verdict: fits' "$tmp/fit.txt"; then echo "PASS: picolm --fit with the INI: $(grep '^verdict' "$tmp/fit.txt")"
+    elif [ -n "$PICOLM_SANITIZER" ] && grep -q '^verdict: ' "$tmp/fit.txt"; then
+        echo "SKIP: picolm --fit with the --ram INI: '$(grep '^verdict' "$tmp/fit.txt")' NOT CHECKED: PICOLM_SANITIZER=$PICOLM_SANITIZER inflates the measured runtime to $(sed -n 's/^runtime *\([0-9.]*\) MB.*/\1/p' "$tmp/fit.txt") MB"
+    else echo "FAIL: picolm --fit with the --ram INI: $(tail -1 "$tmp/fit.txt")"; fi
 else
     echo "FAIL: --tune --ram 5M: $(tail -3 "$tmp/r.md")"
 fi

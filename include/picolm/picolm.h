@@ -381,9 +381,10 @@ void picolm_sampler_direct(picolm_sampler *s, int on);
 void picolm_sampler_fused(picolm_sampler *s, int on);
 /* The fewest tokens a generation needs under this chain (a grammar that
    closes its document within the budget: picolm_sampler_vtable.min_budget;
-   the stage's name in *stage when non-NULL), or 0 when any budget will do.
-   Front ends refuse a smaller budget before generating. */
-int32_t picolm_sampler_min_budget(const picolm_sampler *s, const char **stage);
+   the stage's name copied into stage[0..n) when stage is non-NULL, so it
+   outlives the chain), or 0 when any budget will do.  Front ends refuse a
+   smaller budget before generating. */
+int32_t picolm_sampler_min_budget(const picolm_sampler *s, char *stage, size_t n);
 
 /* ---- contexts: one sequence, the simple way ----
    A context is a sequence with a pool of its own, a batch and (unless

@@ -39,9 +39,20 @@ def check(name):
             if r is not False:
                 report(True, name + (f" ({r})" if isinstance(r, str) else ""))
         except Exception as e:  # a failed expectation or a broken server
-            report(False, name, f"{type(e).__name__}: {e}")
+            report(False, name, f"{type(e).__name__}: {e}{server_died()}")
         return fn
     return wrap
+
+
+def server_died():
+    """Why the current server is gone (a sanitizer's report names the
+    line), or "" while it runs."""
+    cur = globals().get("srv")
+    if not cur or cur.p.poll() is None:
+        return ""
+    lines = open(cur.log, errors="replace").read().splitlines()
+    why = [l for l in lines if "runtime error" in l or "ERROR: " in l] or lines[-2:]
+    return f"; the server exited ({cur.p.returncode}): {' | '.join(why)[:300]}"
 
 
 def free_port():
@@ -363,6 +374,20 @@ def _():
     assert c["choices"][0]["text"] == a["choices"][0]["text"] and c["seed"] == a["seed"], "the reported seed does not reproduce"
     st, _, evs = request(P, "POST", "/v1/completions", json.dumps({**body, "stream": True}).encode(), {"Content-Type": "application/json"})
     assert isinstance(sse(evs)[0].get("seed"), int), "no seed in the stream's first chunk"
+
+
+@check("a non-streamed reply slower than the keep-alive interval (--idle-timeout 2): newlines while nothing is ready, then the whole body")
+def _():
+    # ~3 s here (~10 s under ASan): a keep-alive write before the first
+    # byte of the body, the path where the reply buffer is still empty
+    t0 = time.time()
+    st, _, b = request(P, "POST", "/v1/completions", {"prompt": "Once", "max_tokens": 1000, "seed": 1}, timeout=120)
+    assert st == 200, f"{st} {b[:200]!r}"
+    ka = len(b) - len(b.lstrip(b"\n"))
+    r = json.loads(b)
+    assert ka >= 1, f"no keep-alive before the body ({time.time() - t0:.1f} s): {b[:40]!r}"
+    assert r["usage"]["completion_tokens"] == 1000, f"usage {r['usage']}"
+    return f"{ka} keep-alive newlines in {time.time() - t0:.1f} s"
 
 
 @check("response_format json_object: a top-level object for every seed; max_tokens 1 is a 400")

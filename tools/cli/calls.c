@@ -158,8 +158,8 @@ int calls_run(picolm_model *m, const picolm_config *cfg, const char *prompt, siz
         picolm_tool_error(j.tools, j.n_tools, name, msg, err, sizeof err);
         goto out;
     }
-    const char *stage = NULL;
-    const int32_t need = picolm_sampler_min_budget(smp, &stage);
+    char stage[64];
+    const int32_t need = picolm_sampler_min_budget(smp, stage, sizeof stage);
     if (cfg->max_tokens >= 0 && cfg->max_tokens < need) {
         snprintf(err, sizeof err, "-n %d: too few tokens: the shortest tool call takes %d (sampler %s); use -n %d or more",
                  cfg->max_tokens, (int)need, stage, (int)need);

@@ -119,8 +119,8 @@ int main(int argc, char **argv) {
         return samplers ? CLI_USAGE : CLI_FAIL;
     }
     /* a grammar that closes its document needs a budget of a few tokens */
-    const char *stage = NULL;
-    const int32_t need = picolm_sampler_min_budget(probe, &stage);
+    char stage[64];
+    const int32_t need = picolm_sampler_min_budget(probe, stage, sizeof stage);
     picolm_sampler_free(probe);
     if (cfg.max_tokens >= 0 && cfg.max_tokens < need) {
         snprintf(err, sizeof err, "-n %d: too few tokens: the shortest document %s allows takes %d (sampler %s); use -n %d or more",

@@ -279,7 +279,7 @@ long job_read(job *j, char *buf, size_t max, double timeout) {
         timed_out = pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT;
     size_t n = j->out.n - j->sent;
     if (n > max) n = max;
-    memcpy(buf, j->out.s + j->sent, n);
+    if (n) memcpy(buf, j->out.s + j->sent, n); /* out.s is NULL until a non-streamed reply's body is made */
     j->sent += n;
     if (j->sent == j->out.n) j->sent = j->out.n = 0; /* all sent: the buffer starts over */
     const long ret = n ? (long)n : j->state == JOB_RUNNING && !j->cancelled ? -1 : 0;

@@ -127,8 +127,8 @@ static int constraint_keys(const prep_env *env, job *j, picolm_param *p, int *n,
 /* A constrained reply needs a budget of its grammar's minimum: max_tokens
    (or the server's default), and the context the prompt leaves. */
 static int check_budget(const prep_env *env, const prepared *p, const api_request *q, api_error *ae) {
-    const char *stage = NULL;
-    const int32_t need = picolm_sampler_min_budget(p->smp, &stage);
+    char stage[64];
+    const int32_t need = picolm_sampler_min_budget(p->smp, stage, sizeof stage);
     const int room = env->n_ctx - p->n + 1, budget = p->cfg->max_tokens >= 0 && p->cfg->max_tokens < room ? p->cfg->max_tokens : room;
     if (!need || budget >= need) return 0;
     const char *what = q->json_schema ? "the shortest document the schema allows" : q->n_tools ? "the shortest tool call" : "the shortest document";
