@@ -45,7 +45,7 @@ void free_ctx(llama_ctx *c) {
     memset(c, 0, sizeof *c);
 }
 
-int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
+int ctx_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen) {
     if (n <= 0 || n > c->batch.n_batch) return pl_fail(err, errlen, "batch of %d tokens (allowed 1..%d)", n, c->batch.n_batch);
     if (c->seq.n_past + n > c->seq.n_ctx)
         return pl_fail(err, errlen, "context full: %d + %d tokens exceed the context of %d", c->seq.n_past, n, c->seq.n_ctx);

@@ -33,7 +33,7 @@ void free_ctx(llama_ctx *c);
 /* Evaluate n tokens (n <= c->batch.n_batch) after the cached ones: the
    logits of the last land in c->logits; with all_logits, every token's
    (n x n_vocab) too. */
-int llama_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
+int ctx_forward(llama_ctx *c, const int32_t *tokens, int n, float *all_logits, char *err, size_t errlen);
 
 /* Evaluate any number of tokens that fit, in steps of n_batch; the
    output matrix runs once, for the last (c->logits). */

@@ -35,14 +35,14 @@ int engine_load_model(const pl_dispatch *d, const char *path, const gguf_limits 
     note_slow_types(d, m, path);
     if (!tok) return 0;
     char e2[512];
-    if (tokenizer_build(tok, &m->gguf, e2, sizeof e2)) {
+    if (build_tokenizer(tok, &m->gguf, e2, sizeof e2)) {
         pl_fail(err, errlen, "%s: tokenizer: %s", path, e2);
         free_model(m);
         return -1;
     }
     if (tokenizer_n_vocab(*tok) != m->hp.n_vocab) {
         pl_fail(err, errlen, "%s: tokenizer has %d tokens but token_embd has %d rows", path, tokenizer_n_vocab(*tok), m->hp.n_vocab);
-        tokenizer_free(*tok);
+        free_tokenizer(*tok);
         *tok = NULL;
         free_model(m);
         return -1;
@@ -57,7 +57,7 @@ engine *build_engine(const engine_opts *o, char *err, size_t errlen) {
     if (o->verbose) registry_log_unloaded(&e->reg);
     if (loaded) goto bad;
     if (registry_dispatch(&e->reg, o->backend, &e->d, err, errlen)) goto bad;
-    e->pool = threadpool_create(o->threads);
+    e->pool = build_threadpool(o->threads);
     if (!e->pool) { snprintf(err, errlen, "cannot start the thread pool"); goto bad; }
     registry_set_pool(&e->reg, e->pool);
     if (o->model_path) {
@@ -72,10 +72,10 @@ bad:
 
 void free_engine(engine *e) {
     if (!e) return;
-    if (e->tok) tokenizer_free(e->tok);
+    if (e->tok) free_tokenizer(e->tok);
     if (e->have_model) free_model(&e->model);
     registry_set_pool(&e->reg, NULL);
-    threadpool_destroy(e->pool);
-    registry_free(&e->reg);
+    free_threadpool(e->pool);
+    free_registry(&e->reg);
     free(e);
 }

@@ -148,7 +148,7 @@ static int parse_kv(cursor *c, gguf_kv *kv, const gguf_limits *lim, uint64_t idx
 }
 
 /* Format the message first (it may read f), then release f. */
-#define BAD(...) do { pl_fail(__VA_ARGS__); gguf_close(f); return -1; } while (0)
+#define BAD(...) do { pl_fail(__VA_ARGS__); free_gguf(f); return -1; } while (0)
 
 int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *lim, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
@@ -176,8 +176,8 @@ int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *l
     f->tensors = calloc(nt ? nt : 1, sizeof *f->tensors);
     if (!f->kv || !f->tensors) BAD(err, errlen, "out of memory");
     for (uint64_t i = 0; i < nkv; i++) {
-        f->n_kv = i + 1; /* so gguf_close frees what parse_kv allocated */
-        if (parse_kv(&c, &f->kv[i], lim, i, err, errlen)) { gguf_close(f); return -1; }
+        f->n_kv = i + 1; /* so free_gguf frees what parse_kv allocated */
+        if (parse_kv(&c, &f->kv[i], lim, i, err, errlen)) { free_gguf(f); return -1; }
         for (uint64_t j = 0; j < i; j++)
             if (f->kv[j].key.len == f->kv[i].key.len && !memcmp(f->kv[j].key.ptr, f->kv[i].key.ptr, f->kv[i].key.len))
                 BAD(err, errlen, "duplicate metadata key '%.*s'", (int)(f->kv[i].key.len > 200 ? 200 : f->kv[i].key.len), f->kv[i].key.ptr);
@@ -296,7 +296,7 @@ int gguf_bind_types(gguf_file *f, gguf_type_size_fn size_fn, void *ctx, char *er
     return rc;
 }
 
-int gguf_open(gguf_file *f, const char *path, const gguf_limits *lim, char *err, size_t errlen) {
+int build_gguf(gguf_file *f, const char *path, const gguf_limits *lim, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
     if (fd < 0) return pl_fail(err, errlen, "%s: %s", path, strerror(errno));
@@ -323,7 +323,7 @@ int gguf_open(gguf_file *f, const char *path, const gguf_limits *lim, char *err,
     return 0;
 }
 
-void gguf_close(gguf_file *f) {
+void free_gguf(gguf_file *f) {
     if (f->kv)
         for (uint64_t i = 0; i < f->n_kv; i++)
             if (f->kv[i].type == GGUF_ARRAY) free(f->kv[i].v.arr.strs);

@@ -64,7 +64,7 @@ typedef struct gguf_tensor {
 typedef struct gguf_file {
     const uint8_t *base;      /* mapping (or caller buffer) */
     size_t size;
-    int mapped;               /* 1 if base was mmap'd by gguf_open */
+    int mapped;               /* 1 if base was mmap'd by build_gguf */
     uint32_t version;
     uint64_t n_kv;
     gguf_kv *kv;
@@ -85,14 +85,14 @@ struct picolm_gguf {
 typedef int (*gguf_type_size_fn)(void *ctx, uint32_t type, uint32_t *block_size, uint32_t *type_size);
 
 /* Map and parse a file.  limits may be NULL (defaults). */
-int gguf_open(gguf_file *f, const char *path, const gguf_limits *limits, char *err, size_t errlen);
+int build_gguf(gguf_file *f, const char *path, const gguf_limits *limits, char *err, size_t errlen);
 /* Parse a buffer the caller owns (used by fuzzers and tests). */
 int gguf_parse(gguf_file *f, const void *data, size_t size, const gguf_limits *limits, char *err, size_t errlen);
 /* Resolve each tensor's byte size with the format table and check that its
    data lies inside the file, is aligned and overlaps no other tensor.  A
    type the table does not know is an error naming the tensor and type. */
 int gguf_bind_types(gguf_file *f, gguf_type_size_fn size_fn, void *ctx, char *err, size_t errlen);
-void gguf_close(gguf_file *f);
+void free_gguf(gguf_file *f);
 
 const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);

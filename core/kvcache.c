@@ -116,7 +116,7 @@ int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, 
     return 0;
 }
 
-void kvcache_view_free(kvcache_view *v) {
+void free_kvcache_view(kvcache_view *v) {
     free(v->tokens);
     memset(v, 0, sizeof *v);
 }

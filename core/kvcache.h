@@ -63,10 +63,10 @@ void kvcache_id_of(const kv_seq *s, kvcache_id *id);
 /* Parse a cache file image.  expect == NULL: structural checks only (the
    fuzzing entry point); otherwise also refuse a file whose version, model,
    KV type or shape differs, naming the mismatch in err.  Returns 0 and fills
-   *v (free with kvcache_view_free), or -1 with a message; never reads
+   *v (free with free_kvcache_view), or -1 with a message; never reads
    outside [buf, buf + size). */
 int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen);
-void kvcache_view_free(kvcache_view *v);
+void free_kvcache_view(kvcache_view *v);
 
 /* Common prefix length of the cached tokens and toks[0..n). */
 int kvcache_common_prefix(const kvcache_view *v, const int32_t *toks, int n);

@@ -445,7 +445,7 @@ int build_model(llama_model *m, const char *path, const pl_dispatch *d, const gg
     memset(m, 0, sizeof *m);
     m->d = d;
     char e[512];
-    if (gguf_open(&m->gguf, path, lim, err, errlen)) return -1;
+    if (build_gguf(&m->gguf, path, lim, err, errlen)) return -1;
     if (gguf_bind_types(&m->gguf, dispatch_type_size, (void *)d, e, sizeof e)) goto bad;
     gguf_str arch;
     if (gguf_get_str(&m->gguf, "general.architecture", &arch)) { snprintf(e, sizeof e, "missing general.architecture"); goto bad; }
@@ -467,7 +467,7 @@ bad:
 }
 
 void free_model(llama_model *m) {
-    gguf_close(&m->gguf);
+    free_gguf(&m->gguf);
     for (int k = 0; k < m->n_ropes; k++) free(m->ropes[k].pw);
     free(m->layers);
     free(m->owned);

@@ -44,7 +44,7 @@ void ref_f32_to_f16(uint16_t *dst, const float *src, int n) {
     for (int i = 0; i < n; i++) dst[i] = picolm_float_to_half(src[i]);
 }
 
-void ops_reference(struct pl_ops *ops) {
+void ref_ops(struct pl_ops *ops) {
     ops->rmsnorm = ref_rmsnorm;
     ops->dot_f32 = ref_dot_f32;
     ops->dot_f32_f16 = ref_dot_f32_f16;

@@ -6,7 +6,7 @@
 
 struct pl_ops;
 /* Fill every member of ops with the portable C versions. */
-void ops_reference(struct pl_ops *ops);
+void ref_ops(struct pl_ops *ops);
 
 void ref_rmsnorm(float *o, const float *x, const float *w, int n, float eps);
 float ref_dot_f32(const float *a, const float *b, int n);

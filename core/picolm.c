@@ -89,7 +89,7 @@ void picolm_runtime_report_dir(const char *plugin_dir, void *stream) {
     char err[512];
     registry_load(&r, plugin_dir, err, sizeof err);
     registry_print(&r, NULL, stream);
-    registry_free(&r);
+    free_registry(&r);
 }
 
 const picolm_param_desc *picolm_runtime_sampler_param(const picolm_runtime *rt, int i, const char **sampler) {
@@ -164,10 +164,10 @@ picolm_model *picolm_model_load(const picolm_model_params *p, char *err, size_t 
     }
     if (p->vocab_only) {
         char e2[512];
-        if (gguf_open(&m->vocab, p->path, &lim, err, errlen)) goto bad;
+        if (build_gguf(&m->vocab, p->path, &lim, err, errlen)) goto bad;
         m->gguf = &m->vocab;
         m->view.f = m->gguf;
-        if (tokenizer_build(&m->tok, &m->vocab, e2, sizeof e2)) {
+        if (build_tokenizer(&m->tok, &m->vocab, e2, sizeof e2)) {
             pl_fail(err, errlen, "%s: tokenizer: %s", p->path, e2);
             goto bad;
         }
@@ -185,9 +185,9 @@ bad:
 
 void picolm_model_free(picolm_model *m) {
     if (!m) return;
-    if (m->tok) tokenizer_free(m->tok);
+    if (m->tok) free_tokenizer(m->tok);
     if (m->have_model) free_model(&m->lm);
-    if (m->gguf == &m->vocab) gguf_close(&m->vocab);
+    if (m->gguf == &m->vocab) free_gguf(&m->vocab);
     if (m->own_rt) picolm_runtime_free(m->rt);
     free(m);
 }
@@ -254,7 +254,7 @@ int picolm_token_type(const picolm_model *m, int32_t tok) { return m->tok ? toke
 int32_t picolm_token_find(const picolm_model *m, const char *text, size_t len) { return m->tok ? tokenizer_find(m->tok, text, len) : -1; }
 int32_t picolm_token_bos(const picolm_model *m) { return m->tok ? tokenizer_bos(m->tok) : -1; }
 int32_t picolm_token_eos(const picolm_model *m) { return m->tok ? tokenizer_eos(m->tok) : -1; }
-size_t picolm_utf8_complete(const char *buf, size_t len) { return utf8_complete_prefix(buf, len); }
+size_t picolm_utf8_complete(const char *buf, size_t len) { return tokenizer_utf8_prefix(buf, len); }
 
 /* Calls that run the model: refused on a vocabulary-only load. */
 static int need_weights(const picolm_model *m, char *err, size_t errlen) {
@@ -390,7 +390,7 @@ int picolm_seq_load(picolm_seq *s, const char *path, const int32_t *toks, int n,
     int rc = use > 0 ? kvcache_restore(&s->s, &v, use, err, errlen) : 0;
     if (!rc) *n_restored = use;
     else kv_seq_truncate(&s->s, 0); /* nothing half restored */
-    kvcache_view_free(&v);
+    free_kvcache_view(&v);
     kvcache_unmap(map, msz);
     return rc;
 }
@@ -466,7 +466,7 @@ picolm_sampler *picolm_sampler_new_vocab(picolm_runtime *rt, const picolm_vocab 
     const sampling_settings set = {.chain = p->chain ? p->chain : "greedy", .params = sp, .n_params = p->n_params, .seed = p->seed};
     picolm_sampler *s = calloc(1, sizeof *s);
     if (!s) return pl_fail(err, errlen, "out of memory"), NULL;
-    if (sampling_build(&s->smp, &rt->e->reg, &set, vocab, err, errlen)) {
+    if (build_sampling(&s->smp, &rt->e->reg, &set, vocab, err, errlen)) {
         free(s);
         return NULL;
     }
@@ -475,7 +475,7 @@ picolm_sampler *picolm_sampler_new_vocab(picolm_runtime *rt, const picolm_vocab 
 
 void picolm_sampler_free(picolm_sampler *s) {
     if (!s) return;
-    sampling_free(s->smp);
+    free_sampling(s->smp);
     free(s);
 }
 

@@ -22,7 +22,7 @@ picolm_gguf *picolm_gguf_load(const char *path, const picolm_limits *limits, cha
     if (limits)
         lim = (gguf_limits){limits->max_metadata, limits->max_tensors, limits->max_string, limits->max_array,
                             limits->max_dim > INT64_MAX ? INT64_MAX : (int64_t)limits->max_dim};
-    if (gguf_open(&g->own, path, &lim, err, errlen)) {
+    if (build_gguf(&g->own, path, &lim, err, errlen)) {
         free(g);
         return NULL;
     }
@@ -32,7 +32,7 @@ picolm_gguf *picolm_gguf_load(const char *path, const picolm_limits *limits, cha
 
 void picolm_gguf_free(picolm_gguf *g) {
     if (!g) return;
-    gguf_close(&g->own);
+    free_gguf(&g->own);
     free(g);
 }
 

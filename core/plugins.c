@@ -277,7 +277,7 @@ static int notes_scan(const unsigned char *b, uint64_t size, uint64_t align, pic
     return 0;
 }
 
-int plugin_read_note(const char *path, picolm_note *n, char *why, size_t wn) {
+int registry_read_note(const char *path, picolm_note *n, char *why, size_t wn) {
     memset(n, 0, sizeof *n);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) { snprintf(why, wn, "cannot open: %s", strerror(errno)); return -1; }
@@ -389,7 +389,7 @@ int registry_load_file(pl_registry *r, const char *path) {
     copy_str(p->path, sizeof p->path, path);
     picolm_note n;
     char why[256];
-    if (plugin_read_note(path, &n, why, sizeof why)) {
+    if (registry_read_note(path, &n, why, sizeof why)) {
         /* a whole note of this ABI (built for another machine, say): list it under its kind and name */
         if (n.abi_version == PICOLM_ABI_VERSION && n.kind >= PICOLM_KIND_FORMAT && n.kind <= PICOLM_KIND_SAMPLER && name_ok(&n)) {
             p->kind = n.kind;
@@ -483,7 +483,7 @@ static void exe_dir(char *buf, size_t n) {
     if (slash) *slash = 0;
 }
 
-void registry_init(pl_registry *r) {
+void build_registry(pl_registry *r) {
     memset(r, 0, sizeof *r);
     r->cpu = cpu_probe();
     r->host.abi_version = PICOLM_ABI_VERSION;
@@ -508,7 +508,7 @@ static void load_path_list(pl_registry *r, const char *list) {
 }
 
 int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errlen) {
-    registry_init(r);
+    build_registry(r);
     if (plugin_dir && plugin_dir[0]) load_path_list(r, plugin_dir);
     const char *env = getenv("PICOLM_PLUGIN_DIR");
     if (env && env[0]) load_path_list(r, env);
@@ -533,7 +533,7 @@ int registry_load(pl_registry *r, const char *plugin_dir, char *err, size_t errl
     return 0;
 }
 
-void registry_free(pl_registry *r) {
+void free_registry(pl_registry *r) {
     for (int i = 0; i < r->n; i++) {
         if (r->items[i].desc && r->items[i].desc->fini) r->items[i].desc->fini();
         if (r->items[i].handle) dlclose(r->items[i].handle);
@@ -615,7 +615,7 @@ int registry_dispatch(const pl_registry *r, const char *backend, pl_dispatch *d,
         if (t->fmt && t->vec_dot && t->vec_dot_type < PL_TYPE_MAX && d->types[t->vec_dot_type].fmt)
             t->act_quant = d->types[t->vec_dot_type].fmt->quantize_row;
     }
-    ops_reference(&d->ops);
+    ref_ops(&d->ops);
     if (!be) return 0;
     /* 2. overlay the backend's kernels where their activation type can be produced */
     const picolm_backend_vtable *bv = be->desc->vtable;

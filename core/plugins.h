@@ -93,7 +93,7 @@ typedef struct pl_dispatch {
 
 /* An empty registry whose host is the core's (no pool yet: parallel_for
    runs inline).  registry_load starts with it; tests load files into it. */
-void registry_init(pl_registry *r);
+void build_registry(pl_registry *r);
 /* Build the search path (config dir(s) ':'-separated, $PICOLM_PLUGIN_DIR,
    then next to the executable: ../plugins, ../lib/picolm) and load every
    plugin found.  A plugin whose kind+name is already loaded is skipped
@@ -110,8 +110,8 @@ int registry_add_builtin(pl_registry *r, const picolm_plugin *desc, const char *
    reads; ELF32/ELF64 little-endian, bounds-checked).  0, or -1 with the
    reason in why (a valid note of a file built for another machine is still
    decoded into *note). */
-int plugin_read_note(const char *path, picolm_note *note, char *why, size_t whylen);
-void registry_free(pl_registry *r);
+int registry_read_note(const char *path, picolm_note *note, char *why, size_t whylen);
+void free_registry(pl_registry *r);
 
 /* Find a loaded, accepted plugin. */
 const pl_plugin *registry_find(const pl_registry *r, uint32_t kind, const char *name);

@@ -180,7 +180,7 @@ static int chain_error(const pl_registry *reg, const char *name, const char *cha
                    chain, avail, reg->searched[0] ? reg->searched : "none");
 }
 
-int sampling_build(sampling **out, const pl_registry *reg, const sampling_settings *set, const picolm_vocab *vocab,
+int build_sampling(sampling **out, const pl_registry *reg, const sampling_settings *set, const picolm_vocab *vocab,
                    char *err, size_t errlen) {
     *out = NULL;
     if (!vocab || vocab->n_vocab <= 0) return pl_fail(err, errlen, "sampler: no vocabulary");
@@ -208,7 +208,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
     s->n_vocab = vocab->n_vocab;
     s->direct = s->fused = 1;
     s->cand = malloc((size_t)vocab->n_vocab * sizeof *s->cand);
-    if (!s->cand) { snprintf(err, errlen, "sampler: out of memory"); sampling_free(s); return -1; }
+    if (!s->cand) { snprintf(err, errlen, "sampler: out of memory"); free_sampling(s); return -1; }
 
     const picolm_sampler_init init = {
         .struct_size = sizeof(picolm_sampler_init),
@@ -223,12 +223,12 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
         const int last = i == n - 1;
         if (vt->role == PICOLM_SAMPLER_SELECT && !last) {
             snprintf(err, errlen, "sampler chain: '%s' picks the token, so it must be the last stage", names[i]);
-            sampling_free(s);
+            free_sampling(s);
             return -1;
         }
         if (vt->role != PICOLM_SAMPLER_SELECT && last) {
             snprintf(err, errlen, "sampler chain: the last stage '%s' does not pick a token; end the chain with greedy or dist", names[i]);
-            sampling_free(s);
+            free_sampling(s);
             return -1;
         }
         stage *st = &s->st[s->n];
@@ -245,7 +245,7 @@ int sampling_build(sampling **out, const pl_registry *reg, const sampling_settin
         char e[256] = "";
         if (vt->create(&init, &st->state, e, sizeof e)) {
             snprintf(err, errlen, "sampler '%s': %s", names[i], e[0] ? e : "create failed");
-            sampling_free(s);
+            free_sampling(s);
             return -1;
         }
         /* a stage its settings make a no-op is left out (and out of the description) */
@@ -356,7 +356,7 @@ void sampling_reset(sampling *s) {
         if (s->st[i].reset) s->st[i].reset(s->st[i].state);
 }
 
-void sampling_free(sampling *s) {
+void free_sampling(sampling *s) {
     if (!s) return;
     for (int i = 0; i < s->n; i++)
         if (s->st[i].vt->destroy) s->st[i].vt->destroy(s->st[i].state);

@@ -33,12 +33,12 @@ typedef struct sampling_settings {
 typedef struct sampling sampling;
 
 /* Build the chain.  0 on success; else non-zero and a message in err. */
-int sampling_build(sampling **out, const pl_registry *reg, const sampling_settings *set, const picolm_vocab *vocab,
+int build_sampling(sampling **out, const pl_registry *reg, const sampling_settings *set, const picolm_vocab *vocab,
                    char *err, size_t errlen);
 
 /* Check params against the parameters the accepted sampler plugins of reg
    declare: "WHERE: unknown sampler key 'x' (known: ...)", or a value of the
-   wrong type or out of range.  sampling_build calls it. */
+   wrong type or out of range.  build_sampling calls it. */
 int sampling_check_params(const pl_registry *reg, const sampling_param *params, int n, char *err, size_t errlen);
 
 /* The declaration of key by an accepted sampler plugin of reg (its name in
@@ -83,7 +83,7 @@ void sampling_accept(sampling *s, int32_t token);
 /* Forget the history (new conversation); seeded samplers restart from the seed. */
 void sampling_reset(sampling *s);
 
-void sampling_free(sampling *s);
+void free_sampling(sampling *s);
 
 /* One line for stderr: each stage with its parameters, e.g.
    "penalties(repeat 1.1, last 64) -> top_k(40) -> temperature(0.8) -> dist(seed 42)" */

@@ -171,7 +171,7 @@ static void stop_workers(struct threadpool *p, int started) {
     for (int i = 0; i < started; i++) pthread_join(p->threads[i], NULL);
 }
 
-threadpool *threadpool_create(int n_threads) {
+threadpool *build_threadpool(int n_threads) {
     if (n_threads <= 0) n_threads = cpu_count_online();
     size_t sz = (sizeof(struct threadpool) + CACHELINE - 1) / CACHELINE * CACHELINE;
     struct threadpool *p = aligned_alloc(CACHELINE, sz);
@@ -205,14 +205,14 @@ threadpool *threadpool_create(int n_threads) {
     if (nw > 0) {
         p->threads = calloc((size_t)nw, sizeof *p->threads);
         p->args = calloc((size_t)nw, sizeof *p->args);
-        if (!p->threads || !p->args) { threadpool_destroy(p); return NULL; }
+        if (!p->threads || !p->args) { free_threadpool(p); return NULL; }
         for (int i = 0; i < nw; i++) {
             p->args[i].pool = p;
             p->args[i].id = i + 1;
             if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
                 stop_workers(p, i);
                 p->n_threads = 1; /* nothing left to join in destroy */
-                threadpool_destroy(p);
+                free_threadpool(p);
                 return NULL;
             }
         }
@@ -220,7 +220,7 @@ threadpool *threadpool_create(int n_threads) {
     return p;
 }
 
-void threadpool_destroy(threadpool *p) {
+void free_threadpool(threadpool *p) {
     if (!p) return;
     if (p->n_threads > 1 && p->threads) stop_workers(p, p->n_threads - 1);
     pthread_mutex_destroy(&p->mu);

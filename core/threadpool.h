@@ -15,9 +15,9 @@ typedef struct threadpool threadpool;
 
 /* n_threads counts the calling thread (n_threads - 1 workers are started);
    n_threads <= 0 means cpu_count_online().  NULL on failure. */
-threadpool *threadpool_create(int n_threads);
+threadpool *build_threadpool(int n_threads);
 /* Stops and joins the workers.  NULL is a no-op. */
-void threadpool_destroy(threadpool *p);
+void free_threadpool(threadpool *p);
 /* Threads the pool runs on, caller included (>= 1). */
 int threadpool_size(const threadpool *p);
 

@@ -162,7 +162,7 @@ static int parse_byte_token(const char *s, size_t n) {
     return (h < 0 || l < 0) ? -1 : h * 16 + l;
 }
 
-void tokenizer_free(tokenizer *t) {
+void free_tokenizer(tokenizer *t) {
     if (!t) return;
     free(t->text); free(t->text_off); free(t->score); free(t->type);
     free(t->rstrip); free(t->ht); free(t->special); free(t->piece);
@@ -301,7 +301,7 @@ static int build_bpe(tokenizer *t, const gguf_file *f, char *err, size_t errlen)
     t->ignore_merges = pi->ignore_merges;
     t->add_bos = pi->add_bos;
     t->clean_spaces = pi->clean_spaces;
-    for (int b = 0; b < 256; b++) t->byte_enc_len[b] = (uint8_t)utf8_encode(gpt2_byte_to_cp((uint8_t)b), t->byte_enc[b]);
+    for (int b = 0; b < 256; b++) t->byte_enc_len[b] = (uint8_t)unicode_encode_utf8(unicode_byte_to_cp((uint8_t)b), t->byte_enc[b]);
 
     const gguf_kv *kv = gguf_find_kv(f, "tokenizer.ggml.merges");
     if (!kv) return pl_fail(err, errlen, "tokenizer: tokenizer.ggml.merges is missing (a \"gpt2\" vocabulary needs its BPE merges)");
@@ -466,8 +466,8 @@ static size_t piece_of(const tokenizer *t, int32_t i, char *d, size_t room) {
             continue;
         }
         uint32_t cp;
-        size_t k = utf8_decode_lenient((const unsigned char *)s + j, len - j, &cp);
-        int b = gpt2_cp_to_byte(cp);
+        size_t k = unicode_decode_utf8((const unsigned char *)s + j, len - j, &cp);
+        int b = unicode_cp_to_byte(cp);
         if (b >= 0) {
             if (d) d[m] = (char)b;
             m++;
@@ -487,7 +487,7 @@ static size_t piece_of(const tokenizer *t, int32_t i, char *d, size_t room) {
     return m;
 }
 
-int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
+int build_tokenizer(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
     char dummy[1];
     if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
@@ -679,7 +679,7 @@ int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errle
     *out = t;
     return 0;
 fail:
-    tokenizer_free(t);
+    free_tokenizer(t);
     return -1;
 }
 
@@ -854,10 +854,10 @@ static int bpe_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
     if (!cps || !fl || !lens || !tmp) goto done;
     size_t nc = 0;
     for (size_t o = 0; o < n; nc++) {
-        o += utf8_decode_lenient((const unsigned char *)s + o, n - o, &cps[nc]);
-        fl[nc] = ucd_flags(cps[nc]);
+        o += unicode_decode_utf8((const unsigned char *)s + o, n - o, &cps[nc]);
+        fl[nc] = unicode_flags(cps[nc]);
     }
-    size_t nw = pretok_split(t->pre, cps, fl, nc, lens, tmp);
+    size_t nw = unicode_pretok_split(t->pre, cps, fl, nc, lens, tmp);
 
     /* each word's UTF-8 bytes become GPT-2 code points (1-2 bytes each):
        size the buffers for the longest */
@@ -866,7 +866,7 @@ static int bpe_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
         size_t nb = 0, ne = 0;
         for (size_t c = c0; c < c0 + lens[w]; c++) {
             char u[4];
-            size_t k = utf8_encode(cps[c], u);
+            size_t k = unicode_encode_utf8(cps[c], u);
             nb += k;
             for (size_t q = 0; q < k; q++) ne += t->byte_enc_len[(uint8_t)u[q]];
         }
@@ -881,7 +881,7 @@ static int bpe_tokenize(const tokenizer *t, const char *s, size_t n, ivec *out) 
         size_t m = 0;
         for (size_t c = c0; c < c0 + lens[w]; c++) {
             char u[4];
-            size_t k = utf8_encode(cps[c], u);
+            size_t k = unicode_encode_utf8(cps[c], u);
             for (size_t q = 0; q < k; q++) {
                 uint8_t b = (uint8_t)u[q];
                 memcpy(enc + m, t->byte_enc[b], t->byte_enc_len[b]);
@@ -1124,7 +1124,7 @@ int32_t tokenizer_eog_ids(const tokenizer *t, const int32_t **ids) {
     return t ? t->n_eog : 0;
 }
 
-size_t utf8_complete_prefix(const char *buf, size_t len) {
+size_t tokenizer_utf8_prefix(const char *buf, size_t len) {
     if (!buf) return 0;
     /* find the last byte that is not a continuation byte, within 3 back */
     size_t k = 0;

@@ -26,8 +26,8 @@ enum {
 /* Build from the file's tokenizer.ggml.* keys.  Everything is copied: the
    tokenizer stays valid after the gguf_file is closed.  0 on success, else
    non-zero with a message in err. */
-int tokenizer_build(tokenizer **out, const gguf_file *f, char *err, size_t errlen);
-void tokenizer_free(tokenizer *t);
+int build_tokenizer(tokenizer **out, const gguf_file *f, char *err, size_t errlen);
+void free_tokenizer(tokenizer *t);
 
 /* Tokenize len bytes of text (any bytes; invalid UTF-8 falls back to byte
    tokens in SPM, and reads as U+FFFD in BPE, as in llama.cpp).  add_bos:
@@ -46,7 +46,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
 /* Decoded bytes of a token, NOT NUL-terminated (llama.cpp's token_to_piece,
    special = false): SPM "▁" -> " ", <0xHH> -> that byte; BPE: each GPT-2
    code point -> its byte (a piece may end inside a UTF-8 character: stream
-   through utf8_complete_prefix); control/unknown/unused tokens -> "",
+   through tokenizer_utf8_prefix); control/unknown/unused tokens -> "",
    user-defined -> their text.  An out-of-range id gives "" with *len = 0. */
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len);
 
@@ -90,6 +90,6 @@ int32_t tokenizer_eog_ids(const tokenizer *t, const int32_t **ids);
 /* Streaming helper: length of the longest prefix of buf that does not end
    inside an (incomplete) UTF-8 character.  Bytes that cannot start or
    continue a valid sequence are never held back. */
-size_t utf8_complete_prefix(const char *buf, size_t len);
+size_t tokenizer_utf8_prefix(const char *buf, size_t len);
 
 #endif

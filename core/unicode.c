@@ -13,7 +13,7 @@
 
 #include "unicode_table.h" /* generated: $(BUILD)/gen, see mk/unicode.mk */
 
-uint16_t ucd_flags(uint32_t cp) {
+uint16_t unicode_flags(uint32_t cp) {
     if (cp < 256) return unicode_latin1[cp];
     if (cp > 0x10FFFF) return UCD_UNDEFINED;
     /* last range whose first code point is <= cp */
@@ -26,9 +26,9 @@ uint16_t ucd_flags(uint32_t cp) {
     return (uint16_t)(unicode_ranges[lo] & 0x1FF);
 }
 
-const char *ucd_version(void) { return UNICODE_TABLE_VERSION; }
+const char *unicode_version(void) { return UNICODE_TABLE_VERSION; }
 
-size_t utf8_decode_lenient(const unsigned char *s, size_t n, uint32_t *cp) {
+size_t unicode_decode_utf8(const unsigned char *s, size_t n, uint32_t *cp) {
     unsigned c = s[0];
     size_t k;
     if (c < 0x80) { *cp = c; return 1; }
@@ -47,7 +47,7 @@ size_t utf8_decode_lenient(const unsigned char *s, size_t n, uint32_t *cp) {
     return k;
 }
 
-size_t utf8_encode(uint32_t cp, char *o) {
+size_t unicode_encode_utf8(uint32_t cp, char *o) {
     if (cp < 0x80) { o[0] = (char)cp; return 1; }
     if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
     if (cp < 0x10000) {
@@ -61,15 +61,15 @@ size_t utf8_encode(uint32_t cp, char *o) {
 
 /* GPT-2 keeps the 188 printable bytes; the other 68 (0x00-0x20, 0x7F-0xA0,
    0xAD) count up from U+0100 in byte order. */
-uint32_t gpt2_byte_to_cp(uint8_t b) {
+uint32_t unicode_byte_to_cp(uint8_t b) {
     if (b <= 0x20) return 0x100 + b;
     if (b >= 0x7F && b <= 0xA0) return 0x100 + 33 + (b - 0x7F);
     if (b == 0xAD) return 0x100 + 67;
     return b;
 }
 
-int gpt2_cp_to_byte(uint32_t cp) {
-    if (cp < 0x100) return gpt2_byte_to_cp((uint8_t)cp) == cp ? (int)cp : -1;
+int unicode_cp_to_byte(uint32_t cp) {
+    if (cp < 0x100) return unicode_byte_to_cp((uint8_t)cp) == cp ? (int)cp : -1;
     if (cp < 0x100 + 33) return (int)(cp - 0x100);
     if (cp < 0x100 + 67) return (int)(cp - 0x100 - 33 + 0x7F);
     return cp == 0x100 + 67 ? 0xAD : -1;
@@ -263,7 +263,7 @@ static const pass_step *const steps_of[] = {
     [PRETOK_QWEN2] = steps_qwen2, [PRETOK_SMOLLM] = steps_smollm,
 };
 
-size_t pretok_split(pretok_kind kind, const uint32_t *cps, const uint16_t *fl, size_t n, size_t *lens, size_t *tmp) {
+size_t unicode_pretok_split(pretok_kind kind, const uint32_t *cps, const uint16_t *fl, size_t n, size_t *lens, size_t *tmp) {
     if (n == 0) return 0;
     /* ping-pong between the two arrays; the result must end in lens */
     const pass_step *st = steps_of[kind];

@@ -19,24 +19,24 @@ enum {
 };
 
 /* flags of a code point; UCD_UNDEFINED above U+10FFFF */
-uint16_t ucd_flags(uint32_t cp);
+uint16_t unicode_flags(uint32_t cp);
 /* "15.0.0": the Unicode version the table was generated from */
-const char *ucd_version(void);
+const char *unicode_version(void);
 
 /* One code point from s[0..n) (n > 0), as llama.cpp's unicode_cpts_from_utf8
    reads it: lead byte decides the length, continuation bytes are checked,
    overlongs and surrogates are accepted; anything else is U+FFFD for one
    byte.  (llama.cpp throws on a decoded value above U+10FFFF; here it is
    U+FFFD for the whole sequence.)  Returns the bytes consumed. */
-size_t utf8_decode_lenient(const unsigned char *s, size_t n, uint32_t *cp);
+size_t unicode_decode_utf8(const unsigned char *s, size_t n, uint32_t *cp);
 /* UTF-8 of cp (<= U+10FFFF) into out[4]; returns the length */
-size_t utf8_encode(uint32_t cp, char *out);
+size_t unicode_encode_utf8(uint32_t cp, char *out);
 
 /* GPT-2 byte-to-unicode map: printable Latin-1 bytes stand for themselves,
    the other 68 bytes for U+0100.. in byte order. */
-uint32_t gpt2_byte_to_cp(uint8_t b);
+uint32_t unicode_byte_to_cp(uint8_t b);
 /* inverse: the byte, or -1 when cp is not one of the 256 */
-int gpt2_cp_to_byte(uint32_t cp);
+int unicode_cp_to_byte(uint32_t cp);
 
 /* Pre-tokenizer families (the regexes named in llama-vocab.cpp) */
 typedef enum {
@@ -47,9 +47,9 @@ typedef enum {
     PRETOK_SMOLLM   /* "\p{N}", then GPT-2's */
 } pretok_kind;
 
-/* Cut cps[0..n) into words.  fl[i] = ucd_flags(cps[i]).  lens and tmp have
+/* Cut cps[0..n) into words.  fl[i] = unicode_flags(cps[i]).  lens and tmp have
    room for n entries each; the word lengths (in code points, all > 0, summing
    to n) end up in lens.  Returns the number of words. */
-size_t pretok_split(pretok_kind kind, const uint32_t *cps, const uint16_t *fl, size_t n, size_t *lens, size_t *tmp);
+size_t unicode_pretok_split(pretok_kind kind, const uint32_t *cps, const uint16_t *fl, size_t n, size_t *lens, size_t *tmp);
 
 #endif

@@ -1,5 +1,5 @@
 /* libFuzzer harness: GGUF parser (gguf_parse, gguf_bind_types, getters),
-   tokenizer_build on whatever metadata parses, and the model loader's
+   build_tokenizer on whatever metadata parses, and the model loader's
    hyper-parameter / shape validation (build_model) followed by one forward
    step on a 2-token context, all against a fake format table with ggml's
    block sizes (no plugins, no dlopen: deterministic). */
@@ -60,8 +60,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         t->act_quant = quant_f32;
         t->kernel_from = "fake";
     }
-    ops_reference(&D.ops);
-    pool = threadpool_create(1);
+    ref_ops(&D.ops);
+    pool = build_threadpool(1);
     return 0;
 }
 
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     tokenizer *tok = NULL;
-    if (!tokenizer_build(&tok, &f, err, sizeof err)) {
+    if (!build_tokenizer(&tok, &f, err, sizeof err)) {
         int32_t ids[64];
         int n = tokenizer_encode(tok, "Hello <s> world\xe2\x96\x81\xff", 20, 1, 1, ids, 64);
         for (int i = 0; i < n; i++) {
@@ -108,9 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_ASSERT(ids[i] >= 0 && ids[i] < tokenizer_n_vocab(tok), "token id out of range");
             tokenizer_piece(tok, ids[i], &len);
         }
-        tokenizer_free(tok);
+        free_tokenizer(tok);
     }
-    gguf_close(&f);
+    free_gguf(&f);
     if (!bound) return 0;
 
     /* the model loader takes a path: hand it the same bytes via a memfd */
@@ -129,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         llama_ctx c;
         if (work < (1u << 24) && !build_ctx(&c, &m, 2, 2, KV_F16, pool, err, sizeof err)) {
             const int32_t toks[2] = {0, hp->n_vocab - 1};
-            if (!llama_forward(&c, toks, 2, NULL, err, sizeof err))
+            if (!ctx_forward(&c, toks, 2, NULL, err, sizeof err))
                 for (int i = 0; i < hp->n_vocab; i++) sink += c.logits[i];
             free_ctx(&c);
         }

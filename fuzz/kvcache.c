@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         free_kv_pool(&pool);
     }
-    kvcache_view_free(&v);
+    free_kvcache_view(&v);
     free(buf);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* libFuzzer harness: the plugin note reader (core/plugins.c,
-   plugin_read_note), which reads untrusted files in a plugin directory
+   registry_read_note), which reads untrusted files in a plugin directory
    before anything is loaded.  Input: the whole file.  Checked: no crash or
    out-of-bounds read (ASan), a message for every refusal, and a note it
    accepts is valid (this ABI, a known kind, a terminated non-empty name). */
@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd = fuzz_memfd(data, size, path, sizeof path);
     if (fd < 0) return 0;
     picolm_note n;
-    if (plugin_read_note(path, &n, why, sizeof why) == 0) {
+    if (registry_read_note(path, &n, why, sizeof why) == 0) {
         const char *end = memchr(n.name, 0, sizeof n.name);
         FUZZ_ASSERT(n.abi_version == PICOLM_ABI_VERSION && n.kind >= PICOLM_KIND_FORMAT && n.kind <= PICOLM_KIND_SAMPLER &&
                         end && end != n.name, "accepted an invalid note (abi %u kind %u)", n.abi_version, n.kind);

@@ -19,10 +19,10 @@ static int n_toks;
 static void load(const char *path) {
     gguf_file f;
     char err[512];
-    if (gguf_open(&f, path, NULL, err, sizeof err)) return;
-    if (!tokenizer_build(&toks[n_toks], &f, err, sizeof err)) n_toks++;
+    if (build_gguf(&f, path, NULL, err, sizeof err)) return;
+    if (!build_tokenizer(&toks[n_toks], &f, err, sizeof err)) n_toks++;
     else fprintf(stderr, "fuzz-tokenizer: %s: %s\n", path, err);
-    gguf_close(&f);
+    free_gguf(&f);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -73,8 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t el = 0;
         for (size_t i = 0; i < len;) {
             uint32_t cp;
-            i += utf8_decode_lenient((const unsigned char *)text + i, len - i, &cp);
-            el += utf8_encode(cp, exp + el);
+            i += unicode_decode_utf8((const unsigned char *)text + i, len - i, &cp);
+            el += unicode_encode_utf8(cp, exp + el);
         }
         FUZZ_ASSERT(out_len == el && !memcmp(out, exp, el), "BPE round trip differs (%zu vs %zu bytes)", out_len, el);
         free(exp);
@@ -99,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(ol == el && !memcmp(out, exp, el), "round trip differs (%zu vs %zu bytes)", ol, el);
         free(exp);
     }
-    size_t k = utf8_complete_prefix(text, len);
-    FUZZ_ASSERT(k <= len && len - k < 4, "utf8_complete_prefix %zu of %zu", k, len);
+    size_t k = tokenizer_utf8_prefix(text, len);
+    FUZZ_ASSERT(k <= len && len - k < 4, "tokenizer_utf8_prefix %zu of %zu", k, len);
     tokenizer_find(t, text, len);
     size_t pl;
     tokenizer_piece(t, (int32_t)(len * 7919u), &pl);

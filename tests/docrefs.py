@@ -8,7 +8,7 @@ file (C, shell, make, awk, Python, JavaScript, INI) and reports:
   - a bare file name (model.c, plugin.h) that no file of the tree has;
   - a function or symbol named with its file (`core/plugins.c: check_entry`,
     `model.c: mm_rows`, (`core/gguf.c`, `gguf_default_limits`),
-    `build_model` (core/model.c), `sampling_build` in core/sampling.c) that
+    `build_model` (core/model.c), `build_sampling` in core/sampling.c) that
     does not occur in that file;
   - a Markdown link whose target file or #anchor is missing;
   - a date, a session or issue number, or a machine path (history lives in

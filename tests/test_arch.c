@@ -109,7 +109,7 @@ static void final_norm_eps(const char *dir, const char *arch, float eps) {
     const int32_t toks[3] = {3, 17, 30};
     double worst = 0;
     for (int k = 0; k < 3; k++) {
-        if (llama_forward(&c, &toks[k], 1, NULL, err, sizeof err)) { CHECK(0, "forward: %s", err); break; }
+        if (ctx_forward(&c, &toks[k], 1, NULL, err, sizeof err)) { CHECK(0, "forward: %s", err); break; }
         double ss = 0;
         for (int i = 0; i < DIM; i++) ss += (double)embd(toks[k], i) * embd(toks[k], i);
         const double inv = 1.0 / sqrt(ss / DIM + eps);

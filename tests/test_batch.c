@@ -47,11 +47,11 @@ static int solo(engine *e, int kv, int s, float *rows, char *err, size_t errlen)
     prompt_of(s, nv, p);
     llama_ctx c;
     if (build_ctx(&c, &e->model, 64, 16, kv, e->pool, err, errlen)) return -1;
-    int rc = llama_forward(&c, p, PLEN[s], NULL, err, errlen);
+    int rc = ctx_forward(&c, p, PLEN[s], NULL, err, errlen);
     for (int g = 0; !rc && g <= NGEN; g++) {
         memcpy(rows + (size_t)g * nv, c.logits, (size_t)nv * sizeof(float));
         int32_t t = argmax(c.logits, nv);
-        if (g < NGEN) rc = llama_forward(&c, &t, 1, NULL, err, errlen);
+        if (g < NGEN) rc = ctx_forward(&c, &t, 1, NULL, err, errlen);
     }
     free_ctx(&c);
     return rc;
@@ -170,7 +170,7 @@ static void sharing(const char *path) {
     ok = ok && !decode_one(&step, &pb, b + 8, 4, lb, err, sizeof err);  /* B writes block 2: its own */
     ok = ok && !decode_one(&step, &pa, a + 10, 2, la, err, sizeof err); /* A continues in its block 2 */
     float *ra = malloc((size_t)nv * 12 * sizeof(float)), *rb = malloc((size_t)nv * 12 * sizeof(float));
-    ok = ok && !llama_forward(&ca, a, 12, ra, err, sizeof err) && !llama_forward(&cb, b, 12, rb, err, sizeof err);
+    ok = ok && !ctx_forward(&ca, a, 12, ra, err, sizeof err) && !ctx_forward(&cb, b, 12, rb, err, sizeof err);
     CHECK(ok, "shared prefix: evaluations run (%s)", ok ? "ok" : err);
     CHECK(ok && !memcmp(lb, rb + (size_t)8 * nv, (size_t)4 * nv * sizeof(float)), "B after a shared prefix == B alone, bit for bit");
     CHECK(ok && !memcmp(la, ra + (size_t)10 * nv, (size_t)2 * nv * sizeof(float)), "A after B wrote beside it == A alone, bit for bit");
@@ -209,10 +209,10 @@ static void prefill_once(const char *path) {
     CHECK(a.seq.n_past == 11, "llama_prefill: all 11 positions in the cache (%d)", a.seq.n_past);
     CHECK(a.batch.logit_rows == 1, "llama_prefill: the output matrix ran for 1 row, not one per batch (%llu)",
           (unsigned long long)a.batch.logit_rows);
-    ok = ok && !llama_forward(&b, t, 11, all, err, sizeof err);
+    ok = ok && !ctx_forward(&b, t, 11, all, err, sizeof err);
     CHECK(ok && !memcmp(a.logits, all + (size_t)10 * nv, (size_t)nv * sizeof(float)),
           "llama_prefill's last logits == the last row of one batch of 11, bit for bit");
-    CHECK(b.batch.logit_rows == 11, "llama_forward with every row asked for: 11 rows (%llu)", (unsigned long long)b.batch.logit_rows);
+    CHECK(b.batch.logit_rows == 11, "ctx_forward with every row asked for: 11 rows (%llu)", (unsigned long long)b.batch.logit_rows);
     CHECK(ctx_prefill(&a, t, 0, err, sizeof err) == 0 && a.seq.n_past == 11 && a.batch.logit_rows == 1,
           "llama_prefill of 0 tokens: nothing evaluated, nothing refused");
     CHECK(ctx_prefill(&a, t, 22, err, sizeof err) != 0, "llama_prefill past the context is refused: %s", err);

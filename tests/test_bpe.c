@@ -24,7 +24,7 @@ static int timed(void) { return !getenv("PICOLM_SANITIZER") && !getenv("PICOLM_T
 /* text -> GPT-2 code points, as the vocabulary writes it ("Ġ" for ' ', ...) */
 static size_t gpt2_text(const char *s, size_t n, char *out) {
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) m += utf8_encode(gpt2_byte_to_cp((uint8_t)s[i]), out + m);
+    for (size_t i = 0; i < n; i++) m += unicode_encode_utf8(unicode_byte_to_cp((uint8_t)s[i]), out + m);
     return m;
 }
 
@@ -76,11 +76,11 @@ static const split_case split_cases[] = {
 };
 
 static void test_splits(void) {
-    CHECK(strcmp(ucd_version(), "0") > 0 && ucd_flags('A') == UCD_LETTER && ucd_flags(' ') == (UCD_SEPARATOR | UCD_WHITESPACE) &&
-          ucd_flags(0x4E00) == UCD_LETTER && ucd_flags(0x1F642) == UCD_SYMBOL && ucd_flags(0x0378) == UCD_UNDEFINED &&
-          ucd_flags(0x3000) == (UCD_SEPARATOR | UCD_WHITESPACE) && ucd_flags(0x85) == (UCD_CONTROL | UCD_WHITESPACE) &&
-          ucd_flags(0xFF11) == UCD_NUMBER && ucd_flags(0x110000) == UCD_UNDEFINED,
-          "Unicode %s table: letters, separators, White_Space, symbols, unassigned", ucd_version());
+    CHECK(strcmp(unicode_version(), "0") > 0 && unicode_flags('A') == UCD_LETTER && unicode_flags(' ') == (UCD_SEPARATOR | UCD_WHITESPACE) &&
+          unicode_flags(0x4E00) == UCD_LETTER && unicode_flags(0x1F642) == UCD_SYMBOL && unicode_flags(0x0378) == UCD_UNDEFINED &&
+          unicode_flags(0x3000) == (UCD_SEPARATOR | UCD_WHITESPACE) && unicode_flags(0x85) == (UCD_CONTROL | UCD_WHITESPACE) &&
+          unicode_flags(0xFF11) == UCD_NUMBER && unicode_flags(0x110000) == UCD_UNDEFINED,
+          "Unicode %s table: letters, separators, White_Space, symbols, unassigned", unicode_version());
     for (size_t c = 0; c < sizeof split_cases / sizeof split_cases[0]; c++) {
         const split_case *sc = &split_cases[c];
         size_t n = strlen(sc->text), nc = 0;
@@ -88,15 +88,15 @@ static void test_splits(void) {
         uint16_t fl[64];
         size_t lens[64], tmp[64];
         for (size_t o = 0; o < n; nc++) {
-            o += utf8_decode_lenient((const unsigned char *)sc->text + o, n - o, &cps[nc]);
-            fl[nc] = ucd_flags(cps[nc]);
+            o += unicode_decode_utf8((const unsigned char *)sc->text + o, n - o, &cps[nc]);
+            fl[nc] = unicode_flags(cps[nc]);
         }
-        size_t nw = pretok_split(sc->kind, cps, fl, nc, lens, tmp), k = 0, c0 = 0;
+        size_t nw = unicode_pretok_split(sc->kind, cps, fl, nc, lens, tmp), k = 0, c0 = 0;
         int ok = 1;
         for (size_t w = 0; w < nw; w++) {
             char buf[128];
             size_t m = 0;
-            for (size_t i = c0; i < c0 + lens[w]; i++) m += utf8_encode(cps[i], buf + m);
+            for (size_t i = c0; i < c0 + lens[w]; i++) m += unicode_encode_utf8(cps[i], buf + m);
             c0 += lens[w];
             if (!sc->words[k] || strlen(sc->words[k]) != m || memcmp(sc->words[k], buf, m)) ok = 0;
             k++;
@@ -184,11 +184,11 @@ static void test_hand_built(void) {
     CHECK(piece_is(t, B_GA, " a") && piece_is(t, B_NL, "\n") && piece_is(t, B_IMEND, "") && piece_is(t, B_EOT, "") &&
           piece_is(t, B_USER, "<|user|>") && piece_is(t, B_EURO, "[UNK_BYTE_0xe282ac\xE2\x82\xAC]"),
           "pieces: byte map inverted, control -> \"\", user-defined as is, outside the map as llama.cpp marks it");
-    tokenizer_free(t);
+    free_tokenizer(t);
 
     o.merges = m_bc_first;
     t = bpe_synth(&o, err, sizeof err);
-    if (t) { ENC_IS(t, "abc", 0, "rank 0 'b c' first, no 'a bc'", B_A, B_BC); tokenizer_free(t); }
+    if (t) { ENC_IS(t, "abc", 0, "rank 0 'b c' first, no 'a bc'", B_A, B_BC); free_tokenizer(t); }
 
     o.merges = m_full;
     t = bpe_synth(&o, err, sizeof err);
@@ -196,7 +196,7 @@ static void test_hand_built(void) {
         ENC_IS(t, "abc", 0, "a+b, then ab+c", B_ABC);
         ENC_IS(t, "aaa", 0, "equal ranks: the leftmost pair merges", B_AA, B_A);
         ENC_IS(t, " a", 0, "' a' is one word, 'Ġ a' merges", B_GA);
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
 
     o = (bopts){ "llama-bpe", m_ab_first, -1, 0 };
@@ -208,7 +208,7 @@ static void test_hand_built(void) {
         int32_t *ids = encode(t, "abc", 3, tokenizer_add_bos(t), 0, &n);
         CHECK(n == 2 && ids[0] == 11 && ids[1] == B_ABC, "BOS first where the vocabulary adds it");
         free(ids);
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
     struct { const char *pre; int key, want_bos, want_clean; } bos[] = {
         { "qwen2", -1, 0, 0 }, { "qwen2", 1, 1, 0 }, { "llama3", 0, 0, 1 }, { "smollm", -1, 0, 0 }, { NULL, -1, 0, 1 },
@@ -219,7 +219,7 @@ static void test_hand_built(void) {
         CHECK(t && tokenizer_add_bos(t) == bos[i].want_bos && tokenizer_clean_spaces(t) == bos[i].want_clean,
               "pre %s, add_bos_token %d: add_bos %d, clean_spaces %d", bos[i].pre ? bos[i].pre : "(absent: default)", bos[i].key,
               bos[i].want_bos, bos[i].want_clean);
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
 
     struct { bopts o; const char *what, *expect; } bad[] = {
@@ -231,7 +231,7 @@ static void test_hand_built(void) {
         err[0] = 0;
         t = bpe_synth(&bad[i].o, err, sizeof err);
         CHECK(!t && strstr(err, bad[i].expect), "rejects %s (%s)", bad[i].what, err);
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
 }
 
@@ -379,13 +379,13 @@ static void test_real(const char *sh) {
                 case 4: cp = 0xA0 + r / 8 % 0x700; break;
                 default: cp = 0x20 + r / 8 % 0x5F;
                 }
-                len += utf8_encode(cp, buf + len);
+                len += unicode_encode_utf8(cp, buf + len);
             }
             size_t el = 0;
             for (size_t o = 0; o < len;) {
                 uint32_t cp;
-                o += utf8_decode_lenient((const unsigned char *)buf + o, len - o, &cp);
-                el += utf8_encode(cp, exp + el);
+                o += unicode_decode_utf8((const unsigned char *)buf + o, len - o, &cp);
+                el += unicode_encode_utf8(cp, exp + el);
             }
             int32_t *x = encode(t[v], buf, len, 0, 0, &nn);
             size_t gl = 0;
@@ -426,7 +426,7 @@ static void test_real(const char *sh) {
         free(text);
         free(held);
     }
-    for (int i = 0; i < 3; i++) { tokenizer_free(t[i]); gguf_close(&gf[i]); }
+    for (int i = 0; i < 3; i++) { free_tokenizer(t[i]); free_gguf(&gf[i]); }
 }
 
 /* The model-family files: the reference prompt's ids (BOS first where the
@@ -443,15 +443,15 @@ static void test_models(const char *sh) {
         gguf_file gf;
         char err[512];
         snprintf(p, sizeof p, "%s/models/%s.gguf", sh, models[m]);
-        if (gguf_open(&gf, p, NULL, err, sizeof err)) { CHECK(0, "open %s: %s", p, err); continue; }
+        if (build_gguf(&gf, p, NULL, err, sizeof err)) { CHECK(0, "open %s: %s", p, err); continue; }
         tokenizer *t = NULL;
         double t0 = cpu_now();
-        int rc = tokenizer_build(&t, &gf, err, sizeof err);
+        int rc = build_tokenizer(&t, &gf, err, sizeof err);
         double dt = cpu_now() - t0;
         printf("info: %s: tokenizer of %d tokens built in %.1f ms CPU\n", models[m], t ? tokenizer_n_vocab(t) : 0, dt * 1e3);
         CHECK(rc == 0 && (!timed() || dt < 0.25), "%s: tokenizer built from the model file in %.1f ms CPU (%s)",
               models[m], dt * 1e3, rc ? err : "ok");
-        if (rc) { gguf_close(&gf); continue; }
+        if (rc) { free_gguf(&gf); continue; }
 
         size_t rl, gl, tl;
         snprintf(p, sizeof p, "%s/reference/logits/%s.tokens.i32", sh, models[m]);
@@ -492,7 +492,7 @@ static void test_models(const char *sh) {
                 if (np + l > sizeof pend) break;
                 memcpy(pend + np, pc, l);
                 np += l;
-                size_t emit = utf8_complete_prefix(pend, np);
+                size_t emit = tokenizer_utf8_prefix(pend, np);
                 for (size_t q = 0; q < emit; q++) outb[on++] = pend[q];
                 /* what was emitted so far must end on a character boundary */
                 if (emit && on < tl && (txt[on] & 0xC0) == 0x80) split = 1;
@@ -508,8 +508,8 @@ static void test_models(const char *sh) {
             CHECK(0, "read %s greedy files", models[m]);
         }
         free(g); free(txt);
-        tokenizer_free(t);
-        gguf_close(&gf);
+        free_tokenizer(t);
+        free_gguf(&gf);
     }
     free(prompt);
 }

@@ -136,7 +136,7 @@ static void template_tests(void) {
             if (want[i] >= 0) CHECK(r == 0 && kind == want[i], "auto reads the model's template: %s", chat_kind_name(want[i]));
             else CHECK(r < 0 && strstr(err, "--chat-template") && strstr(err, "llama3") && (i != 2 || strstr(err, "'command-r'")),
                        "auto refuses a template picolm does not render, naming the choices: %s", err);
-            gguf_close(&g);
+            free_gguf(&g);
         }
         free(buf);
     }
@@ -189,12 +189,12 @@ static void reference_tests(const char *shared) {
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s", shared, files[i]);
         gguf_file g;
-        if (gguf_open(&g, path, NULL, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); continue; }
+        if (build_gguf(&g, path, NULL, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); continue; }
         int kind = -1;
         char note[256];
         int r = chat_kind_resolve("auto", &g, &kind, note, sizeof note, err, sizeof err);
         CHECK(r == 0 && kind == CHAT_CHATML && !note[0], "%s: the model's template is detected as chatml", files[i]);
-        gguf_close(&g);
+        free_gguf(&g);
     }
 }
 

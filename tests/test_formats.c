@@ -381,13 +381,13 @@ static int type_size_cb(void *ctx, uint32_t type, uint32_t *bs, uint32_t *ts) {
 static int open_model(gguf_file *g, const char *shared, const char *file, const char *what) {
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/models/%s", shared, file);
-    if (gguf_open(g, path, NULL, err, sizeof err)) {
-        CHECK(0, "%s: gguf_open %s: %s", what, file, err);
+    if (build_gguf(g, path, NULL, err, sizeof err)) {
+        CHECK(0, "%s: build_gguf %s: %s", what, file, err);
         return -1;
     }
     if (gguf_bind_types(g, type_size_cb, NULL, err, sizeof err)) {
         SKIP("%s: %s: %s", what, file, err);
-        gguf_close(g);
+        free_gguf(g);
         return -1;
     }
     return 0;
@@ -410,7 +410,7 @@ static void test_dequant_reference(const char *shared) {
         if (open_model(&g, shared, model, "dequant reference")) continue;
         const gguf_tensor *t = gguf_find_tensor(&g, tname);
         CHECK(t != NULL, "%s: has tensor %s", model, tname);
-        if (!t) { gguf_close(&g); continue; }
+        if (!t) { free_gguf(&g); continue; }
         const picolm_format *f = fmt(t->type);
         size_t rsize = 0;
         snprintf(path, sizeof path, "%s/reference/dequant/%s", shared, ref);
@@ -434,7 +434,7 @@ static void test_dequant_reference(const char *shared) {
             free(got);
         }
         free(want);
-        gguf_close(&g);
+        free_gguf(&g);
     }
     fclose(idx);
     CHECK(lines > 0, "index.txt lists %d tensors", lines);
@@ -497,9 +497,9 @@ static void test_quantize_reference(const char *shared) {
               "%s quantize_row byte-exact vs llama-quantize: %lld of %lld blocks differ in %lld tensors%s%s (max dequantized diff %.3g)",
               f->name, (long long)bad_blocks, (long long)blocks, (long long)tensors, bad_blocks ? ", first at " : "",
               first_bad, max_err);
-        gguf_close(&dst);
+        free_gguf(&dst);
     }
-    gguf_close(&src);
+    free_gguf(&src);
 }
 
 int main(void) {

@@ -456,7 +456,7 @@ static int validate_stdin(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--validate")) return validate_stdin();
-    registry_init(&reg);
+    build_registry(&reg);
     char path[1024];
     snprintf(path, sizeof path, "%s/plugins/sampler-json.so", build_dir());
     int idx = registry_load_file(&reg, path);
@@ -469,6 +469,6 @@ int main(int argc, char **argv) {
     test_generation();
     test_speed();
     free(cand_buf);
-    registry_free(&reg);
+    free_registry(&reg);
     return CHECK_DONE();
 }

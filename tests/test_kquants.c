@@ -223,7 +223,7 @@ static int type_size(void *ctx, uint32_t type, uint32_t *bs, uint32_t *ts) {
 static int open_model(gguf_file *g, const char *dir, const char *name) {
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/models/tiny-shakespeare-%s.gguf", dir, name);
-    if (gguf_open(g, path, NULL, err, sizeof err) || gguf_bind_types(g, type_size, NULL, err, sizeof err)) {
+    if (build_gguf(g, path, NULL, err, sizeof err) || gguf_bind_types(g, type_size, NULL, err, sizeof err)) {
         CHECK(0, "open %s: %s", path, err);
         return -1;
     }
@@ -311,7 +311,7 @@ static void test_shared(void) {
         int n = check_requant(&f32, &gq, ktypes[t].type, ktypes[t].file);
         CHECK(n >= 28, "%s: holds %d tensors of its type (want all 30 matrices)", ktypes[t].file, n);
         check_dequant_ref(dir, &gq, ktypes[t].file);
-        gguf_close(&gq);
+        free_gguf(&gq);
     }
 
     /* Q4_K_M mixes Q4_K with Q6_K (output, attn_v, ffn_down): both reproduce */
@@ -321,9 +321,9 @@ static void test_shared(void) {
         int n6 = check_requant(&f32, &gm, PICOLM_TYPE_Q6_K, "q4_k_m");
         CHECK(n4 > 0 && n6 > 0, "q4_k_m: holds Q4_K (%d) and Q6_K (%d) tensors", n4, n6);
         check_dequant_ref(dir, &gm, "q4_k_m");
-        gguf_close(&gm);
+        free_gguf(&gm);
     }
-    gguf_close(&f32);
+    free_gguf(&f32);
 }
 
 int main(void) {

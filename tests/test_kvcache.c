@@ -59,7 +59,7 @@ static void state_tests(void) {
         CHECK(v.states == v.kv + 2 * 9 * 64, "its checkpoints follow the K/V rows");
         CHECK(kvcache_usable(&v, 9) == 9 && kvcache_usable(&v, 8) == 8 && kvcache_usable(&v, 7) == 4 && kvcache_usable(&v, 3) == 0 &&
               kvcache_usable(&v, 20) == 9, "usable prefixes: the whole file, else the last checkpoint (9, 8, 4, 0, 9)");
-        kvcache_view_free(&v);
+        free_kvcache_view(&v);
     }
     kvcache_id other = id;
     other.interval = 8;
@@ -93,10 +93,10 @@ static void parser_tests(void) {
         int32_t q[4] = {10, 11, 99, 1};
         CHECK(kvcache_common_prefix(&v, q, 4) == 2, "common prefix of [10 11 12] and [10 11 99 1] is 2");
         CHECK(v.kv == img + KVCACHE_HEADER_BYTES + 12, "K/V rows point after the tokens");
-        kvcache_view_free(&v);
+        free_kvcache_view(&v);
     }
     CHECK(kvcache_load_buffer(img, n, NULL, &v, err, sizeof err) == 0, "structural check alone (expect = NULL) accepts it");
-    kvcache_view_free(&v);
+    free_kvcache_view(&v);
 
     /* identity mismatches, each named */
     kvcache_id o = id;
@@ -119,7 +119,7 @@ static void parser_tests(void) {
     /* every truncation and every extension */
     int bad = 0;
     for (size_t k = 0; k < n; k++)
-        if (kvcache_load_buffer(img, k, NULL, &v, err, sizeof err) == 0) { bad++; kvcache_view_free(&v); }
+        if (kvcache_load_buffer(img, k, NULL, &v, err, sizeof err) == 0) { bad++; free_kvcache_view(&v); }
     CHECK(bad == 0, "all %zu truncations are refused (%d accepted)", n, bad);
     uint8_t *big = calloc(1, n + 64);
     memcpy(big, img, n);
@@ -132,7 +132,7 @@ static void parser_tests(void) {
     for (size_t k = 0; k < n; k++) {
         memcpy(cp, img, n);
         cp[k] ^= 0x5a;
-        if (kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err) == 0) { bad++; kvcache_view_free(&v); }
+        if (kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err) == 0) { bad++; free_kvcache_view(&v); }
     }
     CHECK(bad == 0, "all %zu single-byte corruptions are refused (%d accepted)", n, bad);
 
@@ -224,7 +224,7 @@ static void model_tests(const char *shared) {
         CHECK(r == 0 && b.seq.n_past == n - 1, "restore %d positions", n - 1);
         r = ctx_prefill(&b, toks + n - 1, 1, err, sizeof err);
         CHECK(r == 0 && !memcmp(b.logits, ref, (size_t)nv * sizeof *ref), "restored prefix + last token: logits identical to a full prefill");
-        kvcache_view_free(&v);
+        free_kvcache_view(&v);
         kvcache_unmap(map, msz);
     }
     free_ctx(&b);

@@ -50,7 +50,7 @@ static void run_model(const char *models, const char *refs, const char *name, co
     llama_ctx c;
     if (build_ctx(&c, &e->model, n + ng + 1, 16, KV_F16, e->pool, err, sizeof err)) { CHECK(0, "%s: context: %s", name, err); free_engine(e); free(ours); goto out; }
     int ok = 1;
-    for (int i = 0; i < n && ok; i++) ok = !llama_forward(&c, toks + i, 1, ours + (size_t)i * nv, err, sizeof err);
+    for (int i = 0; i < n && ok; i++) ok = !ctx_forward(&c, toks + i, 1, ours + (size_t)i * nv, err, sizeof err);
     CHECK(ok, "%s: evaluates %d positions one at a time", name, n);
     tl_logits_cmp r = tl_compare_logits(ours + (size_t)(n - nref) * nv, ref, nref, nv);
     const int is_f = strstr(name, "-f32") || strstr(name, "-f16");
@@ -84,7 +84,7 @@ static void run_model(const char *models, const char *refs, const char *name, co
         }
         if (tok == eos || first_diff >= 0) break;
         if (getenv("PICOLM_TEST_DEBUG")) printf("debug: %d: %d\n", i, tok);
-        if (llama_forward(&c, &tok, 1, NULL, err, sizeof err)) break;
+        if (ctx_forward(&c, &tok, 1, NULL, err, sizeof err)) break;
         tok = argmax(c.logits, nv);
     }
     if (greedy_exact == 1)
@@ -101,7 +101,7 @@ static void run_model(const char *models, const char *refs, const char *name, co
     float *batched = malloc((size_t)n * nv * sizeof(float));
     if (!build_ctx(&cb, &e->model, n, 16, KV_F16, e->pool, err, sizeof err)) {
         ok = 1;
-        for (int i = 0; i < n && ok; i += 16) ok = !llama_forward(&cb, toks + i, n - i < 16 ? n - i : 16, batched + (size_t)i * nv, err, sizeof err);
+        for (int i = 0; i < n && ok; i += 16) ok = !ctx_forward(&cb, toks + i, n - i < 16 ? n - i : 16, batched + (size_t)i * nv, err, sizeof err);
         tl_logits_cmp rb = tl_compare_logits(batched, ours, n, nv);
         tl_logits_cmp rr = tl_compare_logits(batched + (size_t)(n - nref) * nv, ref, nref, nv);
         /* the issue's criterion: batched equals token-by-token within the
@@ -145,10 +145,10 @@ static void long_context(const char *shared, const char *name, const char *backe
         int ok = !build_ctx(&c, &e->model, n, batch, KV_F16, e->pool, err, sizeof err);
         for (int i = 0; ok && i < n - last; i += batch) {
             const int k = n - last - i < batch ? n - last - i : batch;
-            ok = !llama_forward(&c, toks + i, k, NULL, err, sizeof err);
+            ok = !ctx_forward(&c, toks + i, k, NULL, err, sizeof err);
         }
         for (int i = n - last; ok && i < n; i++) {
-            ok = !llama_forward(&c, toks + i, 1, NULL, err, sizeof err);
+            ok = !ctx_forward(&c, toks + i, 1, NULL, err, sizeof err);
             memcpy(ours + (size_t)(i - n + last) * nv, c.logits, (size_t)nv * sizeof(float));
         }
         CHECK(ok, "%s.long: evaluates %d tokens in batches of %d (%s)", name, n, batch, ok ? "ok" : err);
@@ -178,7 +178,7 @@ static float *eval_threads(const char *path, const int32_t *toks, int n, int bat
     llama_ctx c;
     int ok = out && !build_ctx(&c, &e->model, n, batch, kv, e->pool, err, sizeof err);
     if (ok) {
-        for (int i = 0; i < n && ok; i += batch) ok = !llama_forward(&c, toks + i, n - i < batch ? n - i : batch, out + (size_t)i * *nv, err, sizeof err);
+        for (int i = 0; i < n && ok; i += batch) ok = !ctx_forward(&c, toks + i, n - i < batch ? n - i : batch, out + (size_t)i * *nv, err, sizeof err);
         free_ctx(&c);
     }
     free_engine(e);

@@ -69,7 +69,7 @@ static void test_hostile_notes(const char *good) {
     int accepted = 0, refused = 0, bad_accept = 0;
     for (size_t len = 0; len <= region; len++) {
         if (write_bytes(path, orig, len)) break;
-        int rc = plugin_read_note(path, &note, why, sizeof why);
+        int rc = registry_read_note(path, &note, why, sizeof why);
         if (rc) refused++;
         if ((rc == 0) != (len == region)) bad_accept++;
     }
@@ -84,7 +84,7 @@ static void test_hostile_notes(const char *good) {
             b[rng % region] = (unsigned char)(rng >> 32);
         }
         if (write_bytes(path, b, n)) break;
-        if (plugin_read_note(path, &note, why, sizeof why) == 0) {
+        if (registry_read_note(path, &note, why, sizeof why) == 0) {
             accepted++;
             const char *e = memchr(note.name, 0, sizeof note.name);
             if (note.abi_version != PICOLM_ABI_VERSION || note.kind < 1 || note.kind > 3 || !e || e == note.name) bad_accept++;
@@ -126,7 +126,7 @@ static void test_elf32(void) {
     snprintf(path, sizeof path, "%s/elf32.so", dir);
     picolm_note note;
     memset(&note, 0, sizeof note);
-    int rc = write_bytes(path, f, sizeof f) ? 0 : plugin_read_note(path, &note, why, sizeof why);
+    int rc = write_bytes(path, f, sizeof f) ? 0 : registry_read_note(path, &note, why, sizeof why);
     const int host32 = sizeof(void *) == 4;
     CHECK(!strcmp(note.name, "neon32") && note.kind == PICOLM_KIND_BACKEND && note.desc_size == 64 &&
               ((uint64_t)note.cpu_required_hi << 32 | note.cpu_required_lo) == PICOLM_CPU_NEON &&
@@ -135,7 +135,7 @@ static void test_elf32(void) {
     /* the same with the note segment cut short: refused, no crash */
     ph.p_filesz = 40;
     memcpy(f + 52, &ph, sizeof ph);
-    rc = write_bytes(path, f, sizeof f) ? 0 : plugin_read_note(path, &note, why, sizeof why);
+    rc = write_bytes(path, f, sizeof f) ? 0 : registry_read_note(path, &note, why, sizeof why);
     CHECK(rc && strstr(why, "malformed ELF note"), "ELF32 note past its segment refused: %s", why);
 }
 
@@ -151,19 +151,19 @@ static void test_cross(void) {
         if (system(cmd)) { SKIP("%s not installed: no %s plugin note read", x[i].cc, x[i].arch); continue; }
         picolm_note note;
         memset(&note, 0, sizeof note);
-        int rc = plugin_read_note(path, &note, why, sizeof why);
+        int rc = registry_read_note(path, &note, why, sizeof why);
         char want[64];
         snprintf(want, sizeof want, "built for %s", x[i].arch);
         CHECK(!strcmp(note.name, "p_cross") && note.kind == PICOLM_KIND_SAMPLER && (rc == 0 || strstr(why, want)),
               "%s plugin's note read: %s, %s", x[i].arch, note.name, rc ? why : "accepted (this machine)");
         if (rc) { /* listed as a sampler built for another machine, not as a non-plugin file */
             pl_registry r;
-            registry_init(&r);
+            build_registry(&r);
             int k = registry_load_file(&r, path);
             CHECK(k >= 0 && !r.items[k].ok && !r.items[k].skipped && r.items[k].kind == PICOLM_KIND_SAMPLER &&
                       !strcmp(r.items[k].name, "p_cross") && !r.items[k].handle && strstr(r.items[k].why, want),
                   "the %s plugin is rejected as sampler p_cross (%s), not loaded", x[i].arch, k >= 0 ? r.items[k].why : "-");
-            registry_free(&r);
+            free_registry(&r);
         }
     }
 }
@@ -180,7 +180,7 @@ static const picolm_sampler_vtable bi_vt = {.struct_size = sizeof(picolm_sampler
 
 static void test_builtin(pl_registry *r) {
     /* static: the registry keeps the descriptor of an accepted plugin until
-       registry_free (a real plugin's is a const static too) */
+       free_registry (a real plugin's is a const static too) */
     static picolm_plugin d = {.abi_version = PICOLM_ABI_VERSION, .struct_size = sizeof(picolm_plugin), .kind = PICOLM_KIND_SAMPLER,
                        .name = "p_builtin", .version = "1.0", .vtable = &bi_vt};
     int k = registry_add_builtin(r, &d, "test");
@@ -220,8 +220,8 @@ static void pfor_record(void *ctx, int64_t begin, int64_t end, int id) {
 
 static void test_host_pools(void) {
     pl_registry a, b;
-    registry_init(&a);
-    registry_init(&b);
+    build_registry(&a);
+    build_registry(&b);
     /* the host hands the plugins the probed identity, and says it has it */
     const cpu_id id = cpu_probe_id();
     CHECK(PICOLM_HOST_HAS(&a.host, cpu_model) && a.host.cpu_vendor == id.vendor && a.host.cpu_family == id.family &&
@@ -233,7 +233,7 @@ static void test_host_pools(void) {
     pfor_seen s = {0, 0, 0};
     a.host.parallel_for(&a.host, 5, pfor_record, &s);
     CHECK(a.host.n_threads == 1 && s.calls == 1 && s.covered == 5 && s.max_id == 0, "no pool: parallel_for runs inline (%d calls)", s.calls);
-    threadpool *p2 = threadpool_create(2), *p3 = threadpool_create(3);
+    threadpool *p2 = build_threadpool(2), *p3 = build_threadpool(3);
     registry_set_pool(&a, p2);
     registry_set_pool(&b, p3); /* set last: a global pool would now serve a too */
     s = (pfor_seen){0, 0, 0};
@@ -246,10 +246,10 @@ static void test_host_pools(void) {
           b.host.n_threads);
     registry_set_pool(&a, NULL);
     registry_set_pool(&b, NULL);
-    threadpool_destroy(p2);
-    threadpool_destroy(p3);
-    registry_free(&a);
-    registry_free(&b);
+    free_threadpool(p2);
+    free_threadpool(p3);
+    free_registry(&a);
+    free_registry(&b);
 }
 
 /* picolm_sampler_vtable.neutral, appended after v1: read only when the
@@ -261,16 +261,16 @@ static void test_appended_neutral(const pl_registry *r) {
     char err[512] = "";
     sampling *s = NULL;
     sampling_settings set = {.chain = "p_v1,greedy"};
-    int rc = sampling_build(&s, r, &set, &vocab, err, sizeof err);
+    int rc = build_sampling(&s, r, &set, &vocab, err, sizeof err);
     CHECK(!rc && sampling_n_stages(s) == 2 && !strstr(read_marks(), "p_v1:neutral"),
           "a v1-sized sampler vtable: the appended neutral() is not read, the stage stays (%s)", err);
-    sampling_free(s);
+    free_sampling(s);
     s = NULL;
     set.chain = "p_neutral,greedy";
-    rc = sampling_build(&s, r, &set, &vocab, err, sizeof err);
+    rc = build_sampling(&s, r, &set, &vocab, err, sizeof err);
     CHECK(!rc && sampling_n_stages(s) == 1 && strstr(read_marks(), "p_neutral:neutral"),
           "a sampler whose neutral() says so is left out of the chain (%s)", err);
-    sampling_free(s);
+    free_sampling(s);
 }
 
 /* logit_scale and apply_logits, appended after neutral: a vtable sized
@@ -287,15 +287,15 @@ static void test_appended_direct(const pl_registry *r) {
     sampling *s = NULL;
     int32_t tok = -1;
     sampling_settings set = {.chain = "p_nsized,p_nsized,greedy"};
-    int rc = sampling_build(&s, r, &set, &vocab, err, sizeof err) || sampling_sample(s, logits, -1, &tok, err, sizeof err);
+    int rc = build_sampling(&s, r, &set, &vocab, err, sizeof err) || sampling_sample(s, logits, -1, &tok, err, sizeof err);
     const char *m = read_marks();
     CHECK(!rc && tok == 1 && !strstr(m, "p_nsized:logit_scale") && !strstr(m, "p_nsized:apply_logits") && strstr(m, "p_nsized:apply"),
           "a sampler vtable sized before logit_scale: neither appended member is read, apply() runs (token %d, %s)", (int)tok, err);
-    sampling_free(s);
+    free_sampling(s);
     s = NULL;
     tok = -1;
     set.chain = "p_direct,p_direct,greedy";
-    rc = sampling_build(&s, r, &set, &vocab, err, sizeof err) || sampling_sample(s, logits, -1, &tok, err, sizeof err);
+    rc = build_sampling(&s, r, &set, &vocab, err, sizeof err) || sampling_sample(s, logits, -1, &tok, err, sizeof err);
     m = read_marks();
     CHECK(!rc && tok == 0 && strstr(m, "p_direct:logit_scale") && strstr(m, "p_direct:apply_logits 2") && !strstr(m, "p_direct:apply\n"),
           "a sampler with them: the first stage's scale is folded into the second's apply_logits, no apply() (token %d, %s)", (int)tok, err);
@@ -304,7 +304,7 @@ static void test_appended_direct(const pl_registry *r) {
     rc = sampling_sample(s, logits, -1, &tok, err, sizeof err);
     m = read_marks();
     CHECK(!rc && tok == 1 && strstr(m, "p_direct:apply\n"), "and with the direct path off, apply() runs instead (token %d, %s)", (int)tok, err);
-    sampling_free(s);
+    free_sampling(s);
 }
 
 /* draw and apply_select, appended after apply_logits: the last two stages
@@ -327,7 +327,7 @@ static void test_appended_fused(const pl_registry *r) {
             sampling *s = NULL;
             int32_t tok = -1;
             sampling_settings set = {.chain = cases[i].chain};
-            int rc = sampling_build(&s, r, &set, &vocab, err, sizeof err);
+            int rc = build_sampling(&s, r, &set, &vocab, err, sizeof err);
             if (!rc && off) sampling_fused(s, 0);
             rc = rc || sampling_sample(s, logits, -1, &tok, err, sizeof err);
             const char *m = read_marks();
@@ -339,7 +339,7 @@ static void test_appended_fused(const pl_registry *r) {
                 CHECK(!rc && tok == 0 && !strstr(m, "apply_select") && !strstr(m, ":draw") && strstr(m, "apply_logits 1") && strstr(m, ":apply\n"),
                       "%s%s: apply_logits, then the last stage's apply(); draw and apply_select unread (token %d, %s)", cases[i].chain,
                       off ? ", fused off" : "", (int)tok, err);
-            sampling_free(s);
+            free_sampling(s);
         }
     }
 }
@@ -405,7 +405,7 @@ int main(void) {
     CHECK(lib[0] && system(p) == 0, "copied a real library (%s) into the plugin directory as libcopy.so", lib);
 
     pl_registry r;
-    registry_init(&r);
+    build_registry(&r);
     snprintf(p, sizeof p, "%s/good.so", dir);
     int gi = registry_load_file(&r, p);
     CHECK(gi >= 0 && r.items[gi].ok && r.items[gi].handle && !strcmp(r.items[gi].name, "p_good"),
@@ -471,9 +471,9 @@ int main(void) {
     }
     CHECK(!stray && strstr(m, "p_initfail:init"), "no code of a refused plugin ran beyond its checks (marks: %zu bytes)", strlen(m));
     test_builtin(&r);
-    registry_free(&r);
+    free_registry(&r);
     CHECK(strstr(read_marks(), "p_good:fini\n") && !strstr(read_marks(), "p_initfail:fini"),
-          "registry_free ran fini of the accepted plugin only");
+          "free_registry ran fini of the accepted plugin only");
 
     /* a directory mixing all of them with the real plugins: the real ones still load */
     char e[512] = "";
@@ -495,7 +495,7 @@ int main(void) {
     } else {
         SKIP("no real format plugins next to the test binary: %s", e);
     }
-    registry_free(&r2);
+    free_registry(&r2);
 
     snprintf(p, sizeof p, "%s/good.so", dir);
     test_hostile_notes(p);

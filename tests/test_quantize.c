@@ -75,7 +75,7 @@ static void test_writer(const char *dir) {
     picolm_gguf_writer_free(w);
 
     gguf_file g;
-    if (gguf_open(&g, path, NULL, err, sizeof err)) { CHECK(0, "writer: output parses (%s)", err); return; }
+    if (build_gguf(&g, path, NULL, err, sizeof err)) { CHECK(0, "writer: output parses (%s)", err); return; }
     CHECK(g.size == want_size, "writer: file size %zu = predicted %llu", g.size, (unsigned long long)want_size);
     CHECK(g.alignment == 64 && g.data_offset % 64 == 0, "writer: data section aligned to 64 (at %llu)", (unsigned long long)g.data_offset);
     CHECK(g.n_kv == 3 && gguf_str_eq(g.kv[2].key, "general.file_type") && g.kv[2].v.u == 15, "writer: key order and replaced value");
@@ -88,9 +88,9 @@ static void test_writer(const char *dir) {
     char src[4096];
     snprintf(src, sizeof src, "%s/models/tiny-shakespeare-f32.gguf", sd);
     gguf_file s;
-    if (access(src, R_OK) || gguf_open(&s, src, NULL, err, sizeof err)) {
+    if (access(src, R_OK) || build_gguf(&s, src, NULL, err, sizeof err)) {
         SKIP("writer: metadata copy: %s not readable", src);
-        gguf_close(&g);
+        free_gguf(&g);
         return;
     }
     w = picolm_gguf_writer_new();
@@ -101,7 +101,7 @@ static void test_writer(const char *dir) {
     if (f) ok &= !fclose(f);
     picolm_gguf_writer_free(w);
     gguf_file c;
-    if (!ok || gguf_open(&c, path, NULL, err, sizeof err)) {
+    if (!ok || build_gguf(&c, path, NULL, err, sizeof err)) {
         CHECK(0, "writer: copied metadata parses (%s)", err);
     } else {
         int same = c.n_kv == s.n_kv;
@@ -124,10 +124,10 @@ static void test_writer(const char *dir) {
             } else same = !memcmp(&x->v, &y->v, sizeof x->v.u);
         }
         CHECK(same, "writer: %llu metadata pairs of the f32 model copied verbatim (strings, arrays, scalars)", (unsigned long long)s.n_kv);
-        gguf_close(&c);
+        free_gguf(&c);
     }
-    gguf_close(&s);
-    gguf_close(&g);
+    free_gguf(&s);
+    free_gguf(&g);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -204,7 +204,7 @@ static void test_fallbacks(const char *dir) {
     CHECK(run(cmd) == 0, "quantize: synthetic model to Q4_K_M");
     gguf_file g;
     char err[512];
-    if (gguf_open(&g, out, NULL, err, sizeof err)) { CHECK(0, "quantize: output parses (%s)", err); return; }
+    if (build_gguf(&g, out, NULL, err, sizeof err)) { CHECK(0, "quantize: output parses (%s)", err); return; }
     /* llama.cpp: output -> Q8_0 when its rows are not whole Q4_K blocks; Q4_K -> Q5_0;
        Q6_K (attn_v / ffn_down with more bits) -> Q8_0; ffn_down rows of 160 take
        Q5_0 (160 % 32 == 0). 8 layers: use_more_bits = layers 0, 7, and (i-1)%3==2 -> 3, 6. */
@@ -219,15 +219,15 @@ static void test_fallbacks(const char *dir) {
     CHECK(!strcmp(type_of(&g, "blk.0.attn_norm.weight"), "F32"), "norms stay F32");
     uint32_t ft = 0;
     CHECK(!gguf_get_u32(&g, "general.file_type", &ft) && ft == 15, "general.file_type = 15 (Q4_K_M)");
-    gguf_close(&g);
+    free_gguf(&g);
 
     /* Q2_K on 96-wide rows: Q2_K/Q3_K fall back to IQ4_NL */
     snprintf(out, sizeof out, "%s/synth-q2_k.gguf", dir);
     snprintf(cmd, sizeof cmd, "%s %s %s q2_k -j 1 >%s 2>&1", q, in, out, log);
-    if (run(cmd) == 0 && !gguf_open(&g, out, NULL, err, sizeof err)) {
+    if (run(cmd) == 0 && !build_gguf(&g, out, NULL, err, sizeof err)) {
         CHECK(!strcmp(type_of(&g, "blk.0.attn_q.weight"), "IQ4_NL") && !strcmp(type_of(&g, "blk.0.ffn_down.weight"), "IQ4_NL"),
               "fallback: Q2_K mix -> IQ4_NL (attn_q %s, ffn_down %s)", type_of(&g, "blk.0.attn_q.weight"), type_of(&g, "blk.0.ffn_down.weight"));
-        gguf_close(&g);
+        free_gguf(&g);
     } else CHECK(0, "quantize: synthetic model to Q2_K");
 
     /* --pure has no fallback: refused, and no output or temp file left behind */
@@ -241,12 +241,12 @@ static void test_fallbacks(const char *dir) {
 
     /* pure Q8_0 works on 96-wide rows and every matrix is Q8_0 */
     snprintf(cmd, sizeof cmd, "%s %s %s Q8_0 --pure >%s 2>&1", q, in, out, log);
-    if (run(cmd) == 0 && !gguf_open(&g, out, NULL, err, sizeof err)) {
+    if (run(cmd) == 0 && !build_gguf(&g, out, NULL, err, sizeof err)) {
         int all = 1;
         for (uint64_t i = 0; i < g.n_tensors; i++)
             all &= g.tensors[i].n_dims == 1 ? g.tensors[i].type == PICOLM_TYPE_F32 : g.tensors[i].type == PICOLM_TYPE_Q8_0;
         CHECK(all, "--pure Q8_0: every matrix Q8_0, vectors F32");
-        gguf_close(&g);
+        free_gguf(&g);
     } else CHECK(0, "quantize: --pure Q8_0 on the synthetic model");
 
     /* refusals: quantized input, unknown type */

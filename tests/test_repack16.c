@@ -393,7 +393,7 @@ static void shared_vector(const char *dir, const char *model, uint32_t rid) {
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/models/tiny-shakespeare-%s.gguf", dir, model);
     gguf_file g;
-    if (gguf_open(&g, path, NULL, err, sizeof err) || gguf_bind_types(&g, type_size, NULL, err, sizeof err)) {
+    if (build_gguf(&g, path, NULL, err, sizeof err) || gguf_bind_types(&g, type_size, NULL, err, sizeof err)) {
         CHECK(0, "open %s: %s", path, err);
         return;
     }
@@ -406,7 +406,7 @@ static void shared_vector(const char *dir, const char *model, uint32_t rid) {
         CHECK(0, "%s: blk.0.attn_k is %s with a multiple of 16 rows, and %s holds its floats", model, f ? any_fmt(f->base_type)->name : "?",
               path);
         free(ref);
-        gguf_close(&g);
+        free_gguf(&g);
         return;
     }
     const int64_t n = t->ne[0], rows = t->ne[1];
@@ -422,7 +422,7 @@ static void shared_vector(const char *dir, const char *model, uint32_t rid) {
     CHECK(diff == 0, "%s: blk.0.attn_k (%lld x %lld) repacked as %s dequantizes to reference/dequant bit for bit (%lld differ)",
           model, (long long)rows, (long long)n, f->name, (long long)diff);
     free(grp); free(y); free(ref);
-    gguf_close(&g);
+    free_gguf(&g);
 }
 
 static void test_shared(void) {

@@ -21,7 +21,7 @@ static const char *NAMES[] = {"greedy", "dist", "temperature", "top_k", "top_p",
 static pl_registry reg;
 
 static int load_samplers(void) {
-    registry_init(&reg);
+    build_registry(&reg);
     int ok = 1;
     for (int i = 0; i < N_NAMES; i++) {
         char path[1024];
@@ -530,7 +530,7 @@ static int cli_sampling_build(sampling **s, const pl_registry *r, const picolm_c
     int rc = cli_sampler_spec_of(c, NULL, 0, &spec, err, errlen);
     for (int i = 0; !rc && i < spec.p.n_params; i++) sp[i] = (sampling_param){spec.kv[i].key, spec.kv[i].value, spec.where[i]};
     const sampling_settings set = {.chain = spec.p.chain, .params = sp, .n_params = spec.p.n_params, .seed = spec.p.seed};
-    rc = rc ? rc : sampling_build(s, r, &set, v, err, errlen);
+    rc = rc ? rc : build_sampling(s, r, &set, v, err, errlen);
     cli_sampler_spec_free(&spec);
     return rc;
 }
@@ -541,7 +541,7 @@ static void chain_str(const picolm_config *c, char *buf, size_t n, char *err, si
     err[0] = 0;
     if (cli_sampling_build(&s, &reg, c, &vocab, err, errlen)) return;
     sampling_describe(s, buf, n);
-    sampling_free(s);
+    free_sampling(s);
 }
 
 /* The core's side: a chain of names and key = value settings, checked
@@ -550,25 +550,25 @@ static void test_declared_params(void) {
     char buf[512], err[512] = "";
     sampling *s = NULL;
     sampling_settings set = {.chain = "penalties, top_k ,dist", .seed = 7};
-    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "chain without settings builds: %s", err);
+    CHECK(!build_sampling(&s, &reg, &set, &vocab, err, sizeof err), "chain without settings builds: %s", err);
     if (s) sampling_describe(s, buf, sizeof buf);
     CHECK(s && !strcmp(buf, "dist(seed 7)") && sampling_n_stages(s) == 1,
           "stages their declared defaults switch off (penalties 1/0/0, top_k 0) are left out: '%s'", s ? buf : "");
-    sampling_free(s);
+    free_sampling(s);
     const sampling_param one = {"presence_penalty", "0.5", "x.ini:2"};
     set.params = &one, set.n_params = 1;
     s = NULL;
-    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "chain with one setting builds: %s", err);
+    CHECK(!build_sampling(&s, &reg, &set, &vocab, err, sizeof err), "chain with one setting builds: %s", err);
     if (s) sampling_describe(s, buf, sizeof buf);
     CHECK(s && !strcmp(buf, "penalties(repeat 1, freq 0, presence 0.5, last 64) -> dist(seed 7)"),
           "unset keys take the declared defaults: '%s'", s ? buf : "");
-    sampling_free(s);
+    free_sampling(s);
     set.params = NULL, set.n_params = 0;
     set.chain = "top_k,greedy";
     s = NULL;
-    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && sampling_n_stages(s) == 1,
+    CHECK(!build_sampling(&s, &reg, &set, &vocab, err, sizeof err) && sampling_n_stages(s) == 1,
           "a neutral stage before the selector is left out: %s", err);
-    sampling_free(s);
+    free_sampling(s);
     const char *sampler = NULL;
     const picolm_param_desc *d = sampling_find_param(&reg, "penalty_last_n", &sampler);
     CHECK(d && d->type == PICOLM_PARAM_INT && d->lo == -1 && sampler && !strcmp(sampler, "penalties") && d->help && d->help[0],
@@ -576,17 +576,17 @@ static void test_declared_params(void) {
     const sampling_param bad_int = {"top_k", "4.5", "x.ini:3"};
     set.params = &bad_int, set.n_params = 1;
     s = NULL;
-    CHECK(sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && !s &&
+    CHECK(build_sampling(&s, &reg, &set, &vocab, err, sizeof err) && !s &&
               !strncmp(err, "x.ini:3: sampler key 'top_k': '4.5' is not an integer", 53),
           "a declared key with a malformed value is refused where it was set: %s", err);
     const sampling_param bad_range = {"min_p", "1.5", "command line"};
     set.params = &bad_range;
-    CHECK(sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && strstr(err, "command line: sampler key 'min_p': '1.5'") &&
+    CHECK(build_sampling(&s, &reg, &set, &vocab, err, sizeof err) && strstr(err, "command line: sampler key 'min_p': '1.5'") &&
               strstr(err, "[0, 1]"), "a value out of the declared range is refused: %s", err);
     const sampling_param edge = {"repeat_penalty", "0.00999999978", "command line"};
     set.params = &edge;
-    CHECK(!sampling_build(&s, &reg, &set, &vocab, err, sizeof err), "a float bound admits its float value: %s", err);
-    sampling_free(s);
+    CHECK(!build_sampling(&s, &reg, &set, &vocab, err, sizeof err), "a float bound admits its float value: %s", err);
+    free_sampling(s);
 }
 
 static void test_chain(void) {
@@ -620,8 +620,8 @@ static void test_chain(void) {
             bad |= sampling_sample(a, tl, -1, &x, err, sizeof err) || sampling_sample(b, tl, -1, &y, err, sizeof err) || x != y;
         }
         CHECK(!bad, "the default chain at temperature 0 picks greedy's token on 40 lists with ties (%s)", err);
-        sampling_free(a);
-        sampling_free(b);
+        free_sampling(a);
+        free_sampling(b);
     }
     base_cfg(&c);
     c.top_k = 0;
@@ -682,7 +682,7 @@ static void test_chain(void) {
         bad |= sampling_sample(s, logits, -1, &tok, err, sizeof err) || tok != best;
     }
     CHECK(!bad, "chain top_k(1) -> ... -> dist always picks the argmax (%s)", err);
-    sampling_free(s);
+    free_sampling(s);
 
     /* same seed, same tokens through the whole chain; accept feeds penalties */
     base_cfg(&c);
@@ -697,7 +697,7 @@ static void test_chain(void) {
             sampling_sample(s, logits, 100 - t, &seq[r][t], err, sizeof err);
             sampling_accept(s, seq[r][t]);
         }
-        sampling_free(s);
+        free_sampling(s);
     }
     CHECK(!memcmp(seq[0], seq[1], sizeof seq[0]) && seq[0][0] >= 0, "full chain: same seed -> same 100 tokens");
 
@@ -724,7 +724,7 @@ static void test_chain(void) {
             if (ms > worst) worst = ms;
         }
         printf("info: auto chain on 32000 logits: worst %.3f ms per token\n", worst); /* a figure, not a timed assertion */
-        sampling_free(s);
+        free_sampling(s);
     }
     /* top_p alone on a flat 32000 distribution (the nucleus is most of it) */
     snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_p,dist");
@@ -740,7 +740,7 @@ static void test_chain(void) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 20;
         printf("info: top_p 0.95 on a flat 32000 distribution: %.3f ms per token (incl. logit generation)\n", ms);
-        sampling_free(s);
+        free_sampling(s);
     }
 }
 
@@ -881,9 +881,9 @@ static void test_chain_extra(void) {
     sampling_param sp[CLI_SAMPLER_PARAMS];
     for (int i = 0; !rc && i < np; i++) sp[i] = (sampling_param){spec.kv[i].key, spec.kv[i].value, spec.where[i]};
     const sampling_settings set = {.chain = spec.p.chain, .params = sp, .n_params = np, .seed = spec.p.seed};
-    CHECK(!rc && !sampling_build(&s, &reg, &set, &vocab, err, sizeof err) && !strcmp(sampling_stage_name(s, 0), "json_schema"),
+    CHECK(!rc && !build_sampling(&s, &reg, &set, &vocab, err, sizeof err) && !strcmp(sampling_stage_name(s, 0), "json_schema"),
           "that chain builds with json_schema as its first stage: %s", err);
-    sampling_free(s);
+    free_sampling(s);
     cli_sampler_spec_free(&spec);
     snprintf(c.sampler_chain, sizeof c.sampler_chain, "top_k,json_schema,greedy");
     rc = cli_sampler_spec_of(&c, extra, 1, &spec, err, sizeof err);
@@ -927,7 +927,7 @@ static void test_chain_large(void) {
             char err[256];
             if (cli_sampling_build(&s, &reg, &c, &big, err, sizeof err)) { CHECK(0, "chain on %d: %s", nv, err); bad++; continue; }
             sampling *o = NULL; /* the same chain, every stage's apply() over the full list */
-            if (cli_sampling_build(&o, &reg, &c, &big, err, sizeof err)) { CHECK(0, "chain on %d: %s", nv, err); bad++; sampling_free(s); continue; }
+            if (cli_sampling_build(&o, &reg, &c, &big, err, sizeof err)) { CHECK(0, "chain on %d: %s", nv, err); bad++; free_sampling(s); continue; }
             sampling_direct(o, 0);
             ref_chain r;
             ref_init(&r, &c);
@@ -950,8 +950,8 @@ static void test_chain_large(void) {
                 sampling_accept(o, got);
                 ref_accept(&r, want);
             }
-            sampling_free(s);
-            sampling_free(o);
+            free_sampling(s);
+            free_sampling(o);
         }
     }
     CHECK(!bad, "chains on %d candidates (7 configurations x peaked, flat, very flat) draw the reference's tokens (%d of %d differ)",
@@ -1012,7 +1012,7 @@ static void test_direct(void) {
             picolm_vocab big = {nv, 1, 2, pc, pl, NULL};
             sampling *s[2] = {NULL, NULL};
             char err[2][256] = {"", ""};
-            if (sampling_build(&s[0], &reg, &set, &big, err[0], sizeof err[0]) || sampling_build(&s[1], &reg, &set, &big, err[0], sizeof err[0])) {
+            if (build_sampling(&s[0], &reg, &set, &big, err[0], sizeof err[0]) || build_sampling(&s[1], &reg, &set, &big, err[0], sizeof err[0])) {
                 CHECK(0, "direct: chain %s: %s", chains[ci][0], err[0]);
                 bad++;
             } else {
@@ -1040,8 +1040,8 @@ static void test_direct(void) {
                         if (!rc[k]) sampling_accept(s[k], tok[k]);
                 }
             }
-            sampling_free(s[0]);
-            sampling_free(s[1]);
+            free_sampling(s[0]);
+            free_sampling(s[1]);
         }
     }
     CHECK(!bad && total == 12 * 3 * 9 && failed > 0, "direct path on and off: the same token (or error) on %d lists of 1000, 4096 and 151936 "
@@ -1105,10 +1105,10 @@ static void test_recorded(void) {
                 const sampling_settings set = {.chain = "temperature,top_p,dist", .params = sp, .n_params = 2, .seed = 100 + ci};
                 sampling *s[2] = {NULL, NULL};
                 char err[256] = "";
-                if (sampling_build(&s[0], &reg, &set, &v, err, sizeof err) || sampling_build(&s[1], &reg, &set, &v, err, sizeof err)) {
+                if (build_sampling(&s[0], &reg, &set, &v, err, sizeof err) || build_sampling(&s[1], &reg, &set, &v, err, sizeof err)) {
                     CHECK(0, "recorded: %s", err);
                     bad++;
-                    sampling_free(s[0]);
+                    free_sampling(s[0]);
                     continue;
                 }
                 sampling_direct(s[1], 0);
@@ -1137,8 +1137,8 @@ static void test_recorded(void) {
                     }
                 }
                 if (tp) destroy("top_p", tp);
-                sampling_free(s[0]);
-                sampling_free(s[1]);
+                free_sampling(s[0]);
+                free_sampling(s[1]);
             }
             if (h != want[si][sh]) {
                 printf("  recorded: %d logits, %s: hash %016llx, recorded %016llx\n", nv, shapes[sh], (unsigned long long)h,
@@ -1255,7 +1255,7 @@ static void test_fused(void) {
                 const sampling_settings ss = {.chain = "temperature,top_p,dist", .params = sp, .n_params = 2, .seed = 7 + (uint64_t)lists};
                 picolm_vocab v = {nv, 1, 2, pc, pl, NULL};
                 sampling *s2[2] = {NULL, NULL};
-                if (sampling_build(&s2[0], &reg, &ss, &v, err, sizeof err) || sampling_build(&s2[1], &reg, &ss, &v, err, sizeof err)) {
+                if (build_sampling(&s2[0], &reg, &ss, &v, err, sizeof err) || build_sampling(&s2[1], &reg, &ss, &v, err, sizeof err)) {
                     CHECK(0, "fused: %s", err);
                     chain_bad++;
                 } else {
@@ -1267,8 +1267,8 @@ static void test_fused(void) {
                         chain_bad += tok[0] != tok[1];
                     }
                 }
-                sampling_free(s2[0]);
-                sampling_free(s2[1]);
+                free_sampling(s2[0]);
+                free_sampling(s2[1]);
             }
         }
     }
@@ -1320,7 +1320,7 @@ static void bench_chain(void) {
             char desc[256];
             sampling_describe(s, desc, sizeof desc);
             printf("info: bench: %6d vocab: %.3f ms per token (peaked), %.3f (flat): %s\n", nv, ms[0] / reps, ms[1] / reps, desc);
-            sampling_free(s);
+            free_sampling(s);
         }
     }
     free(l);
@@ -1358,6 +1358,6 @@ int main(void) {
     test_fused();
     /* timings only mean something at native speed */
     if (!getenv("PICOLM_TEST_WRAPPER") && !getenv("PICOLM_SANITIZER")) bench_chain();
-    registry_free(&reg);
+    free_registry(&reg);
     return CHECK_DONE();
 }

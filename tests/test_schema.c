@@ -383,9 +383,9 @@ static void test_real_vocab(const char *shared, const char *model) {
     snprintf(path, sizeof path, "%s/models/%s", shared, model);
     gguf_file f;
     tokenizer *tok = NULL;
-    if (gguf_open(&f, path, NULL, err, sizeof err)) { SKIP("%s: %s", model, err); return; }
-    const int rc = tokenizer_build(&tok, &f, err, sizeof err);
-    gguf_close(&f);
+    if (build_gguf(&f, path, NULL, err, sizeof err)) { SKIP("%s: %s", model, err); return; }
+    const int rc = build_tokenizer(&tok, &f, err, sizeof err);
+    free_gguf(&f);
     if (rc) { CHECK(0, "%s: tokenizer: %s", model, err); return; }
     const picolm_vocab *v = tokenizer_vocab(tok);
     const tvocab real = {*v, v->n_vocab, v->n_vocab, NULL, NULL, NULL};
@@ -424,7 +424,7 @@ static void test_real_vocab(const char *shared, const char *model) {
           model, v->n_vocab, runs, sizeof GEN_SCHEMAS / sizeof *GEN_SCHEMAS, multi);
     free(all);
     tv_free(&bv);
-    tokenizer_free(tok);
+    free_tokenizer(tok);
 }
 
 /* apply_logits: the list apply() leaves over the full list, same order. */
@@ -620,7 +620,7 @@ static void test_lazy(void) {
 }
 
 int main(void) {
-    registry_init(&reg);
+    build_registry(&reg);
     char path[1024];
     snprintf(path, sizeof path, "%s/plugins/sampler-json_schema.so", build_dir());
     const int idx = registry_load_file(&reg, path);
@@ -641,6 +641,6 @@ int main(void) {
         test_real_vocab(shared, "rand-llama3-q4_k_m.gguf");
         test_real_vocab(shared, "tiny-shakespeare-q8_0.gguf");
     }
-    registry_free(&reg);
+    free_registry(&reg);
     return CHECK_DONE();
 }

@@ -96,10 +96,10 @@ static double now_s(clockid_t c) {
 
 int main(void) {
     const int ncpu = cpu_count_online();
-    threadpool *p0 = threadpool_create(0);
+    threadpool *p0 = build_threadpool(0);
     CHECK(p0 && threadpool_size(p0) == ncpu, "create(0) uses all %d online CPUs", ncpu);
-    threadpool_destroy(p0);
-    threadpool_destroy(NULL);
+    free_threadpool(p0);
+    free_threadpool(NULL);
     CHECK(threadpool_size(NULL) == 1, "size(NULL) == 1");
 
     const int sizes[] = {1, 2, 3, 4, 7};
@@ -107,7 +107,7 @@ int main(void) {
     uint64_t rng = 12345;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const int t = sizes[si];
-        threadpool *p = threadpool_create(t);
+        threadpool *p = build_threadpool(t);
         CHECK(p && threadpool_size(p) == t, "pool of %d created", t);
         if (!p) continue;
         const char *why = "";
@@ -159,25 +159,25 @@ int main(void) {
             for (int i = 0; i < t; i++) s += c.inner_sum[i];
             CHECK(!c.bad && s == 2 * t * 45, "pool %d: nested run inline, sums right", t);
         }
-        threadpool_destroy(p);
+        free_threadpool(p);
     }
 
     /* never-spin mode (PICOLM_SPIN_US=0): every hand-off goes through the condvar */
     setenv("PICOLM_SPIN_US", "0", 1);
     {
-        threadpool *p = threadpool_create(3);
+        threadpool *p = build_threadpool(3);
         const char *why = "";
         int bad = 0;
         for (int c = 0; c < 3000 && !bad; c++)
             if (run_and_verify(p, c % 17, &why)) bad = 1;
         CHECK(!bad, "PICOLM_SPIN_US=0: 3000 calls through the sleep path %s", bad ? why : "");
-        threadpool_destroy(p);
+        free_threadpool(p);
     }
     unsetenv("PICOLM_SPIN_US");
 
     /* idle pool sleeps: CPU time over 300 ms idle must be far below wall time */
     {
-        threadpool *p = threadpool_create(ncpu > 1 ? ncpu : 2);
+        threadpool *p = build_threadpool(ncpu > 1 ? ncpu : 2);
         int64_t counters[MAXT * 8] = {0};
         threadpool_run(p, 64, noop, counters);
         struct timespec settle = {0, 20000000};
@@ -187,13 +187,13 @@ int main(void) {
         nanosleep(&idle, NULL);
         double used = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
         CHECK(used < 0.05, "idle pool used %.1f ms CPU in 300 ms (workers sleep)", used * 1e3);
-        threadpool_destroy(p);
+        free_threadpool(p);
     }
 
     /* informational: per-call overhead of an almost empty job */
     {
         const int t = ncpu;
-        threadpool *p = threadpool_create(t);
+        threadpool *p = build_threadpool(t);
         int64_t counters[MAXT * 8] = {0};
         /* up to 100k calls or ~0.5 s, whichever first (a loaded machine) */
         int iters = 0;
@@ -209,7 +209,7 @@ int main(void) {
         int64_t total = 0;
         for (int i = 0; i < t; i++) total += counters[i * 8];
         CHECK(total == (int64_t)(iters + 1000) * t, "overhead loop ran every chunk (%lld)", (long long)total);
-        threadpool_destroy(p);
+        free_threadpool(p);
     }
     return CHECK_DONE();
 }

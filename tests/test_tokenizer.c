@@ -152,11 +152,11 @@ static void test_synthetic(void) {
     ENC_EQ(t, "d", 0, V_BYTE0 + 'd');
     ENC_EQ(t, "a b", 0, V_A, V_SPACE, V_B);
     CHECK(tokenizer_encode(t, "", 0, 0, 1, NULL, 0) == 0, "synthetic: empty text -> no tokens");
-    tokenizer_free(t);
+    free_tokenizer(t);
 
     o.ba_score = -1.5f; /* now "ba" outranks "ab" */
     t = synth(&o, err, sizeof err);
-    if (t) { ENC_EQ(t, "aba", 0, V_A, V_BA); tokenizer_free(t); }
+    if (t) { ENC_EQ(t, "aba", 0, V_A, V_BA); free_tokenizer(t); }
 
     o = (vopts){ .ba_score = -2, .space_prefix = -1 }; /* default: dummy prefix on */
     t = synth(&o, err, sizeof err);
@@ -195,7 +195,7 @@ static void test_synthetic(void) {
         int32_t three[3];
         CHECK(tokenizer_encode(t, "ab", 2, 1, 0, three, 3) == 3 && three[0] == 1 && three[1] == V_SPACE && three[2] == V_AB,
               "exact-size buffer with BOS");
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
 
     o = (vopts){ .ba_score = -2, .space_prefix = 1, .name = "Phi-3 Mini 4k" };
@@ -204,12 +204,12 @@ static void test_synthetic(void) {
         /* phi-3: whitespace after special tokens is eaten (llama.cpp rstrip) */
         ENC_EQ(t, "<|user|>  a", 1, V_USER, V_SPA);
         ENC_EQ(t, "<s>  a", 1, V_S, V_SPACE, V_SPACE, V_SPA);
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
 
     o = (vopts){ .ba_score = -2, .space_prefix = 0, .no_bytes = 1 };
     t = synth(&o, err, sizeof err);
-    if (t) { ENC_EQ(t, "adb", 0, V_A, V_UNK, V_B); tokenizer_free(t); }
+    if (t) { ENC_EQ(t, "adb", 0, V_A, V_UNK, V_B); free_tokenizer(t); }
 
     /* hostile metadata: each must fail with a message naming the problem */
     struct { vopts o; const char *what, *expect; } bad[] = {
@@ -227,7 +227,7 @@ static void test_synthetic(void) {
         err[0] = 0;
         t = synth(&bad[i].o, err, sizeof err);
         CHECK(!t && strstr(err, bad[i].expect), "rejects %s (%s)", bad[i].what, err);
-        tokenizer_free(t);
+        free_tokenizer(t);
     }
 }
 
@@ -240,10 +240,10 @@ static void test_utf8_prefix(void) {
     };
     int ok = 1;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        size_t g = utf8_complete_prefix(c[i].s, c[i].n);
-        if (g != c[i].want) { printf("  utf8_complete_prefix case %zu: %zu != %zu\n", i, g, c[i].want); ok = 0; }
+        size_t g = tokenizer_utf8_prefix(c[i].s, c[i].n);
+        if (g != c[i].want) { printf("  tokenizer_utf8_prefix case %zu: %zu != %zu\n", i, g, c[i].want); ok = 0; }
     }
-    CHECK(ok, "utf8_complete_prefix holds back only incomplete trailing characters");
+    CHECK(ok, "tokenizer_utf8_prefix holds back only incomplete trailing characters");
 }
 
 static void test_llama_ref(const char *sh) {
@@ -397,8 +397,8 @@ static void test_llama_ref(const char *sh) {
     }
     char dummy = 'x';
     CHECK(tokenizer_encode(t, &dummy, SIZE_MAX, 0, 0, NULL, 0) == -1, "absurd input length is an error, not a crash");
-    tokenizer_free(t);
-    gguf_close(&gf);
+    free_tokenizer(t);
+    free_gguf(&gf);
 }
 
 static void test_prompt(const char *sh, const char *model, const char *prompt, const char *ref) {
@@ -428,8 +428,8 @@ static void test_prompt(const char *sh, const char *model, const char *prompt, c
         CHECK(0, "read %s and %s", prompt, ref);
     }
     free(text); free(refb);
-    tokenizer_free(t);
-    gguf_close(&gf);
+    free_tokenizer(t);
+    free_gguf(&gf);
 }
 
 static void test_generated(const char *sh) {
@@ -446,8 +446,8 @@ static void test_generated(const char *sh) {
         for_each_case(inp, il, out, ol, check_case, &c);
         CHECK(c.total >= 200 && c.fails == 0, "tiny-shakespeare vocab vs SentencePiece library: %d/%d cases equal",
               c.total - c.fails, c.total);
-        tokenizer_free(t);
-        gguf_close(&gf);
+        free_tokenizer(t);
+        free_gguf(&gf);
     } else {
         CHECK(0, "load %s", p);
     }

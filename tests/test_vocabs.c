@@ -55,8 +55,8 @@ static void vectors(void) {
             struct vec_ctx c = {t, 0, 0};
             for_each_case(inp, il, out, ol, vec_case, &c);
             CHECK(c.total >= 40 && c.fails == 0, "%s: llama.cpp's vectors, %d/%d cases identical", g, c.total - c.fails, c.total);
-            tokenizer_free(t);
-            gguf_close(&gf);
+            free_tokenizer(t);
+            free_gguf(&gf);
         }
         free(inp), free(out);
         files++;
@@ -95,7 +95,7 @@ static void renders(const char *sh) {
         snprintf(p, sizeof p, FAM_DIR "/%s.gguf", cases[i].model);
         gguf_file gf;
         int kind = -1;
-        const int ok = n > 0 && !gguf_open(&gf, p, NULL, err, sizeof err);
+        const int ok = n > 0 && !build_gguf(&gf, p, NULL, err, sizeof err);
         if (ok && chat_kind_resolve("auto", &gf, &kind, note, sizeof note, err, sizeof err)) kind = -1;
         size_t rl, ol = 0;
         char *got = kind >= 0 ? chat_render(kind, m, n, 1, &ol) : NULL;
@@ -104,7 +104,7 @@ static void renders(const char *sh) {
         CHECK(got && ref && rl == ol && !memcmp(got, ref, rl), "%s's template (%s) renders %s byte for byte (%zu / %zu bytes)",
               cases[i].model, kind >= 0 ? chat_kind_name(kind) : err, p, ol, ref ? rl : 0);
         free(got), free(ref), free(sys), free(text);
-        if (ok) gguf_close(&gf);
+        if (ok) free_gguf(&gf);
     }
     free(conv);
 }

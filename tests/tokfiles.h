@@ -20,9 +20,9 @@ static inline char *read_file(const char *path, size_t *len) { return tl_slurp(p
 
 static inline tokenizer *load_tok(const char *path, gguf_file *gf) {
     char err[512];
-    if (gguf_open(gf, path, NULL, err, sizeof err)) { printf("gguf_open %s: %s\n", path, err); return NULL; }
+    if (build_gguf(gf, path, NULL, err, sizeof err)) { printf("build_gguf %s: %s\n", path, err); return NULL; }
     tokenizer *t = NULL;
-    if (tokenizer_build(&t, gf, err, sizeof err)) { printf("tokenizer_build %s: %s\n", path, err); t = NULL; }
+    if (build_tokenizer(&t, gf, err, sizeof err)) { printf("build_tokenizer %s: %s\n", path, err); t = NULL; }
     return t;
 }
 
@@ -101,8 +101,8 @@ static inline tokenizer *tok_from_gguf(wbuf *w, char *err, size_t errlen) {
     gguf_file gf;
     tokenizer *t = NULL;
     if (gguf_parse(&gf, w->b, w->n, NULL, err, errlen) == 0) {
-        if (tokenizer_build(&t, &gf, err, errlen)) t = NULL;
-        gguf_close(&gf);
+        if (build_tokenizer(&t, &gf, err, errlen)) t = NULL;
+        free_gguf(&gf);
     }
     free(w->b);
     return t;

@@ -62,6 +62,6 @@ int main(int argc, char **argv) {
     free(out);
     free(w);
     free(a);
-    registry_free(&r);
+    free_registry(&r);
     return 0;
 }
