@@ -53,7 +53,7 @@ int main() {
             std::string col(n, 0);
             for (size_t i = 0; i < n; i++) {
                 cps[i] = pool[rng() % (sizeof pool / sizeof pool[0])];
-                fl[i] = ucd_flags(cps[i]);
+                fl[i] = unicode_flags(cps[i]);
                 if (cps[i] < 128) col[i] = (char)cps[i];
                 else if (fl[i] & UCD_WHITESPACE) col[i] = 0x0B;
                 else { int c = fl[i] & 0xFF; col[i] = (char)(c == UCD_NUMBER ? 0xD1 : c == UCD_LETTER ? 0xD2 : c == UCD_PUNCT ? 0xD3 : c == UCD_MARK ? 0xD4 : c == UCD_SYMBOL ? 0xD5 : 0xD0); }
@@ -61,7 +61,7 @@ int main() {
             std::vector<size_t> ref = { n };
             for (auto &r : rxs) ref = split_stl(col, r, ref);
             std::vector<size_t> lens(n), tmp(n);
-            size_t m = pretok_split(f.k, cps.data(), fl.data(), n, lens.data(), tmp.data());
+            size_t m = unicode_pretok_split(f.k, cps.data(), fl.data(), n, lens.data(), tmp.data());
             lens.resize(m);
             if (lens != ref) { if (bad++ < 3) { printf("%s mismatch:", f.name); for (auto c : cps) printf(" %X", c); printf("\n  ref"); for (auto x : ref) printf(" %zu", x); printf("\n  got"); for (auto x : lens) printf(" %zu", x); printf("\n"); } }
         }

@@ -24,8 +24,10 @@ for m in rand-lfm2-q8_0 rand-gemma3-q8_0; do
     model=tests/data/families/$m.gguf
     [ -f "$model" ] || { echo "SKIP: t_server_families: $model absent"; continue; }
     port=$((20000 + $$ % 20000))
-    # 4 slots of up to 160 positions in 14 blocks of 16: 4 replies of 48
-    # tokens after prompts of ~30 do not fit at once
+    # 4 slots of up to 160 positions in 14 blocks of 16: a reply of 100
+    # tokens after a prompt of ~15 takes 8 blocks, so any two that overlap
+    # in time do not fit at once (48-token replies on these tiny models
+    # could finish before the next request arrived)
     "$SRV" "$model" --port $port -j 1 -c 160 --slots 4 --kv-blocks 14 >"$tmp/$m.log" 2>&1 &
     pid=$!
     URL=http://127.0.0.1:$port
@@ -36,10 +38,10 @@ for m in rand-lfm2-q8_0 rand-gemma3-q8_0; do
     done
     if [ $up = 0 ]; then echo "FAIL: $m: the server did not start: $(tail -3 "$tmp/$m.log")"; rc=1; kill $pid; continue; fi
     p0="The river runs to the sea and the sea"
-    for i in 0 1 2 3; do req "$URL" "$p0 $i: the ships" 48 >"$tmp/solo$i"; done
+    for i in 0 1 2 3; do req "$URL" "$p0 $i: the ships" 100 >"$tmp/solo$i"; done
     before=$(metric "$URL" picolm_preemptions_total)
     pids=""
-    for i in 0 1 2 3; do req "$URL" "$p0 $i: the ships" 48 >"$tmp/par$i" & pids="$pids $!"; done
+    for i in 0 1 2 3; do req "$URL" "$p0 $i: the ships" 100 >"$tmp/par$i" & pids="$pids $!"; done
     for j in $pids; do wait "$j"; done
     same=0
     for i in 0 1 2 3; do [ -s "$tmp/solo$i" ] && cmp -s "$tmp/solo$i" "$tmp/par$i" && same=$((same + 1)); done
