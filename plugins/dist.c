@@ -61,16 +61,8 @@ static int dist_apply(void *state, picolm_candidates *c, char *err, size_t errle
 
 static void dist_reset(void *state) { reseed(state); }
 
-static const picolm_sampler_vtable dist_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_SELECT,
-    .flags = PICOLM_SAMPLER_SEEDED,
-    .create = dist_create,
-    .destroy = dist_destroy,
-    .apply = dist_apply,
-    .reset = dist_reset,
-    .draw = dist_draw,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "dist", "1.0",
-                     "draw a token from the softmax of the candidates (seeded, reproducible)", 0, 0, &dist_vtable);
+PICOLM_DEFINE_SAMPLER("dist", "1.0", "draw a token from the softmax of the candidates (seeded, reproducible)",
+                      PICOLM_SAMPLER_SELECT,
+                      .flags = PICOLM_SAMPLER_SEEDED, .create = dist_create,
+                      .destroy = dist_destroy, .apply = dist_apply, .reset = dist_reset,
+                      .draw = dist_draw);

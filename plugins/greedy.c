@@ -21,12 +21,6 @@ static int greedy_apply(void *state, picolm_candidates *c, char *err, size_t err
     return 0;
 }
 
-static const picolm_sampler_vtable greedy_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_SELECT,
-    .create = greedy_create,
-    .apply = greedy_apply,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "greedy", "1.0",
-                     "pick the most likely token (argmax, ties -> lowest id)", 0, 0, &greedy_vtable);
+PICOLM_DEFINE_SAMPLER("greedy", "1.0", "pick the most likely token (argmax, ties -> lowest id)",
+                      PICOLM_SAMPLER_SELECT,
+                      .create = greedy_create, .apply = greedy_apply);

@@ -160,16 +160,7 @@ static const picolm_param_desc json_params[] = {
     {0},
 };
 
-static const picolm_sampler_vtable json_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = json_params,
-    .create = json_create,
-    .destroy = json_destroy,
-    .apply = json_apply,
-    .accept = json_accept,
-    .reset = json_reset,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "json", "1.0",
-                     "constrain output to one JSON object or array (--json)", 0, 0, &json_vtable);
+PICOLM_DEFINE_SAMPLER("json", "1.0", "constrain output to one JSON object or array (--json)",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = json_params, .create = json_create, .destroy = json_destroy,
+                      .apply = json_apply, .accept = json_accept, .reset = json_reset);

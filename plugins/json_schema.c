@@ -2211,18 +2211,8 @@ static const picolm_param_desc sj_params[] = {
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
-static const picolm_sampler_vtable sj_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = sj_params,
-    .create = sj_create,
-    .destroy = sj_destroy,
-    .apply = sj_apply,
-    .accept = sj_accept,
-    .reset = sj_reset,
-    .apply_logits = sj_apply_logits,
-    .min_budget = sj_min_budget,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "json_schema", "1.0",
-                     "constrain output to one JSON document valid against a JSON Schema (--json-schema)", 0, 0, &sj_vtable);
+PICOLM_DEFINE_SAMPLER("json_schema", "1.0", "constrain output to one JSON document valid against a JSON Schema (--json-schema)",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = sj_params, .create = sj_create, .destroy = sj_destroy,
+                      .apply = sj_apply, .accept = sj_accept, .reset = sj_reset,
+                      .apply_logits = sj_apply_logits, .min_budget = sj_min_budget);

@@ -73,16 +73,8 @@ static const picolm_param_desc minp_params[] = {
 
 static int minp_neutral(const void *state) { return *(const float *)state <= 0; }
 
-static const picolm_sampler_vtable minp_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = minp_params,
-    .create = minp_create,
-    .destroy = minp_destroy,
-    .apply = minp_apply,
-    .neutral = minp_neutral,
-    .apply_logits = minp_apply_logits,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "min_p", "1.0",
-                     "drop tokens less likely than min_p times the best one", 0, 0, &minp_vtable);
+PICOLM_DEFINE_SAMPLER("min_p", "1.0", "drop tokens less likely than min_p times the best one",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = minp_params, .create = minp_create, .destroy = minp_destroy,
+                      .apply = minp_apply, .neutral = minp_neutral,
+                      .apply_logits = minp_apply_logits);

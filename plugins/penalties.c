@@ -143,17 +143,8 @@ static const picolm_param_desc pen_params[] = {
     {0},
 };
 
-static const picolm_sampler_vtable pen_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = pen_params,
-    .create = pen_create,
-    .destroy = pen_destroy,
-    .apply = pen_apply,
-    .accept = pen_accept,
-    .reset = pen_reset,
-    .neutral = pen_neutral,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "penalties", "1.0",
-                     "repetition, frequency and presence penalties over the last tokens", 0, 0, &pen_vtable);
+PICOLM_DEFINE_SAMPLER("penalties", "1.0", "repetition, frequency and presence penalties over the last tokens",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = pen_params, .create = pen_create, .destroy = pen_destroy,
+                      .apply = pen_apply, .accept = pen_accept, .reset = pen_reset,
+                      .neutral = pen_neutral);

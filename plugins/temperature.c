@@ -55,15 +55,7 @@ static const picolm_param_desc temp_params[] = {
     {0},
 };
 
-static const picolm_sampler_vtable temp_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = temp_params,
-    .create = temp_create,
-    .destroy = temp_destroy,
-    .apply = temp_apply,
-    .logit_scale = temp_scale,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "temperature", "1.0",
-                     "scale logits by 1/temperature (<= 0 keeps only the best token)", 0, 0, &temp_vtable);
+PICOLM_DEFINE_SAMPLER("temperature", "1.0", "scale logits by 1/temperature (<= 0 keeps only the best token)",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = temp_params, .create = temp_create, .destroy = temp_destroy,
+                      .apply = temp_apply, .logit_scale = temp_scale);

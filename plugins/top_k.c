@@ -105,15 +105,8 @@ static const picolm_param_desc topk_params[] = {
 
 static int topk_neutral(const void *state) { return ((const topk_state *)state)->k == 0; }
 
-static const picolm_sampler_vtable topk_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = topk_params,
-    .create = topk_create,
-    .destroy = topk_destroy,
-    .apply = topk_apply,
-    .neutral = topk_neutral,
-    .apply_logits = topk_apply_logits,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_k", "1.0", "keep the k most likely tokens", 0, 0, &topk_vtable);
+PICOLM_DEFINE_SAMPLER("top_k", "1.0", "keep the k most likely tokens",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = topk_params, .create = topk_create, .destroy = topk_destroy,
+                      .apply = topk_apply, .neutral = topk_neutral,
+                      .apply_logits = topk_apply_logits);

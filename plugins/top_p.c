@@ -918,17 +918,8 @@ static const picolm_param_desc topp_params[] = {
 
 static int topp_neutral(const void *state) { return ((const topp_state *)state)->p >= 1.0; }
 
-static const picolm_sampler_vtable topp_vtable = {
-    .struct_size = sizeof(picolm_sampler_vtable),
-    .role = PICOLM_SAMPLER_PROCESS,
-    .params = topp_params,
-    .create = topp_create,
-    .destroy = topp_destroy,
-    .apply = topp_apply,
-    .neutral = topp_neutral,
-    .apply_logits = topp_apply_logits,
-    .apply_select = topp_apply_select,
-};
-
-PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, "top_p", "1.0",
-                     "nucleus: keep the most likely tokens up to probability mass p (picoLM's -k)", 0, 0, &topp_vtable);
+PICOLM_DEFINE_SAMPLER("top_p", "1.0", "nucleus: keep the most likely tokens up to probability mass p (picoLM's -k)",
+                      PICOLM_SAMPLER_PROCESS,
+                      .params = topp_params, .create = topp_create, .destroy = topp_destroy,
+                      .apply = topp_apply, .neutral = topp_neutral,
+                      .apply_logits = topp_apply_logits, .apply_select = topp_apply_select);

@@ -551,6 +551,14 @@ typedef struct picolm_elf_note {
 #define PICOLM_DEFINE_PLUGIN(kind_, name_, version_, description_, cpu_required_, priority_, vtable_) \
     PICOLM_DEFINE_PLUGIN_EX(kind_, name_, version_, description_, cpu_required_, priority_, vtable_, NULL, NULL)
 
+/* A sampler plugin in one statement: its vtable (struct_size and the role
+   filled in, the members given as designated initializers: .create = ...,
+   .apply = ...) and its descriptor. */
+#define PICOLM_DEFINE_SAMPLER(name_, version_, description_, role_, ...)                                   \
+    static const picolm_sampler_vtable picolm_sampler_vtable_ = {.struct_size = sizeof(picolm_sampler_vtable), \
+                                                                 .role = (role_), __VA_ARGS__};           \
+    PICOLM_DEFINE_PLUGIN(PICOLM_KIND_SAMPLER, name_, version_, description_, 0, 0, &picolm_sampler_vtable_)
+
 #ifdef __cplusplus
 }
 #endif
