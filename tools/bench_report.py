@@ -8,7 +8,7 @@ the same file with the same thread count and run shape, one after the
 other.  Prints a Markdown block: the command, the host, and one table.
 
 Environment (make variables of the same names):
-  BENCH_MODELS    shapes or files (default: tinyllama:Q4_K_M qwen2.5-0.5b:Q4_K_M)
+  BENCH_MODELS    shapes or files (default: tinyllama, qwen2.5-0.5b, gemma3-1b, lfm2-700m, Q4_K_M)
   BENCH_BACKENDS  picolm backends (default: every SIMD backend this CPU runs)
   BENCH_THREADS   threads (default: the online CPUs)
   BENCH_ARGS      run shape (default: -p 128 -n 64 -r 3)
@@ -61,7 +61,7 @@ def host(cpu, feats):
 
 
 def main():
-    models = (os.environ.get("BENCH_MODELS") or "tinyllama:Q4_K_M qwen2.5-0.5b:Q4_K_M").split()
+    models = (os.environ.get("BENCH_MODELS") or "tinyllama:Q4_K_M qwen2.5-0.5b:Q4_K_M gemma3-1b:Q4_K_M lfm2-700m:Q4_K_M").split()
     threads = os.environ.get("BENCH_THREADS", "") or str(os.cpu_count() or 1)
     shape = shlex.split(os.environ.get("BENCH_ARGS", "") or "-p 128 -n 64 -r 3")
     cpu, feats, found = plugins()
