@@ -522,6 +522,7 @@ static void tool_render_tests(void) {
         if (z && !header_only_gguf(&g, &buf, z, err, sizeof err)) {
             chat_kind_resolve("auto", &g, &kind, NULL, 0, err, sizeof err);
             fam = chat_tools_resolve(kind, &g);
+            free_gguf(&g);
         }
         CHECK(kind == FAM[i].kind && fam == FAM[i].want, "%s: template %s, tool format %s", FAM[i].file, chat_kind_name(kind),
               fam >= 0 ? chat_tools_format(fam)->name : "?");
