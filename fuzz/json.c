@@ -29,34 +29,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     picolm_sampler_init init = {.struct_size = sizeof init, .vocab = &voc};
     void *st = NULL;
     char err[256];
-    if (json_vtable.create(&init, &st, err, sizeof err)) return 0;
+    if (picolm_sampler_vtable_.create(&init, &st, err, sizeof err)) return 0;
 
     picolm_token_data cand[NV_MAX];
     unsigned char out[120 * 16 + 1];
     size_t out_len = 0;
     int budget = budget0, done = 0;
-    if (flags & 2) json_vtable.accept(st, 'x'); /* a prompt token: restarts, harmless */
+    if (flags & 2) picolm_sampler_vtable_.accept(st, 'x'); /* a prompt token: restarts, harmless */
     while (budget > 0) {
         for (int i = 0; i < nv; i++) cand[i] = (picolm_token_data){i, (float)((i * 37 + budget) % 11), 0};
         picolm_candidates c = {cand, (size_t)nv, 0, 0, -1, budget};
-        int r = json_vtable.apply(st, &c, err, sizeof err);
+        int r = picolm_sampler_vtable_.apply(st, &c, err, sizeof err);
         FUZZ_ASSERT(r == 0, "apply failed with %d tokens left: %s", budget, err);
         FUZZ_ASSERT(c.size >= 1 && c.size <= (size_t)nv, "bad candidate count %zu", c.size);
         /* every survivor keeps the text a valid prefix: check one fully */
         const size_t pick = pos < size ? data[pos++] % c.size : 0;
         const int32_t id = c.data[pick].id;
         FUZZ_ASSERT(id >= 0 && id < nv, "survivor id %d", id);
-        if (id == 256) { done = 1; budget--; json_vtable.accept(st, id); break; }
+        if (id == 256) { done = 1; budget--; picolm_sampler_vtable_.accept(st, id); break; }
         memcpy(out + out_len, piece[id], plen[id]);
         out_len += plen[id];
-        json_vtable.accept(st, id);
+        picolm_sampler_vtable_.accept(st, id);
         budget--;
         if (((json_state *)st)->cur.mode == JG_DONE) done = 1;
         if (pos >= size && done) break;
     }
     FUZZ_ASSERT(done, "budget of %d tokens ran out before the document closed: %.*s", budget0, (int)out_len, out);
     FUZZ_ASSERT(valid_json(out, out_len, 0), "generated text is not valid JSON: %.*s", (int)out_len, out);
-    json_vtable.reset(st);
-    json_vtable.destroy(st);
+    picolm_sampler_vtable_.reset(st);
+    picolm_sampler_vtable_.destroy(st);
     return 0;
 }

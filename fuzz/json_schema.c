@@ -44,26 +44,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                       .params = (const picolm_param[3]){prm[0], {"json_schema_trigger", "<T>"}, {"json_schema_optional", "1"}}, .n_params = 3};
     void *st = NULL;
     char err[512] = "";
-    if (sj_vtable.create(lazy == 3 ? &both : &init, &st, err, sizeof err)) {
+    if (picolm_sampler_vtable_.create(lazy == 3 ? &both : &init, &st, err, sizeof err)) {
         FUZZ_ASSERT(!strncmp(err, "json_schema: ", 13), "a refusal without a message: '%s'", err);
         free(schema);
         return 0;
     }
-    const int budget0 = sj_vtable.min_budget(st) + extra_budget;
+    const int budget0 = picolm_sampler_vtable_.min_budget(st) + extra_budget;
     FUZZ_ASSERT(budget0 > extra_budget, "min_budget %d", budget0 - extra_budget);
     picolm_token_data cand[NV_MAX];
     static unsigned char out[64 * 16 + 1];
     size_t out_len = 0, doc_at = 0; /* where the document starts in out */
     int budget = budget0, done = 0;
-    if (flags & 2) sj_vtable.accept(st, 'x'); /* a prompt token: restarts, harmless */
+    if (flags & 2) picolm_sampler_vtable_.accept(st, 'x'); /* a prompt token: restarts, harmless */
     for (; budget > 0 && !done && out_len + 16 < sizeof out; budget--) {
         for (int i = 0; i < nv; i++) cand[i] = (picolm_token_data){i, (float)((i * 37 + budget) % 11), 0};
         picolm_candidates c = {cand, (size_t)nv, 0, 0, -1, budget};
-        FUZZ_ASSERT(!sj_vtable.apply(st, &c, err, sizeof err), "apply failed with %d of %d tokens left: %s", budget, budget0, err);
+        FUZZ_ASSERT(!picolm_sampler_vtable_.apply(st, &c, err, sizeof err), "apply failed with %d of %d tokens left: %s", budget, budget0, err);
         const int32_t id = c.data[pos < size ? data[pos++] % c.size : 0].id;
         FUZZ_ASSERT(id >= 0 && id < nv, "survivor id %d", id);
         const int was_free = ((const sj_state *)st)->free_text;
-        sj_vtable.accept(st, id);
+        picolm_sampler_vtable_.accept(st, id);
         if (id == 256) done = 1;
         else memcpy(out + out_len, piece[id], plen[id]), out_len += plen[id];
         const sj_state *s = st;
@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ar_free(&ar);
     }
 end:
-    sj_vtable.destroy(st);
+    picolm_sampler_vtable_.destroy(st);
     free(schema);
     return 0;
 }

@@ -135,8 +135,8 @@ def read_response(s, timeout):
     data, _ = drain(s, timeout)
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
-    if not lines[0]:
-        raise OSError("no response")
+    if not lines[0].startswith("HTTP/"):
+        raise OSError(f"no response: {lines[0][:80]!r}")
     status = int(lines[0].split()[1])
     hdrs = {k.lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
     if hdrs.get("transfer-encoding") == "chunked":
@@ -156,6 +156,11 @@ def request(port, method, path, body=None, headers=None, host=None, timeout=30, 
         body = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", **(headers or {})}
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(src, 0))
+    if s.getsockname() == s.getpeername():
+        # TCP simultaneous open: polling a port nobody listens on yet can
+        # connect the socket to itself, and read back its own request
+        s.close()
+        raise OSError("connected to itself")
     try:
         s.sendall(raw_request(method, path, body or b"", headers, host, port))
         return read_response(s, timeout)
