@@ -53,6 +53,11 @@ typedef struct pk_tune {
     int panel_min_nc_q4_K; /* Q4_K, Q4_K_R */
     int panel_min_nc_q6_K; /* Q6_K */
     int panel_min_nc_r16;  /* Q4_K_R16, Q4_K_R16N */
+    /* avx512: the fewest superblocks per row from which decode (one
+       column) runs the 4-row kernels on 4 slices; shorter rows go one by
+       one, one sequential stream (the same bits) */
+    int dec_slices_min_nb_q4_K; /* Q4_K, Q4_K_R */
+    int dec_slices_min_nb_q6_K; /* Q6_K */
     /* avx2, avx512: the expf of attn_f16's softmax steps: the level's
        vector expf where it gives this libm's bits (checked at init on a
        sample, x86/expf.h), else libm's, query by query */
@@ -142,6 +147,9 @@ static inline void pk_tune_str(const pk_tune *t, char *s, size_t n) {
     if (t->panel_min_nc_q4_K)
         k += snprintf(s + k, n - k, "; panels from %d columns (Q4_K), %d (Q6_K), %d (R16)", t->panel_min_nc_q4_K, t->panel_min_nc_q6_K,
                       t->panel_min_nc_r16);
+    if (t->panel_min_nc_q4_K && k >= 0 && (size_t)k < n)
+        k += snprintf(s + k, n - k, "; decode by 4 slices from %d superblocks a row (Q4_K), %d (Q6_K)", t->dec_slices_min_nb_q4_K,
+                      t->dec_slices_min_nb_q6_K);
     if (t->attn_expf && k >= 0 && (size_t)k < n)
         snprintf(s + k, n - k, "; attention expf: %s", t->attn_expf == PK_EXPF_VECTOR ? "vector (libm's bits)" : "libm");
 }

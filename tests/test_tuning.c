@@ -6,8 +6,9 @@
  * - a v1 core's host (struct_size without the identity members, whatever
  *   lies past it) is read as "unknown": the plugin never looks past it;
  * - where the record moves a crossover (the avx512 Q4_K / Q6_K gemms on
- *   Intel), the gemm's columns still equal its vec_dot bit for bit on both
- *   sides of it, with either record (real Q4_K / Q6_K blocks, random).
+ *   Intel, their decode's slices by row length), the gemm's columns still
+ *   equal its vec_dot bit for bit on both sides of it, with either record
+ *   (real Q4_K / Q6_K blocks, random).
  */
 #include "check.h"
 #include "cpu.h"
@@ -76,9 +77,9 @@ static void fill_q8_K(block_q8_K *y, int64_t nb) {
     }
 }
 
-/* gemm of nr rows x nc columns == vec_dot of each, bit for bit */
-static int gemm_is_vec_dot(const picolm_kernel *k, int nc) {
-    const int64_t n = 4 * QK_K, nr = 37, nb = n / QK_K;
+/* gemm of nr rows of nb superblocks x nc columns == vec_dot of each, bit for bit */
+static int gemm_is_vec_dot(const picolm_kernel *k, int nc, int64_t nb) {
+    const int64_t n = nb * QK_K, nr = 37;
     const size_t bs = k->type_id == PICOLM_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K), ws = (size_t)nb * bs;
     void *w = malloc(ws * nr);
     block_q8_K *a = malloc(sizeof(block_q8_K) * nb * nc);
@@ -126,6 +127,8 @@ static void test_plugin(const picolm_plugin *pl) {
     CHECK(strstr(unknown, "panels from 8 columns (Q4_K), 8 (Q6_K), 8 (R16)") && !strcmp(amd, unknown), "%s: unknown, AMD: %s", pl->name,
           unknown);
     CHECK(strstr(intel, "panels from 7 columns (Q4_K), 9 (Q6_K), 8 (R16)") != NULL, "%s: Intel: %s", pl->name, intel);
+    CHECK(strstr(unknown, "decode by 4 slices from 16 superblocks a row (Q4_K), 16 (Q6_K)") != NULL, "%s: unknown, AMD: %s", pl->name, unknown);
+    CHECK(strstr(intel, "decode by 4 slices from 0 superblocks a row (Q4_K), 0 (Q6_K)") != NULL, "%s: Intel: %s", pl->name, intel);
     static const uint32_t types[] = {PICOLM_TYPE_Q4_K, PICOLM_TYPE_Q6_K};
     for (int v = 0; v < 2; v++) {
         init_as(pl, v ? PICOLM_VENDOR_INTEL : PICOLM_VENDOR_AMD, 0);
@@ -133,9 +136,11 @@ static void test_plugin(const picolm_plugin *pl) {
             const picolm_kernel *k = kernel_of(pl, types[t]);
             if (!k || !k->gemm) continue;
             int same = 1;
-            for (int nc = 6; nc <= 10; nc++) same &= gemm_is_vec_dot(k, nc);
-            CHECK(same, "%s %s (%s record): gemm of 6..10 columns == vec_dot, bit for bit", pl->name,
-                  types[t] == PICOLM_TYPE_Q4_K ? "Q4_K" : "Q6_K", v ? "Intel" : "AMD");
+            for (int nc = 6; nc <= 10; nc++) same &= gemm_is_vec_dot(k, nc, 4);
+            /* decode: single rows below the slices' crossover, slices from it */
+            for (int nb = 4; nb <= 16; nb += 12) same &= gemm_is_vec_dot(k, 1, nb);
+            CHECK(same, "%s %s (%s record): gemm of 6..10 columns, and of 1 column (4 and 16 superblocks a row) == vec_dot, bit for bit",
+                  pl->name, types[t] == PICOLM_TYPE_Q4_K ? "Q4_K" : "Q6_K", v ? "Intel" : "AMD");
         }
     }
 }

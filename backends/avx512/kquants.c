@@ -439,10 +439,14 @@ AI void q6_K_row_t(int64_t n, const void *vx, const block_q8_K *const *y, float 
    slices of the range (rows r, r + m, r + 2m, r + 3m), so that each is one
    long sequential stream: adjacent rows would restart the hardware
    prefetcher at every group (3x slower from DRAM, docs/perf.md).  The last
-   nr % 4 rows one at a time.  FMT 0: Q4_K, 1: Q4_K_R, 2: Q6_K. */
+   nr % 4 rows one at a time, and at one column every row where rows have
+   fewer superblocks than the record's dec_slices_min_nb_*: the slices of a
+   64-row claim are then short streams, each starting cold, and one stream
+   of single rows was faster.  FMT 0: Q4_K, 1: Q4_K_R, 2: Q6_K. */
 AI void dec_rows_nc(int64_t n, int64_t nr, const void *w, size_t ws, const block_q8_K *const *ys, float *dst, size_t ds, const int NC,
                     const int FMT) {
-    const int64_t m = nr / 4;
+    const int min_nb = FMT == 2 ? pk_tuning.dec_slices_min_nb_q6_K : pk_tuning.dec_slices_min_nb_q4_K;
+    const int64_t m = NC == 1 && n / QK_K < min_nb ? 0 : nr / 4;
     float o[DEC_NC * 4];
     for (int64_t r = 0; r < m; r++) {
         const char *x = (const char *)w + r * ws;

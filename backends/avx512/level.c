@@ -22,12 +22,18 @@ static const picolm_backend_vtable avx512_prims = {.attn_f16 = avx512_attn_f16};
    panels 0.112 + 0.0103 per column, so the rows win up to 6 columns; Q6_K's
    rows (0.041 / 0.049 / 0.075) against 0.102 + 0.008 per column up to 8.
    Zen 5's rows were ahead up to 7 (docs/perf.md): 8 there, and where the
-   vendor is unknown.  Either path gives the same bits. */
+   vendor is unknown.  Either path gives the same bits.
+   Decode's 4 slices of a 64-row claim are short streams when rows are:
+   on Zen 5 (2 threads, LFM2-700M: rows of 6 superblocks) decode ran
+   10-15% slower with them than with one row at a time, which were ahead
+   up to 8 superblocks a row, level at 16 (docs/perf.md): 16 there and
+   where the vendor is unknown; not measured on Intel, which keeps them. */
 static void avx512_tune(pk_tune *t, const pk_cpu *cpu) {
     const int intel = cpu->vendor == PICOLM_VENDOR_INTEL;
     t->panel_min_nc_q4_K = intel ? 7 : 8;
     t->panel_min_nc_q6_K = intel ? 9 : 8;
     t->panel_min_nc_r16 = 8;
+    t->dec_slices_min_nb_q4_K = t->dec_slices_min_nb_q6_K = intel ? 0 : 16;
     t->attn_expf = x86_expf8_avx512_matches_libm() ? PK_EXPF_VECTOR : PK_EXPF_LIBM;
 }
 PK_LEVEL_TUNED(avx512, "avx512", PICOLM_CPU_AVX512VNNI, avx512_kernels, PK_COUNT(avx512_kernels), NULL, 0, &avx512_prims, avx512_tune);
