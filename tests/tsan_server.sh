@@ -39,4 +39,4 @@ done=$(grep -l '\[DONE\]' "$tmp"/out* | wc -l)
 shut=$(grep -l '"finish_reason":"shutdown"' "$tmp"/out* | wc -l)
 [ "$started" -ge 8 ] && [ "$done" = "$started" ] ||
     { echo "tsan: picolm-server: $started streams started, $done ended with [DONE]"; exit 1; }
-echo "tsan: picolm-server: 16 streams ($done ended with [DONE], $shut by the shutdown) and SIGTERM, clean (exit 0)"
+echo "tsan: picolm-server: 16 concurrent requests ($started streams under way: each ended with [DONE], $shut of them by the shutdown) and SIGTERM, clean (exit 0)"
