@@ -35,7 +35,8 @@ static int load_cpuinfo(void) {
     fclose(f);
     return ok;
 }
-static int has_flag(const char *name) {
+/* unused where an architecture has no cross-check (riscv64, armhf) */
+__attribute__((unused)) static int has_flag(const char *name) {
     char pat[64];
     snprintf(pat, sizeof pat, " %s ", name);
     return strstr(cpuinfo_flags, pat) != NULL;
@@ -43,7 +44,7 @@ static int has_flag(const char *name) {
 
 /* the value of the first "key : value" line of /proc/cpuinfo (number:
    strtoul base 0, else the string into str); -1 when absent */
-static long cpuinfo_value(const char *key, char *str, size_t n) {
+__attribute__((unused)) static long cpuinfo_value(const char *key, char *str, size_t n) {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return -1;
     char line[1024];

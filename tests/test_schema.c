@@ -303,8 +303,7 @@ static const char *GEN_SCHEMAS[] = {
     "{\"type\":\"string\",\"minLength\":5,\"maxLength\":9}",
     "{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\",\"minimum\":100},{\"type\":\"null\"},{\"type\":\"object\"}]}",
     "{}",
-    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":2},\"minItems\":2}}," \
-    "\"required\":[\"a\"]}",
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":2},\"minItems\":2}},\"required\":[\"a\"]}",
 };
 
 static uint64_t rng = 88172645463325252ull;
