@@ -42,15 +42,24 @@ void kvcache_id_of(const kv_seq *s, kvcache_id *id) {
 }
 
 
+/* a refusal that leaves the file alone (kvcache.h: KVCACHE_FOREIGN) */
+__attribute__((format(printf, 3, 4))) static int foreign(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return KVCACHE_FOREIGN;
+}
+
 int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen) {
     const uint8_t *p = buf;
     memset(v, 0, sizeof *v);
-    if (!p || size < KVCACHE_HEADER_BYTES + 8) return pl_fail(err, errlen, "file too short (%zu bytes) to be a picolm KV cache", size);
-    if (memcmp(p, KVCACHE_MAGIC, 8)) return pl_fail(err, errlen, "not a picolm KV cache file (bad magic)");
+    if (!p || size < KVCACHE_HEADER_BYTES + 8) return foreign(err, errlen, "not a picolm KV cache file: too short (%zu bytes)", size);
+    if (memcmp(p, KVCACHE_MAGIC, 8)) return foreign(err, errlen, "not a picolm KV cache file (bad magic)");
     uint32_t ver = rd32(p + 8);
     if (ver != 1 && ver != KVCACHE_VERSION) return pl_fail(err, errlen, "format version %u, this picolm reads versions 1 and %u", ver, KVCACHE_VERSION);
     const size_t hdr = ver == 1 ? KVCACHE_HEADER_BYTES : KVCACHE_HEADER_BYTES + 8;
-    if (size < hdr + 8) return pl_fail(err, errlen, "file too short (%zu bytes) for its version %u header", size, ver);
+    if (size < hdr + 8) return foreign(err, errlen, "file too short (%zu bytes) for its version %u header", size, ver);
     kvcache_id id;
     id.state_floats = ver == 1 ? 0 : rd32(p + KVCACHE_HEADER_BYTES);
     id.interval = ver == 1 ? 0 : rd32(p + KVCACHE_HEADER_BYTES + 4);
@@ -62,48 +71,48 @@ int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, 
     id.row_bytes = rd32(p + 40);
     id.n_vocab = rd32(p + 44);
     uint32_t n_ctx = rd32(p + 48), n_tok = rd32(p + 52);
-    if (id.kv_type != KV_F16 && id.kv_type != KV_Q8_0) return pl_fail(err, errlen, "unknown KV type %u", id.kv_type);
+    if (id.kv_type != KV_F16 && id.kv_type != KV_Q8_0) return foreign(err, errlen, "unknown KV type %u", id.kv_type);
     /* the row size follows from kv_dim and the type: never take it on trust */
     uint64_t want_row = id.kv_type == KV_F16 ? (uint64_t)id.kv_dim * 2 : (uint64_t)id.kv_dim / 32 * 34;
     if (!id.n_layer || !id.kv_dim || (id.kv_type == KV_Q8_0 && id.kv_dim % 32) || want_row != id.row_bytes)
-        return pl_fail(err, errlen, "inconsistent shape (%u layers, kv_dim %u, %u-byte rows of %s)", id.n_layer, id.kv_dim, id.row_bytes,
+        return foreign(err, errlen, "inconsistent shape (%u layers, kv_dim %u, %u-byte rows of %s)", id.n_layer, id.kv_dim, id.row_bytes,
                     kv_type_name((int)id.kv_type));
-    if (n_tok == 0 || n_tok > n_ctx) return pl_fail(err, errlen, "%u tokens for a context of %u", n_tok, n_ctx);
+    if (n_tok == 0 || n_tok > n_ctx) return foreign(err, errlen, "%u tokens for a context of %u", n_tok, n_ctx);
     if (expect) {
         if (id.model_size != expect->model_size || id.model_hash != expect->model_hash)
-            return pl_fail(err, errlen, "made for a different model (file size %llu bytes, header hash %016llx; this model: %llu bytes, %016llx)",
+            return foreign(err, errlen, "made for a different model (file size %llu bytes, header hash %016llx; this model: %llu bytes, %016llx)",
                         (unsigned long long)id.model_size, (unsigned long long)id.model_hash, (unsigned long long)expect->model_size,
                         (unsigned long long)expect->model_hash);
         if (id.kv_type != expect->kv_type)
             return pl_fail(err, errlen, "KV type %s, but this run uses %s (--kv-type)", kv_type_name((int)id.kv_type), kv_type_name((int)expect->kv_type));
         if (id.n_layer != expect->n_layer || id.kv_dim != expect->kv_dim || id.row_bytes != expect->row_bytes || id.n_vocab != expect->n_vocab ||
             id.state_floats != expect->state_floats)
-            return pl_fail(err, errlen, "shape mismatch (%u layers, kv_dim %u, vocab %u, state %u; the model has %u, %u, %u, %u)", id.n_layer,
+            return foreign(err, errlen, "shape mismatch (%u layers, kv_dim %u, vocab %u, state %u; the model has %u, %u, %u, %u)", id.n_layer,
                            id.kv_dim, id.n_vocab, id.state_floats, expect->n_layer, expect->kv_dim, expect->n_vocab, expect->state_floats);
         if (id.interval != expect->interval)
             return pl_fail(err, errlen, "recurrent-state checkpoints every %u positions, this run keeps them every %u", id.interval, expect->interval);
     }
     if (id.state_floats && (!id.interval || id.state_floats > (1u << 26)))
-        return pl_fail(err, errlen, "inconsistent recurrent state (%u floats every %u positions)", id.state_floats, id.interval);
+        return foreign(err, errlen, "inconsistent recurrent state (%u floats every %u positions)", id.state_floats, id.interval);
     /* total = header + tokens + 2 * layers * tokens * row + checksum, in 64
        bits without overflow */
-    if (id.n_layer > (1u << 20) || n_tok > (1u << 28)) return pl_fail(err, errlen, "implausible size (%u layers, %u tokens)", id.n_layer, n_tok);
+    if (id.n_layer > (1u << 20) || n_tok > (1u << 28)) return foreign(err, errlen, "implausible size (%u layers, %u tokens)", id.n_layer, n_tok);
     uint64_t rows = (uint64_t)id.n_layer * 2 * n_tok; /* < 2^49 */
-    if (rows && id.row_bytes > (UINT64_MAX / 2) / rows) return pl_fail(err, errlen, "K/V size overflows");
+    if (rows && id.row_bytes > (UINT64_MAX / 2) / rows) return foreign(err, errlen, "K/V size overflows");
     /* then the recurrent checkpoints and the final state */
     const uint64_t states = id.state_floats ? (uint64_t)(n_tok / id.interval + 1) * id.state_floats * 4 : 0;
     uint64_t need = (uint64_t)hdr + (uint64_t)n_tok * 4 + rows * id.row_bytes + states + 8;
     if (need != size)
-        return pl_fail(err, errlen, "size is %zu bytes, but its header describes %llu (truncated or corrupt)", size, (unsigned long long)need);
+        return foreign(err, errlen, "size is %zu bytes, but its header describes %llu (truncated or corrupt)", size, (unsigned long long)need);
     uint64_t sum = kvcache_fnv1a(p, size - 8, KVCACHE_FNV_OFFSET);
-    if (sum != rd64(p + size - 8)) return pl_fail(err, errlen, "checksum mismatch (corrupt file)");
+    if (sum != rd64(p + size - 8)) return foreign(err, errlen, "checksum mismatch (corrupt file)");
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
-    if (!toks) return pl_fail(err, errlen, "out of memory");
+    if (!toks) return foreign(err, errlen, "out of memory");
     for (uint32_t i = 0; i < n_tok; i++) {
         const int32_t t = (int32_t)rd32(p + hdr + 4 * (size_t)i);
         if (t < 0 || (uint32_t)t >= id.n_vocab) {
             free(toks);
-            return pl_fail(err, errlen, "token %u is %d, outside the vocabulary of %u", i, t, id.n_vocab);
+            return foreign(err, errlen, "token %u is %d, outside the vocabulary of %u", i, t, id.n_vocab);
         }
         toks[i] = t;
     }
@@ -147,12 +156,12 @@ static void file_state(const kvcache_view *v, int n, float *out) {
 
 int kvcache_restore(kv_seq *s, const kvcache_view *v, int n_use, char *err, size_t errlen) {
     const kv_pool *p = s->pool;
-    if (n_use < 0 || (uint32_t)n_use > v->n_tokens || n_use > s->n_ctx || s->n_past) return pl_fail(err, errlen, "cannot restore %d positions", n_use);
+    if (n_use < 0 || (uint32_t)n_use > v->n_tokens || n_use > s->n_ctx || s->n_past) return foreign(err, errlen, "cannot restore %d positions", n_use);
     if (v->id.row_bytes != p->row_bytes || (int)v->id.n_layer != p->m->n_kv_layer || v->id.state_floats != p->tail_floats ||
         (p->tail_floats && v->id.interval != (uint32_t)p->block_size))
-        return pl_fail(err, errlen, "cache shape mismatch");
-    if (kvcache_usable(v, n_use) != n_use) return pl_fail(err, errlen, "no recurrent state saved at position %d", n_use);
-    if (kv_seq_reserve(s, n_use)) return pl_fail(err, errlen, "the KV pool has no room for %d positions", n_use);
+        return foreign(err, errlen, "cache shape mismatch");
+    if (kvcache_usable(v, n_use) != n_use) return foreign(err, errlen, "no recurrent state saved at position %d", n_use);
+    if (kv_seq_reserve(s, n_use)) return foreign(err, errlen, "the KV pool has no room for %d positions", n_use);
     const size_t rb = p->row_bytes, n = v->n_tokens;
     const llama_model *m = p->m;
     for (int l = 0; l < m->hp.n_layer; l++) {
@@ -182,9 +191,9 @@ static int put(FILE *f, const void *d, size_t n, uint64_t *h) {
 }
 
 int kvcache_save(const char *path, const kv_seq *s, const int32_t *toks, int n, char *err, size_t errlen) {
-    if (n <= 0 || n > s->n_past) return pl_fail(err, errlen, "nothing to save");
+    if (n <= 0 || n > s->n_past) return foreign(err, errlen, "nothing to save");
     const kv_pool *p = s->pool;
-    if (p->tail_floats && n != s->n_past) return pl_fail(err, errlen, "a recurrent state is saved only at the sequence's end");
+    if (p->tail_floats && n != s->n_past) return foreign(err, errlen, "a recurrent state is saved only at the sequence's end");
     kvcache_id id;
     kvcache_id_of(s, &id);
     pl_atomic_file af;
@@ -245,24 +254,29 @@ int kvcache_load_file(const char *path, const kvcache_id *expect, kvcache_view *
     int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block: it is refused below */
     if (fd < 0) {
         if (errno == ENOENT) return 1;
-        return pl_fail(err, errlen, "cannot open: %s", strerror(errno));
+        return foreign(err, errlen, "cannot open: %s", strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return pl_fail(err, errlen, "not a regular file");
+        return foreign(err, errlen, "not a regular file");
     }
     size_t size = (size_t)st.st_size;
+    if (size == 0) { /* mktemp's: nothing to lose */
+        close(fd);
+        return 1;
+    }
     if (size < KVCACHE_HEADER_BYTES + 8) {
         close(fd);
-        return pl_fail(err, errlen, "file too short (%zu bytes) to be a picolm KV cache", size);
+        return foreign(err, errlen, "not a picolm KV cache file: too short (%zu bytes)", size);
     }
     void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return pl_fail(err, errlen, "cannot map: %s", strerror(errno));
-    if (kvcache_load_buffer(m, size, expect, v, err, errlen)) {
+    if (m == MAP_FAILED) return foreign(err, errlen, "cannot map: %s", strerror(errno));
+    const int r = kvcache_load_buffer(m, size, expect, v, err, errlen);
+    if (r) {
         munmap(m, size);
-        return -1;
+        return r;
     }
     *map = m;
     *map_size = size;

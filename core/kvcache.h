@@ -60,11 +60,19 @@ uint64_t kvcache_fnv1a(const void *data, size_t n, uint64_t h);
 /* The identity of (model, KV pool) of a sequence: hashes the model's header bytes. */
 void kvcache_id_of(const kv_seq *s, kvcache_id *id);
 
+/* Why a file cannot be used, the negative returns of the loaders below:
+   KVCACHE_STALE, a cache of this model that this run cannot take (another
+   format version, KV type or checkpoint interval: the caller may replace
+   it); KVCACHE_FOREIGN, anything else (not a picolm KV cache, another
+   model's, damaged, unreadable: the caller must leave it alone). */
+#define KVCACHE_STALE (-1)
+#define KVCACHE_FOREIGN (-2)
+
 /* Parse a cache file image.  expect == NULL: structural checks only (the
    fuzzing entry point); otherwise also refuse a file whose version, model,
    KV type or shape differs, naming the mismatch in err.  Returns 0 and fills
-   *v (free with free_kvcache_view), or -1 with a message; never reads
-   outside [buf, buf + size). */
+   *v (free with free_kvcache_view), or KVCACHE_STALE / KVCACHE_FOREIGN with
+   a message; never reads outside [buf, buf + size). */
 int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen);
 void free_kvcache_view(kvcache_view *v);
 
@@ -87,7 +95,8 @@ int kvcache_save(const char *path, const kv_seq *s, const int32_t *toks, int n, 
 
 /* Map a file and parse it against expect; the mapping is returned in *map and *map_size
    (release with kvcache_unmap after the view is used).  Returns 0, 1 when the
-   file does not exist (no message), or -1 with a message. */
+   file does not exist or is empty (no message: nothing to lose), or
+   KVCACHE_STALE / KVCACHE_FOREIGN with a message. */
 int kvcache_load_file(const char *path, const kvcache_id *expect, kvcache_view *v, void **map, size_t *map_size, char *err,
                       size_t errlen);
 void kvcache_unmap(void *map, size_t map_size);

@@ -382,7 +382,7 @@ int picolm_seq_load(picolm_seq *s, const char *path, const int32_t *toks, int n,
     size_t msz;
     kvcache_id_of(&s->s, &id);
     const int r = kvcache_load_file(path, &id, &v, &map, &msz, err, errlen);
-    if (r) return r;
+    if (r) return r == KVCACHE_FOREIGN ? PICOLM_ERR_FOREIGN : r;
     int use = kvcache_common_prefix(&v, toks, n);
     if (use >= n) use = n - 1; /* the last token is evaluated again: its logits start the reply */
     if (use > s->s.n_ctx) use = s->s.n_ctx;

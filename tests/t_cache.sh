@@ -1,7 +1,9 @@
 #!/bin/sh
-# --cache FILE end to end: prefix reuse gives the same text as no cache,
-# files from another model / KV type and damaged files are refused with a
-# message (never a crash, never a changed output), writes are atomic.
+# --cache FILE end to end: prefix reuse gives the same text as no cache;
+# a file that is not a KV cache of this model (another model, another kind
+# of file, a damaged one) is an error (exit 1) that leaves the file as it
+# was; this model's cache that this run cannot use (another KV type) is
+# replaced with a warning; an empty file is a new cache; writes are atomic.
 BUILD=${PICOLM_BUILD:-build}
 SHARED=${PICOLM_SHARED:-../shared}
 BIN=$BUILD/bin/picolm
@@ -47,15 +49,14 @@ REF=$SHARED/reference/logits/tiny-shakespeare-q8_0.greedy.txt
 n=$(wc -c <"$REF")
 grep -q "reused 204 of 205" "$tmp/eg" && head -c "$n" "$tmp/g" | cmp -s - "$REF"; ok "greedy from a reused cache = the reference continuation"
 
-# another model refuses it (and is not changed by it)
+# another model: an error naming the mismatch, the file left as it was
 if [ -f "$OTHER" ]; then
-    "$BIN" "$OTHER" -j 1 -t 0 -n 20 -p "$PROMPT" >"$tmp/q4" 2>/dev/null
     cp "$C" "$tmp/q8.kv"
     "$BIN" "$OTHER" -j 1 -t 0 -n 20 -p "$PROMPT" --cache "$tmp/q8.kv" >"$tmp/q4c" 2>"$tmp/eq"; rc=$?
-    [ $rc -eq 0 ] && grep -q "cache: ignoring .*different model" "$tmp/eq" && cmp -s "$tmp/q4" "$tmp/q4c"
-    ok "a cache from another model (q8_0 -> q4_0) is refused with a message naming the mismatch: $(brief "$tmp/eq")"
-    "$BIN" "$OTHER" -j 1 -t 0 -n 20 -p "$PROMPT" --cache "$tmp/q8.kv" >"$tmp/q4d" 2>"$tmp/eq2"
-    grep -q "reused 204 of 205" "$tmp/eq2" && cmp -s "$tmp/q4" "$tmp/q4d"; ok "the refused file was replaced by this model's cache"
+    [ $rc -eq 1 ] && grep -q "cache $tmp/q8.kv: made for a different model" "$tmp/eq" && [ ! -s "$tmp/q4c" ]
+    ok "a cache from another model (q8_0 -> q4_0) is an error (exit $rc) naming the mismatch: $(brief "$tmp/eq")"
+    cmp -s "$C" "$tmp/q8.kv"; ok "the other model's cache file is left as it was"
+    grep -q "remove it or name another file" "$tmp/eq"; ok "the message says how to go on"
 else
     echo "SKIP: t_cache: $OTHER absent"
 fi
@@ -63,15 +64,18 @@ fi
 # another KV type
 cp "$C" "$tmp/f16.kv"
 "$BIN" "$MODEL" -j 1 -n 5 -p "$PROMPT" --kv-type q8_0 --cache "$tmp/f16.kv" >/dev/null 2>"$tmp/ek"; rc=$?
-[ $rc -eq 0 ] && grep -q "KV type f16, but this run uses q8_0" "$tmp/ek"; ok "a cache with another KV type is refused: $(brief "$tmp/ek")"
+[ $rc -eq 0 ] && grep -q "KV type f16, but this run uses q8_0" "$tmp/ek"; ok "this model's cache with another KV type: a warning, and this run's cache replaces it: $(brief "$tmp/ek")"
 "$BIN" "$MODEL" -j 1 -n 5 -p "$PROMPT" --kv-type q8_0 --cache "$tmp/f16.kv" >/dev/null 2>"$tmp/ek"
 grep -q "reused 204 of 205" "$tmp/ek"; ok "q8_0 KV caches round-trip too"
 
-# damaged files: refused, never a crash, output unchanged
+# damaged files and files of another kind: an error (exit 1, no output),
+# never a crash, and the file is left as it was (a mistyped --cache
+# notes.txt must not be overwritten)
 damaged() { # LABEL EXPECT FILE
+    [ -f "$3" ] && cp "$3" "$tmp/before"
     "$BIN" "$MODEL" -j 1 -t 0.8 -s 3 -n 30 -p "$PROMPT" --cache "$3" >"$tmp/d" 2>"$tmp/ed"; rc=$?
-    [ $rc -eq 0 ] && grep -q "cache: ignoring.*$2" "$tmp/ed" && cmp -s "$tmp/d" "$tmp/plain"
-    ok "$1 is refused ($(grep 'cache:' "$tmp/ed" | head -1)), output unchanged"
+    [ $rc -eq 1 ] && grep -q "^picolm: cache .*$2" "$tmp/ed" && [ ! -s "$tmp/d" ] && { [ ! -f "$3" ] || cmp -s "$3" "$tmp/before"; }
+    ok "$1 is an error (exit $rc: $(grep 'cache' "$tmp/ed" | head -1)), the file left as it was"
 }
 gen "$tmp/o3" "$tmp/e3" --cache "$C"
 size=$(wc -c <"$C")
@@ -84,7 +88,12 @@ cp "$C" "$tmp/hdr.kv"
 printf '\377\377\377\177' | dd of="$tmp/hdr.kv" bs=1 seek=52 conv=notrunc 2>/dev/null
 damaged "a file claiming 2^31 tokens" "" "$tmp/hdr.kv"
 head -c 5000 /dev/urandom >"$tmp/rand.kv"; damaged "random bytes" "bad magic" "$tmp/rand.kv"
-: >"$tmp/empty.kv"; damaged "an empty file" "too short" "$tmp/empty.kv"
+printf 'my notes\n' >"$tmp/notes.txt"; damaged "a text file" "not a picolm KV cache" "$tmp/notes.txt"
+# an empty file holds nothing to lose (mktemp's): it becomes the cache
+: >"$tmp/empty.kv"
+gen "$tmp/oe" "$tmp/ee" --cache "$tmp/empty.kv"
+[ $rc -eq 0 ] && cmp -s "$tmp/oe" "$tmp/plain" && grep -q "cache: created" "$tmp/ee" && [ -s "$tmp/empty.kv" ]
+ok "an empty file becomes the cache: $(grep 'cache' "$tmp/ee" | head -1)"
 mkdir "$tmp/dir.kv"; damaged "a directory" "not a regular file" "$tmp/dir.kv"
 
 # unwritable location: a warning, the run still succeeds

@@ -64,11 +64,11 @@ static void state_tests(void) {
     kvcache_id other = id;
     other.interval = 8;
     r = kvcache_load_buffer(img, n, &other, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "checkpoints"), "checkpoints at another interval are refused: %s", err);
+    CHECK(r == KVCACHE_STALE && strstr(err, "checkpoints"), "checkpoints at another interval: stale (this model's, replaceable): %s", err);
     other = id;
     other.state_floats = 0;
     r = kvcache_load_buffer(img, n, &other, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "state"), "a state the model does not have is refused: %s", err);
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "state"), "a state the model does not have: foreign: %s", err);
     uint8_t *cp = malloc(n);
     memcpy(cp, img, n); w32(cp + KVCACHE_HEADER_BYTES + 4, 0); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
@@ -102,29 +102,33 @@ static void parser_tests(void) {
     kvcache_id o = id;
     o.model_hash ^= 1;
     r = kvcache_load_buffer(img, n, &o, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "different model"), "another model's hash is refused: %s", err);
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "different model"), "another model's hash: foreign (left alone): %s", err);
     o = id;
     o.model_size++;
     r = kvcache_load_buffer(img, n, &o, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "different model"), "another model's size is refused");
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "different model"), "another model's size: foreign");
     o = id;
     o.kv_type = KV_Q8_0;
     r = kvcache_load_buffer(img, n, &o, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "KV type f16"), "a KV type mismatch is refused: %s", err);
+    CHECK(r == KVCACHE_STALE && strstr(err, "KV type f16"), "a KV type mismatch: stale: %s", err);
     o = id;
     o.n_layer = 3;
     r = kvcache_load_buffer(img, n, &o, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "shape"), "a shape mismatch is refused: %s", err);
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "shape"), "a shape mismatch: foreign: %s", err);
 
     /* every truncation and every extension */
     int bad = 0;
     for (size_t k = 0; k < n; k++)
         if (kvcache_load_buffer(img, k, NULL, &v, err, sizeof err) == 0) { bad++; free_kvcache_view(&v); }
     CHECK(bad == 0, "all %zu truncations are refused (%d accepted)", n, bad);
+    bad = 0;
+    for (size_t k = 0; k < n; k++)
+        if (kvcache_load_buffer(img, k, &id, &v, err, sizeof err) != KVCACHE_FOREIGN) bad++;
+    CHECK(bad == 0, "every truncation is foreign, never replaced (%d not)", bad);
     uint8_t *big = calloc(1, n + 64);
     memcpy(big, img, n);
     r = kvcache_load_buffer(big, n + 1, NULL, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "size"), "trailing bytes are refused: %s", err);
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "size"), "trailing bytes: foreign: %s", err);
     free(big);
     /* every single-byte corruption (the checksum or the header checks) */
     bad = 0;
@@ -151,16 +155,16 @@ static void parser_tests(void) {
     CHECK(r < 0, "more tokens than the context is refused: %s", err);
     memcpy(cp, img, n); w32(cp + KVCACHE_HEADER_BYTES + 4, 100); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "vocabulary"), "a token outside the vocabulary is refused: %s", err);
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "vocabulary"), "a token outside the vocabulary: foreign: %s", err);
     memcpy(cp, img, n); w32(cp + 8, 3); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, &id, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "version 3"), "another format version is refused: %s", err);
+    CHECK(r == KVCACHE_STALE && strstr(err, "version 3"), "another format version: stale: %s", err);
     memcpy(cp, img, n); w32(cp + 8, 2); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
     CHECK(r < 0, "a version 1 image read as version 2 is refused: %s", err);
     memcpy(cp, img, n); cp[0] = 'X';
     r = kvcache_load_buffer(cp, n, &id, &v, err, sizeof err);
-    CHECK(r < 0 && strstr(err, "magic"), "a bad magic is refused: %s", err);
+    CHECK(r == KVCACHE_FOREIGN && strstr(err, "magic"), "a bad magic: foreign: %s", err);
     memcpy(cp, img, n); w32(cp + 12, 7); reseal(cp, n);
     r = kvcache_load_buffer(cp, n, NULL, &v, err, sizeof err);
     CHECK(r < 0 && strstr(err, "KV type"), "an unknown KV type is refused: %s", err);
@@ -233,7 +237,7 @@ static void model_tests(const char *shared) {
     if (!build_ctx(&b, &e->model, 64, 8, KV_Q8_0, e->pool, err, sizeof err)) {
         kvcache_id_of(&b.seq, &id);
         r = kvcache_load_file(file, &id, &v, &map, &msz, err, sizeof err);
-        CHECK(r < 0 && strstr(err, "KV type"), "q8_0 KV refuses an f16 cache: %s", err);
+        CHECK(r == KVCACHE_STALE && strstr(err, "KV type"), "q8_0 KV refuses an f16 cache as stale: %s", err);
         free_ctx(&b);
     }
     /* another model refuses it */
@@ -242,7 +246,7 @@ static void model_tests(const char *shared) {
     if (e4 && !build_ctx(&b, &e4->model, 64, 8, KV_F16, e4->pool, err, sizeof err)) {
         kvcache_id_of(&b.seq, &id);
         r = kvcache_load_file(file, &id, &v, &map, &msz, err, sizeof err);
-        CHECK(r < 0 && strstr(err, "different model"), "the q4_0 model refuses the q8_0 model's cache: %s", err);
+        CHECK(r == KVCACHE_FOREIGN && strstr(err, "different model"), "the q4_0 model refuses the q8_0 model's cache as foreign: %s", err);
         free_ctx(&b);
     } else {
         CHECK(0, "q4_0 model loads (%s)", err);
@@ -250,7 +254,13 @@ static void model_tests(const char *shared) {
     free_engine(e4);
     kvcache_id_of(&a.seq, &id);
     CHECK(kvcache_load_file("/nonexistent/x.kv", &id, &v, &map, &msz, err, sizeof err) == 1, "a missing file is reported as absent");
-    CHECK(kvcache_load_file(dir, &id, &v, &map, &msz, err, sizeof err) < 0, "a directory is refused: %s", err);
+    CHECK(kvcache_load_file(dir, &id, &v, &map, &msz, err, sizeof err) == KVCACHE_FOREIGN, "a directory is foreign: %s", err);
+    char empty[300];
+    snprintf(empty, sizeof empty, "%s/empty.kv", dir);
+    FILE *ef = fopen(empty, "w");
+    if (ef) fclose(ef);
+    CHECK(ef && kvcache_load_file(empty, &id, &v, &map, &msz, err, sizeof err) == 1, "an empty file is as absent (nothing to lose)");
+    remove(empty);
     char nofile[300];
     snprintf(nofile, sizeof nofile, "%s/no/such/dir/c.kv", dir);
     r = kvcache_save(nofile, &a.seq, toks, n, err, sizeof err);

@@ -62,6 +62,7 @@ typedef struct picolm_context picolm_context;
 /* Codes beside -1 that some calls return (with a message). */
 #define PICOLM_ERR_KV_FULL (-2) /* picolm_decode / picolm_seq_reserve: the pool has no free block */
 #define PICOLM_ERR_USAGE (-3)   /* picolm_runtime_new: a backend name that is not there (a usage error) */
+#define PICOLM_ERR_FOREIGN (-4) /* picolm_seq_load: the file is not a KV cache of this model: leave it alone */
 
 /* ---- the runtime: plugins, the kernel table, the thread pool ----
    Made once (plugins found and checked, the CPU probed, the best backend
@@ -299,8 +300,12 @@ int picolm_seq_save(const picolm_seq *s, const char *path, const int32_t *toks, 
 /* Restore into the empty sequence s the longest prefix of toks[0..n) that
    the file at path holds and s can take back (at most n - 1 positions, so
    that the last token is evaluated for its logits): *n_restored receives
-   it.  0; 1 when the file does not exist; -1 with a message when it
-   cannot be used (another model, KV type or shape, corrupt). */
+   it.  0; 1 when the file does not exist or is empty; -1 with a message
+   when it is this model's cache but this run cannot take it (another KV
+   type, format version or checkpoint interval: replacing it is fine);
+   PICOLM_ERR_FOREIGN with a message when it is anything else (another
+   model's cache, not a picolm KV cache, damaged, unreadable), which a
+   caller must not overwrite. */
 int picolm_seq_load(picolm_seq *s, const char *path, const int32_t *toks, int n, int *n_restored, char *err, size_t errlen);
 
 /* A workspace for forward passes over up to n_tokens tokens at once. */

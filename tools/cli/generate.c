@@ -157,6 +157,8 @@ int generate_prefill(const picolm_config *cfg, picolm_context *c, const int32_t 
            token (its logits start the reply); a recurrent state: its last
            checkpoint at or below */
         const int r = picolm_seq_load(seq, path, toks, n, &common, msg, sizeof msg);
+        if (r == PICOLM_ERR_FOREIGN) /* someone else's file: never overwrite it */
+            return tool_fail(err, errlen, "cache %s: %s; it is left as it was: remove it or name another file", path, msg);
         if (r < 0) {
             fprintf(stderr, "picolm: cache: ignoring %s: %s\n", path, msg);
         } else if (r == 1) {
