@@ -215,8 +215,8 @@ run "$MODEL" -n 2 -t 0 --cache "$tmp/c.kv" -p "ROMEO:"
 grep -q "cache: created $tmp/c.kv" "$tmp/err"; ok "a new cache file is announced ($(grep cache: "$tmp/err"))"
 run "$MODEL" -n 2 -t 0 --cache "$tmp/c.kv" -p "ROMEO:"
 grep -q "prefill 1 token " "$tmp/err"; ok "\"prefill 1 token\", singular"
-mkdir -p "$tmp/kvdir/c.kv/x" # the file is a non-empty directory: every save fails, even for root
-run "$MODEL" -n 4 -t 0 --cache "$tmp/kvdir/c.kv" -p "ROMEO: hi"
+# a directory that does not exist: every save fails, even for root
+run "$MODEL" -n 4 -t 0 --cache "$tmp/kvdir/no/such/c.kv" -p "ROMEO: hi"
 [ $rc -eq 0 ] && [ "$(grep -c "not saved" "$tmp/err")" = 1 ]; ok "\"cache: not saved\" is said once ($(grep -c "not saved" "$tmp/err") times, rc $rc)"
 
 # a terminal gets a final newline; a pipe gets exactly the text

@@ -25,7 +25,8 @@ else echo "PASS: the checker accepts what exists"; fi
 python3 tests/docrefs.py >"$T/tree" 2>&1
 rc=$?
 n=$(grep -vc '^#' "$T/tree")
-if [ $rc -eq 0 ] && [ "$n" -eq 0 ]; then echo "PASS: every file, symbol and link the docs and comments name exists ($(sed -n 's/^# //p' "$T/tree"))"
+sed -n 's/^# SKIP: /SKIP: t_docrefs: /p' "$T/tree"
+if [ $rc -eq 0 ] && [ "$n" -eq 0 ]; then echo "PASS: every file, symbol and link the docs and comments name exists ($(grep '^# [0-9]' "$T/tree" | sed 's/^# //'))"
 else echo "FAIL: $n references to fix (exit $rc):"; grep -v '^#' "$T/tree" | head -40 | sed 's/^/    /'; fi
 
 # The plain grep of the brief, over the prose and the code comments alike.
