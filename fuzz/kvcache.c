@@ -33,8 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     kvcache_view v;
     char err[512] = "";
-    if (kvcache_load_buffer(buf, n, (flags & 2) ? &want : NULL, &v, err, sizeof err)) {
+    const int r = kvcache_load_buffer(buf, n, (flags & 2) ? &want : NULL, &v, err, sizeof err);
+    if (r) {
         FUZZ_ASSERT(err[0], "refused without a message");
+        /* only a well-formed cache of this model is ever replaceable */
+        FUZZ_ASSERT(r == KVCACHE_FOREIGN || (r == KVCACHE_STALE && n >= KVCACHE_HEADER_BYTES + 8 && !memcmp(buf, KVCACHE_MAGIC, 8)),
+                    "refusal %d: %s", r, err);
         free(buf);
         return 0;
     }
