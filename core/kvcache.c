@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,13 +42,7 @@ void kvcache_id_of(const kv_seq *s, kvcache_id *id) {
 
 
 /* a refusal that leaves the file alone (kvcache.h: KVCACHE_FOREIGN) */
-__attribute__((format(printf, 3, 4))) static int foreign(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return KVCACHE_FOREIGN;
-}
+#define foreign(...) (pl_fail(__VA_ARGS__), KVCACHE_FOREIGN)
 
 int kvcache_load_buffer(const void *buf, size_t size, const kvcache_id *expect, kvcache_view *v, char *err, size_t errlen) {
     const uint8_t *p = buf;
@@ -156,12 +149,12 @@ static void file_state(const kvcache_view *v, int n, float *out) {
 
 int kvcache_restore(kv_seq *s, const kvcache_view *v, int n_use, char *err, size_t errlen) {
     const kv_pool *p = s->pool;
-    if (n_use < 0 || (uint32_t)n_use > v->n_tokens || n_use > s->n_ctx || s->n_past) return foreign(err, errlen, "cannot restore %d positions", n_use);
+    if (n_use < 0 || (uint32_t)n_use > v->n_tokens || n_use > s->n_ctx || s->n_past) return pl_fail(err, errlen, "cannot restore %d positions", n_use);
     if (v->id.row_bytes != p->row_bytes || (int)v->id.n_layer != p->m->n_kv_layer || v->id.state_floats != p->tail_floats ||
         (p->tail_floats && v->id.interval != (uint32_t)p->block_size))
-        return foreign(err, errlen, "cache shape mismatch");
-    if (kvcache_usable(v, n_use) != n_use) return foreign(err, errlen, "no recurrent state saved at position %d", n_use);
-    if (kv_seq_reserve(s, n_use)) return foreign(err, errlen, "the KV pool has no room for %d positions", n_use);
+        return pl_fail(err, errlen, "cache shape mismatch");
+    if (kvcache_usable(v, n_use) != n_use) return pl_fail(err, errlen, "no recurrent state saved at position %d", n_use);
+    if (kv_seq_reserve(s, n_use)) return pl_fail(err, errlen, "the KV pool has no room for %d positions", n_use);
     const size_t rb = p->row_bytes, n = v->n_tokens;
     const llama_model *m = p->m;
     for (int l = 0; l < m->hp.n_layer; l++) {
@@ -191,9 +184,9 @@ static int put(FILE *f, const void *d, size_t n, uint64_t *h) {
 }
 
 int kvcache_save(const char *path, const kv_seq *s, const int32_t *toks, int n, char *err, size_t errlen) {
-    if (n <= 0 || n > s->n_past) return foreign(err, errlen, "nothing to save");
+    if (n <= 0 || n > s->n_past) return pl_fail(err, errlen, "nothing to save");
     const kv_pool *p = s->pool;
-    if (p->tail_floats && n != s->n_past) return foreign(err, errlen, "a recurrent state is saved only at the sequence's end");
+    if (p->tail_floats && n != s->n_past) return pl_fail(err, errlen, "a recurrent state is saved only at the sequence's end");
     kvcache_id id;
     kvcache_id_of(s, &id);
     pl_atomic_file af;

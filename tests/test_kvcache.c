@@ -211,6 +211,10 @@ static void model_tests(const char *shared) {
     int r = kvcache_save(file, &a.seq, toks, n, err, sizeof err);
     CHECK(r == 0, "save %d tokens (%s)", n, r ? err : "ok");
     CHECK(count_tmp(dir) == 0, "no temporary file left behind");
+    /* save and restore failures are this run's, -1 (picolm_seq_save and
+       picolm_seq_load pass them on: never a file verdict nor another code) */
+    r = kvcache_save(file, &a.seq, toks, 0, err, sizeof err);
+    CHECK(r == -1 && strstr(err, "nothing"), "saving 0 tokens: -1 (%d: %s)", r, err);
 
     /* load and restore into a fresh context: n-1 rows, then the last token */
     kvcache_id id;
@@ -224,6 +228,8 @@ static void model_tests(const char *shared) {
     if (r == 0) {
         int common = kvcache_common_prefix(&v, toks, n);
         CHECK(common == n, "the whole prompt matches (%d of %d)", common, n);
+        r = kvcache_restore(&b.seq, &v, n + 1, err, sizeof err);
+        CHECK(r == -1 && b.seq.n_past == 0, "restoring more positions than the file holds: -1 (%d: %s)", r, err);
         r = kvcache_restore(&b.seq, &v, n - 1, err, sizeof err);
         CHECK(r == 0 && b.seq.n_past == n - 1, "restore %d positions", n - 1);
         r = ctx_prefill(&b, toks + n - 1, 1, err, sizeof err);
